@@ -1,0 +1,38 @@
+package codec
+
+// Codec encodes and decodes envelopes and values in one wire format.
+// Implementations are safe for concurrent use.
+type Codec interface {
+	// Name is the WebSocket subprotocol.
+	Name() string
+	// Binary reports whether frames are binary (MessagePack) or text (JSON).
+	Binary() bool
+	// Encode appends the encoding of m to dst.
+	Encode(dst []byte, m *Message) ([]byte, error)
+	// Decode parses one envelope. Errors are *DecodeError.
+	Decode(data []byte, m *Message) error
+	// Marshal encodes a value (params, result, error data) using json struct tags.
+	Marshal(v any) ([]byte, error)
+	// Unmarshal decodes raw params or result into v using json struct tags.
+	Unmarshal(data []byte, v any) error
+	// Splice appends a notification for method whose params are the encoded
+	// object body with "subscription": subscription added as its first field.
+	Splice(dst []byte, method, subscription string, body []byte) ([]byte, error)
+}
+
+// The two codecs of the realtime API.
+var (
+	JSON    Codec = jsonCodec{}
+	MsgPack Codec = msgpackCodec{}
+)
+
+// ByName returns the codec for a subprotocol name, or nil.
+func ByName(name string) Codec {
+	switch name {
+	case NameMsgPack:
+		return MsgPack
+	case NameJSON:
+		return JSON
+	}
+	return nil
+}

@@ -1,0 +1,239 @@
+package codec
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"unicode/utf8"
+)
+
+type jsonCodec struct{}
+
+func (jsonCodec) Name() string { return NameJSON }
+func (jsonCodec) Binary() bool { return false }
+
+func (jsonCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+func (jsonCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+
+func (jsonCodec) Encode(dst []byte, m *Message) ([]byte, error) {
+	dst = append(dst, `{"jsonrpc":"2.0"`...)
+	if m.Method != "" {
+		if m.HasID {
+			dst = append(dst, `,"id":`...)
+			dst = strconv.AppendInt(dst, m.ID, 10)
+		}
+		dst = append(dst, `,"method":`...)
+		dst = appendJSONString(dst, m.Method)
+		if m.Params != nil {
+			dst = append(dst, `,"params":`...)
+			dst = append(dst, m.Params...)
+		}
+		return append(dst, '}'), nil
+	}
+	dst = append(dst, `,"id":`...)
+	if m.HasID {
+		dst = strconv.AppendInt(dst, m.ID, 10)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	if m.Error != nil {
+		dst = append(dst, `,"error":{"code":`...)
+		dst = strconv.AppendInt(dst, int64(m.Error.Code), 10)
+		dst = append(dst, `,"message":`...)
+		dst = appendJSONString(dst, m.Error.Message)
+		if m.Error.Data != nil {
+			dst = append(dst, `,"data":`...)
+			dst = append(dst, m.Error.Data...)
+		}
+		return append(dst, "}}"...), nil
+	}
+	dst = append(dst, `,"result":`...)
+	if m.Result == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, m.Result...)
+	}
+	return append(dst, '}'), nil
+}
+
+func (c jsonCodec) Decode(data []byte, m *Message) error {
+	trimmed := bytes.TrimLeft(data, " \t\r\n")
+	if len(trimmed) == 0 {
+		return parseErr("empty message")
+	}
+	if !json.Valid(data) {
+		return parseErr("invalid JSON")
+	}
+	switch trimmed[0] {
+	case '[':
+		return invalidReq("batch requests are not supported")
+	case '{':
+	default:
+		return invalidReq("a message must be an object")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return parseErr("invalid JSON")
+	}
+	var e envelope
+	if raw, ok := fields["id"]; ok {
+		e.id, e.idState = jsonID(raw)
+	}
+	if raw, ok := fields["jsonrpc"]; ok {
+		if err := json.Unmarshal(raw, &e.version); err == nil {
+			e.hasVersion = true
+		}
+	}
+	if raw, ok := fields["method"]; ok {
+		if err := json.Unmarshal(raw, &e.method); err != nil {
+			return e.fail("method must be a string")
+		}
+		e.hasMethod = true
+	}
+	if raw, ok := fields["params"]; ok && !isJSONNull(raw) {
+		if raw[0] != '{' && raw[0] != '[' {
+			return e.fail("params must be an object or an array")
+		}
+		e.params = raw
+	}
+	if raw, ok := fields["result"]; ok {
+		e.result = raw
+	}
+	if raw, ok := fields["error"]; ok {
+		e.errRaw = raw
+	}
+	return e.check(c, m)
+}
+
+func (jsonCodec) decodeError(raw []byte) (*Error, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil, err
+	}
+	var e Error
+	code, state := jsonID(fields["code"])
+	if state != idInt || code != int64(int(code)) {
+		return nil, invalidReq("error code must be an integer")
+	}
+	e.Code = int(code)
+	msg, ok := fields["message"]
+	if !ok {
+		return nil, invalidReq("error message is missing")
+	}
+	if err := json.Unmarshal(msg, &e.Message); err != nil {
+		return nil, err
+	}
+	if d, ok := fields["data"]; ok {
+		e.Data = d
+	}
+	return &e, nil
+}
+
+func (jsonCodec) Splice(dst []byte, method, subscription string, body []byte) ([]byte, error) {
+	if len(body) < 2 || body[0] != '{' || body[len(body)-1] != '}' {
+		return dst, ErrNotObject
+	}
+	dst = append(dst, `{"jsonrpc":"2.0","method":`...)
+	dst = appendJSONString(dst, method)
+	dst = append(dst, `,"params":{"subscription":`...)
+	dst = appendJSONString(dst, subscription)
+	if inner := bytes.TrimSpace(body[1 : len(body)-1]); len(inner) > 0 {
+		dst = append(dst, ',')
+		dst = append(dst, inner...)
+	}
+	return append(dst, "}}"...), nil
+}
+
+// fail builds an invalid-request error carrying the id when it is usable.
+func (e *envelope) fail(msg string) error {
+	de := invalidReq("%s", msg)
+	if e.idState == idInt {
+		de.ID, de.HasID = e.id, true
+	}
+	return de
+}
+
+func isJSONNull(raw []byte) bool { return string(raw) == "null" }
+
+// jsonID classifies a raw JSON id: only plain integers (no fraction or
+// exponent) that fit in int64 are integers.
+func jsonID(raw []byte) (int64, idState) {
+	if raw == nil {
+		return 0, idAbsent
+	}
+	if isJSONNull(raw) {
+		return 0, idNull
+	}
+	s := string(raw)
+	digits := s
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if digits == "" {
+		return 0, idBad
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return 0, idBad
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, idBad
+	}
+	return n, idInt
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string, escaping as encoding/json does
+// (control characters, quotes, backslashes, U+2028/U+2029; invalid UTF-8
+// becomes U+FFFD).
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				dst = append(dst, '\\', b)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}

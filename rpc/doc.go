@@ -1,0 +1,15 @@
+// Package rpc is a JSON-RPC 2.0 connection over any message transport, as
+// the realtime API uses it: symmetric (either side sends requests and
+// notifications), notifications processed strictly in order, requests
+// processed concurrently up to a bound, responses matched by id, and every
+// in-flight call cancelled when the connection ends.
+//
+// Entry points: NewConn wraps a Transport and a codec.Codec; Handler serves
+// incoming requests and notifications; Conn.Call, Conn.Notify and
+// Conn.TrySend send. Errors carry the spec's codes as *Error values that
+// match by code, so handlers return fmt.Errorf("...: %w", ErrInvalidParams)
+// or Errorf(ErrNotFound, "...").
+//
+// Caveat: Transport.Read must return when its context is cancelled; Close
+// relies on it to stop the reader.
+package rpc
