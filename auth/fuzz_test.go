@@ -1,0 +1,36 @@
+package auth_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/ballet/gateway/auth"
+)
+
+// FuzzVerify feeds arbitrary strings to Verify: it must never panic, and it
+// either returns a Principal or an error that wraps ErrInvalidToken with a
+// known reason.
+func FuzzVerify(f *testing.F) {
+	iss := startIssuer(f, nil)
+	v := newVerifier(f, iss.URL(), nil)
+	valid := iss.mint(f, "alice", auth.TokenOptions{ClientID: "web-ui"})
+	f.Add(valid)
+	f.Add(valid[:len(valid)-2])
+	f.Add(valid + ".x")
+	reasons := auth.Reasons()
+	f.Fuzz(func(t *testing.T, token string) {
+		p, err := v.Verify(context.Background(), token)
+		switch {
+		case err == nil && (p == nil || p.Subject == ""):
+			t.Fatalf("no error but principal %+v", p)
+		case err != nil && p != nil:
+			t.Fatalf("principal %+v with error %v", *p, err)
+		case err != nil && !errors.Is(err, auth.ErrInvalidToken):
+			t.Fatalf("error %v does not wrap ErrInvalidToken", err)
+		case err != nil && !slices.Contains(reasons, auth.Reason(err)):
+			t.Fatalf("unknown reason %q", auth.Reason(err))
+		}
+	})
+}

@@ -1,0 +1,121 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+)
+
+// maxTokenBytes bounds the work spent on one token; real access tokens are a
+// few kilobytes.
+const maxTokenBytes = 16 << 10
+
+// VerifierOptions configures a Verifier. A nil *VerifierOptions means defaults.
+type VerifierOptions struct {
+	// HTTPClient fetches the discovery document and the key set.
+	// Default: a client with a 10s timeout over http.DefaultTransport.
+	HTTPClient *http.Client
+	// Now is the clock for expiry checks and key refresh pacing.
+	// Default: time.Now.
+	Now func() time.Time
+	// KeyRefreshInterval is the least time between two key set fetches. A
+	// token with an unknown key id (a key rotation, or a forgery) triggers a
+	// fetch; within the interval the cached set answers instead, so a flood
+	// of forged tokens cannot turn into requests to the issuer.
+	// Default 10s; negative means no limit.
+	KeyRefreshInterval time.Duration
+}
+
+// Verifier checks OIDC access tokens (JWT). It is safe for concurrent use.
+// Once the issuer's keys are cached, verifying a token makes no network call.
+type Verifier struct {
+	issuer   string
+	audience string
+	oidc     *oidc.IDTokenVerifier
+}
+
+// NewVerifier discovers issuerURL now and returns a Verifier for tokens whose
+// aud contains audience. ctx bounds the discovery request only.
+func NewVerifier(ctx context.Context, issuerURL, audience string, opts *VerifierOptions) (*Verifier, error) {
+	if issuerURL == "" {
+		return nil, errors.New("auth: empty OIDC issuer URL")
+	}
+	if audience == "" {
+		return nil, fmt.Errorf("auth: OIDC issuer %s: empty audience", issuerURL)
+	}
+	var o VerifierOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.KeyRefreshInterval == 0 {
+		o.KeyRefreshInterval = 10 * time.Second
+	}
+
+	provider, err := oidc.NewProvider(oidc.ClientContext(ctx, o.HTTPClient), issuerURL)
+	if err != nil {
+		return nil, fmt.Errorf("auth: OIDC discovery for issuer %s: %w", issuerURL, err)
+	}
+
+	keyClient := *o.HTTPClient
+	keyClient.Transport = newPacedTransport(o.HTTPClient.Transport, o.KeyRefreshInterval, o.Now)
+	// The key set outlives ctx: it refetches keys whenever a rotation shows up.
+	keyCtx := oidc.ClientContext(context.Background(), &keyClient)
+	v := provider.VerifierContext(keyCtx, &oidc.Config{ClientID: audience, Now: o.Now})
+	return &Verifier{issuer: issuerURL, audience: audience, oidc: v}, nil
+}
+
+// Issuer returns the issuer URL the Verifier trusts.
+func (v *Verifier) Issuer() string { return v.issuer }
+
+// Audience returns the audience tokens must carry.
+func (v *Verifier) Audience() string { return v.audience }
+
+// Verify checks token and returns its Principal. Every error wraps
+// ErrInvalidToken; Reason classifies it. ctx bounds a key set fetch, if one
+// is needed.
+func (v *Verifier) Verify(ctx context.Context, token string) (*Principal, error) {
+	if token == "" {
+		return nil, invalid(ReasonMalformed, errors.New("empty token"))
+	}
+	if len(token) > maxTokenBytes {
+		return nil, invalid(ReasonMalformed, fmt.Errorf("token longer than %d bytes", maxTokenBytes))
+	}
+	idt, err := v.oidc.Verify(ctx, token)
+	if err != nil {
+		return nil, invalid(classify(err), err)
+	}
+	if idt.Subject == "" {
+		return nil, invalid(ReasonMissingSubject, errors.New("no sub claim"))
+	}
+	var c struct {
+		ClientID any `json:"client_id"`
+		AZP      any `json:"azp"`
+	}
+	if err := idt.Claims(&c); err != nil {
+		return nil, invalid(ReasonMalformed, fmt.Errorf("claims: %w", err))
+	}
+	clientID, ok1 := c.ClientID.(string)
+	azp, ok2 := c.AZP.(string)
+	if (c.ClientID != nil && !ok1) || (c.AZP != nil && !ok2) {
+		return nil, invalid(ReasonMalformed, errors.New("client_id or azp is not a string"))
+	}
+	if clientID == "" {
+		clientID = azp
+	}
+	return &Principal{
+		Subject:   idt.Subject,
+		ClientID:  clientID,
+		Human:     idt.Subject != clientID,
+		ExpiresAt: idt.Expiry,
+	}, nil
+}
