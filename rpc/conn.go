@@ -27,7 +27,14 @@ type Request struct {
 	ID           int64
 	Notification bool
 	Params       []byte // raw in the connection's codec; nil when absent
+
+	after func()
 }
+
+// AfterReply arranges for f to run once the response to this request has
+// been queued (for notifications, after the handler returns), e.g. to close
+// the connection right after an error reply.
+func (r *Request) AfterReply(f func()) { r.after = f }
 
 // Decode decodes the params into v. Absent params leave v unchanged; params
 // that do not fit v are an ErrInvalidParams error.
@@ -276,6 +283,9 @@ func (c *Conn) notifyLoop() {
 // serve runs the handler for one request or notification and answers it.
 func (c *Conn) serve(req *Request) {
 	result, err := c.call(req)
+	if req.after != nil {
+		defer req.after()
+	}
 	if req.Notification {
 		if err != nil && !errors.Is(err, ErrMethodNotFound) && c.ctx.Err() == nil {
 			c.log.Debug("notification failed", "method", req.Method, "err", err)
