@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/streams"
+	"github.com/ballet/gateway/streams/migrations"
+	"github.com/ballet/gateway/streams/pglog"
+)
+
+// The actor recorded for changes made from the command line.
+const (
+	adminActorKind    = "system"
+	adminActorSubject = "ballet-gateway admin"
+)
+
+func admin(ctx context.Context, args []string, getenv func(string) string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: admin needs a subcommand", errUsage)
+	}
+	want := map[string]int{"project-create": 2, "grant": 3, "revoke": 2}
+	n, ok := want[args[0]]
+	if !ok {
+		return fmt.Errorf("%w: unknown admin subcommand %q", errUsage, args[0])
+	}
+	if len(args)-1 != n {
+		return fmt.Errorf("%w: admin %s takes %d arguments", errUsage, args[0], n)
+	}
+	if args[0] == "grant" {
+		if _, err := auth.ParseRole(args[3]); err != nil {
+			return fmt.Errorf("%w: role %q: want viewer, member or admin", errUsage, args[3])
+		}
+	}
+	pool, err := poolFromEnv(ctx, getenv)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := migrations.Check(ctx, pool); err != nil {
+		return err
+	}
+	log, err := pglog.Open(ctx, pool, nil)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	switch args[0] {
+	case "project-create":
+		err = log.CreateProject(ctx, args[1], args[2], adminActorSubject)
+	case "grant":
+		err = log.Grant(ctx, args[1], args[2], args[3], adminActorKind, adminActorSubject)
+	case "revoke":
+		err = log.Revoke(ctx, args[1], args[2], adminActorKind, adminActorSubject)
+	}
+	switch {
+	case errors.Is(err, streams.ErrExists):
+		return fmt.Errorf("project %s already exists", args[1])
+	case errors.Is(err, streams.ErrNotFound) && args[0] == "revoke":
+		return fmt.Errorf("%s is not a member of project %s", args[2], args[1])
+	case errors.Is(err, streams.ErrNotFound):
+		return fmt.Errorf("project %s not found", args[1])
+	case errors.Is(err, streams.ErrInvalid):
+		return fmt.Errorf("%s: %w", args[0], err)
+	case err != nil:
+		return err
+	}
+	fmt.Println("ok")
+	return nil
+}

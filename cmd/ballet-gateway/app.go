@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/streams"
+)
+
+// store is what the gateway needs of the event log and project store.
+type store interface {
+	streams.Log
+	streams.ProjectStore
+	streams.Appender
+}
+
+// app wires a store, a verifier and the gateway into running servers.
+type app struct {
+	cfg      gateway.Config
+	logger   *slog.Logger
+	store    store
+	verifier gateway.TokenVerifier
+	// ready adds dependency checks to /readyz (the database).
+	ready func(ctx context.Context) error
+	// routes adds handlers to the client port (the development issuer).
+	routes func(mux *http.ServeMux)
+	// clientLn, when set, is used instead of listening on cfg.Addr.
+	clientLn net.Listener
+	// started, when set, is called once both ports accept connections.
+	started func()
+}
+
+func (a *app) run(ctx context.Context) error {
+	metrics := gateway.NewMetrics()
+	hub := streams.NewHub(&streams.HubOptions{OnEvent: func(ev *streams.Event) {
+		metrics.DeliveryLatency.Observe(time.Since(ev.OccurredAt).Seconds())
+	}})
+	tailer := streams.NewTailer(a.store, func(evs []streams.Event) {
+		hub.Dispatch(evs)
+		metrics.TailerDispatched.Add(float64(len(evs)))
+		metrics.TailerPosition.Set(float64(evs[len(evs)-1].Seq))
+	}, &streams.TailerOptions{Logger: a.logger})
+	// The tailer outlives ctx: it keeps delivering while connections drain.
+	if err := tailer.Start(context.Background()); err != nil {
+		return fmt.Errorf("start the log tailer: %w", err)
+	}
+	defer tailer.Close()
+	metrics.TailerPosition.Set(float64(tailer.Position()))
+	metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ballet_gateway_log_head", Help: "Highest committed event seq, read at scrape time.",
+	}, func() float64 {
+		hctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		head, err := a.store.Head(hctx)
+		if err != nil {
+			return -1
+		}
+		return float64(head)
+	}))
+
+	srv, err := gateway.NewServer(&gateway.Options{
+		Config: a.cfg, Verifier: a.verifier, Log: a.store, Hub: hub, Roles: a.store,
+		Metrics: metrics, Logger: a.logger,
+		Ready: func(ctx context.Context) error {
+			if a.ready != nil {
+				return a.ready(ctx)
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	if a.routes != nil {
+		a.routes(mux)
+	}
+	mux.Handle("/", srv.Handler())
+	clientLn := a.clientLn
+	if clientLn == nil {
+		if clientLn, err = net.Listen("tcp", a.cfg.Addr); err != nil {
+			return &gateway.ConfigError{Var: "BALLET_ADDR", Value: a.cfg.Addr, Msg: "cannot listen: " + err.Error()}
+		}
+	}
+	adminLn, err := net.Listen("tcp", a.cfg.AdminAddr)
+	if err != nil {
+		clientLn.Close()
+		return &gateway.ConfigError{Var: "BALLET_ADMIN_ADDR", Value: a.cfg.AdminAddr, Msg: "cannot listen: " + err.Error()}
+	}
+	errLog := slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn)
+	client := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}
+	adminSrv := &http.Server{Handler: srv.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}
+	serveErr := make(chan error, 2)
+	go func() { serveErr <- client.Serve(clientLn) }()
+	go func() { serveErr <- adminSrv.Serve(adminLn) }()
+	a.logger.Info("listening", "addr", clientLn.Addr().String(), "admin_addr", adminLn.Addr().String())
+	if a.started != nil {
+		a.started()
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-serveErr:
+	}
+	// Drain: /readyz turns unready, the client port stops accepting, then
+	// open sessions are closed with 1001 spread over the drain window.
+	a.logger.Info("shutting down", "drain_window", a.cfg.DrainWindow.String(), "sessions", srv.Sessions())
+	srv.BeginDrain()
+	stopCtx, cancel := context.WithTimeout(context.Background(), a.cfg.DrainWindow+5*time.Second)
+	defer cancel()
+	if err := client.Shutdown(stopCtx); err != nil {
+		a.logger.Warn("client port shutdown", "err", err)
+	}
+	if err := srv.Shutdown(stopCtx); err != nil {
+		a.logger.Warn("sessions did not all end in time", "err", err)
+	}
+	_ = adminSrv.Shutdown(stopCtx)
+	a.logger.Info("stopped")
+	if runErr != nil && !errors.Is(runErr, http.ErrServerClosed) {
+		return runErr
+	}
+	return nil
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/streams/memlog"
+)
+
+// The development setup: one demo project, a human user who administers
+// it, and a viewer.
+const (
+	devAudience = "ballet-dev"
+	devUser     = "dev-user"
+	devViewer   = "dev-viewer"
+	devProject  = "DEMO"
+	devTokenTTL = 12 * time.Hour
+	devIssuer   = "/dev/oidc"
+)
+
+func dev(ctx context.Context, args []string, getenv func(string) string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("%w: dev takes no arguments", errUsage)
+	}
+	base := gateway.Defaults()
+	base.Addr = "127.0.0.1:8080"
+	cfg, err := gateway.LoadConfig(base, getenv)
+	if err != nil {
+		return err
+	}
+	cfg.OIDCAudience = devAudience
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel(getenv)}))
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return &gateway.ConfigError{Var: "BALLET_ADDR", Value: cfg.Addr, Msg: "cannot listen: " + err.Error()}
+	}
+	host := ln.Addr().(*net.TCPAddr)
+	hostport := net.JoinHostPort(host.IP.String(), fmt.Sprint(host.Port))
+	if host.IP.IsUnspecified() {
+		hostport = net.JoinHostPort("127.0.0.1", fmt.Sprint(host.Port))
+	}
+	issuerURL := "http://" + hostport + devIssuer
+	issuer, err := auth.NewIssuer(issuerURL, nil)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	store := memlog.New()
+	defer store.Close()
+	if err := seedDev(ctx, store); err != nil {
+		ln.Close()
+		return err
+	}
+	token, err := issuer.Mint(devUser, auth.TokenOptions{Audience: []string{devAudience}, TTL: devTokenTTL})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	verifier := &lazyVerifier{ready: make(chan struct{})}
+	a := &app{
+		cfg: cfg, logger: logger, store: store, verifier: verifier, clientLn: ln,
+		routes: func(mux *http.ServeMux) {
+			mux.Handle(devIssuer+"/", issuer)
+			mux.HandleFunc("GET /dev/token", devTokenHandler(issuer))
+		},
+		started: func() {
+			// Discovery goes through the server that is now listening, so the
+			// development tokens are checked exactly as in production.
+			vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			v, err := auth.NewVerifier(vctx, issuerURL, devAudience, nil)
+			verifier.set(v, err)
+			if err != nil {
+				logger.Error("development issuer discovery failed", "err", err)
+				return
+			}
+			printDevBanner(os.Stdout, hostport, issuerURL, token)
+		},
+	}
+	return a.run(ctx)
+}
+
+func seedDev(ctx context.Context, store *memlog.Log) error {
+	if err := store.CreateProject(ctx, devProject, "Demo project", devUser); err != nil {
+		return err
+	}
+	if err := store.Grant(ctx, devProject, devUser, "admin", "system", "dev"); err != nil {
+		return err
+	}
+	return store.Grant(ctx, devProject, devViewer, "viewer", "system", "dev")
+}
+
+func printDevBanner(w io.Writer, hostport, issuerURL, token string) {
+	fmt.Fprintf(w, `
+=====================================================================
+  ballet-gateway DEVELOPMENT MODE — NOT FOR PRODUCTION
+  In-memory store (lost on exit), built-in OIDC issuer, demo data.
+=====================================================================
+  /rpc:     ws://%[1]s/rpc
+  issuer:   %[2]s   (audience %[3]s)
+  project:  %[4]s   (you are %[5]s, its admin)
+
+  A token for %[5]s (valid %[6]s; more at http://%[1]s/dev/token?subject=NAME):
+
+%[7]s
+
+  Try it with wscat (npm install -g wscat):
+
+    wscat -s ballet.v1.json -c ws://%[1]s/rpc
+
+  then send, one line each:
+
+    {"jsonrpc":"2.0","id":1,"method":"auth","params":{"token":"%[7]s"}}
+    {"jsonrpc":"2.0","id":2,"method":"system.ping","params":{}}
+    {"jsonrpc":"2.0","id":3,"method":"stream.subscribe","params":{"subscription":"s1","stream":"project:%[4]s"}}
+=====================================================================
+`, hostport, issuerURL, devAudience, devProject, devUser, devTokenTTL, token)
+}
+
+// devTokenHandler mints development tokens: GET /dev/token?subject=NAME
+// (default dev-user), &client_id=ID for a service token.
+func devTokenHandler(issuer *auth.Issuer) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		subject := r.URL.Query().Get("subject")
+		if subject == "" {
+			subject = devUser
+		}
+		ttl := devTokenTTL
+		if v := r.URL.Query().Get("ttl"); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 || d > 7*24*time.Hour {
+				http.Error(w, "ttl: want a duration up to 168h", http.StatusBadRequest)
+				return
+			}
+			ttl = d
+		}
+		tok, err := issuer.Mint(subject, auth.TokenOptions{
+			Audience: []string{devAudience}, TTL: ttl, ClientID: r.URL.Query().Get("client_id"),
+		})
+		if err != nil {
+			http.Error(w, "cannot mint a token", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"token": tok, "subject": subject, "expires_at": time.Now().Add(ttl).Unix(),
+		})
+	}
+}
+
+// lazyVerifier answers once the development issuer's discovery is done.
+type lazyVerifier struct {
+	once  sync.Once
+	ready chan struct{}
+	v     *auth.Verifier
+	err   error
+}
+
+func (l *lazyVerifier) set(v *auth.Verifier, err error) {
+	l.once.Do(func() {
+		l.v, l.err = v, err
+		close(l.ready)
+	})
+}
+
+func (l *lazyVerifier) Verify(ctx context.Context, token string) (*auth.Principal, error) {
+	select {
+	case <-l.ready:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: issuer not ready", auth.ErrInvalidToken)
+	}
+	if l.err != nil {
+		return nil, errors.Join(auth.ErrInvalidToken, l.err)
+	}
+	return l.v.Verify(ctx, token)
+}

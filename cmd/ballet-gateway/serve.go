@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/streams/migrations"
+	"github.com/ballet/gateway/streams/pglog"
+)
+
+func serve(ctx context.Context, args []string, getenv func(string) string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	doMigrate := fs.Bool("migrate", false, "apply the database migrations before serving")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: serve: %v", errUsage, err)
+	}
+	cfg, err := gateway.LoadConfig(gateway.Defaults(), getenv)
+	if err != nil {
+		return err
+	}
+	if err := cfg.RequireServe(); err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel(getenv)}))
+	pool, err := openPool(ctx, &cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if *doMigrate {
+		applied, err := migrations.Apply(ctx, pool)
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		for _, v := range applied {
+			logger.Info("applied migration", "version", v)
+		}
+	} else if err := migrations.Check(ctx, pool); err != nil {
+		return err
+	}
+	log, err := pglog.Open(ctx, pool, &pglog.Options{Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	vctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	verifier, err := auth.NewVerifier(vctx, cfg.OIDCIssuer, cfg.OIDCAudience, nil)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("BALLET_OIDC_ISSUER: %w", err)
+	}
+	a := &app{
+		cfg: cfg, logger: logger, store: log, verifier: verifier,
+		ready: func(ctx context.Context) error {
+			if err := pool.Ping(ctx); err != nil {
+				return errors.New("database unreachable")
+			}
+			return nil
+		},
+	}
+	return a.run(ctx)
+}
+
+func logLevel(getenv func(string) string) slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(getenv("BALLET_LOG_LEVEL"))); err != nil {
+		return slog.LevelInfo
+	}
+	return l
+}

@@ -1,0 +1,188 @@
+package gateway
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the gateway's configuration (the configuration CONTRACT).
+type Config struct {
+	Addr              string        // BALLET_ADDR
+	AdminAddr         string        // BALLET_ADMIN_ADDR
+	DatabaseURL       string        // BALLET_DATABASE_URL
+	OIDCIssuer        string        // BALLET_OIDC_ISSUER
+	OIDCAudience      string        // BALLET_OIDC_AUDIENCE
+	AdminSubjects     []string      // BALLET_ADMIN_SUBJECTS
+	AllowedOrigins    []string      // BALLET_ALLOWED_ORIGINS
+	AuthTimeout       time.Duration // BALLET_AUTH_TIMEOUT
+	HeartbeatInterval time.Duration // BALLET_HEARTBEAT_INTERVAL
+	ReplayLimit       int           // BALLET_REPLAY_LIMIT
+	SubscriberQueue   int           // BALLET_SUBSCRIBER_QUEUE
+	DrainWindow       time.Duration // BALLET_DRAIN_WINDOW
+	ReadLimit         int64         // BALLET_READ_LIMIT: largest accepted frame in bytes
+	PlannerLease      time.Duration // BALLET_PLANNER_LEASE
+	PlannerProvider   string        // BALLET_PLANNER_PROVIDER
+	PlannerBaseURL    string        // BALLET_PLANNER_BASE_URL
+	PlannerAPIKey     string        // BALLET_PLANNER_API_KEY
+	PlannerModel      string        // BALLET_PLANNER_MODEL
+	PlannerMaxRounds  int           // BALLET_PLANNER_MAX_ROUNDS
+	PlannerScript     string        // BALLET_PLANNER_SCRIPT: script file of the scripted provider
+}
+
+// Defaults returns the configuration defaults of the CONTRACT.
+func Defaults() Config {
+	return Config{
+		Addr:              "0.0.0.0:8080",
+		AdminAddr:         "127.0.0.1:8081",
+		AuthTimeout:       10 * time.Second,
+		HeartbeatInterval: 15 * time.Second,
+		ReplayLimit:       1000,
+		SubscriberQueue:   4096,
+		DrainWindow:       10 * time.Second,
+		ReadLimit:         1 << 20,
+		PlannerLease:      15 * time.Second,
+		PlannerMaxRounds:  16,
+	}
+}
+
+// ConfigError names the setting that has a bad value.
+type ConfigError struct {
+	Var   string
+	Value string
+	Msg   string
+}
+
+func (e *ConfigError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("%s: %s", e.Var, e.Msg)
+	}
+	return fmt.Sprintf("%s=%q: %s", e.Var, e.Value, e.Msg)
+}
+
+// LoadConfig reads the environment through getenv on top of base. A bad value
+// is an error naming the variable, never a silent default.
+func LoadConfig(base Config, getenv func(string) string) (Config, error) {
+	c := base
+	str := func(name string, dst *string) {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	var errs []error
+	addr := func(name string, dst *string) {
+		v := getenv(name)
+		if v == "" {
+			return
+		}
+		if _, _, err := net.SplitHostPort(v); err != nil {
+			errs = append(errs, &ConfigError{name, v, "want host:port"})
+			return
+		}
+		*dst = v
+	}
+	dur := func(name string, dst *time.Duration) {
+		v := getenv(name)
+		if v == "" {
+			return
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, &ConfigError{name, v, "want a positive duration such as 10s or 1m30s"})
+			return
+		}
+		*dst = d
+	}
+	integer := func(name string, dst *int, min int) {
+		v := getenv(name)
+		if v == "" {
+			return
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < min {
+			errs = append(errs, &ConfigError{name, v, fmt.Sprintf("want an integer of at least %d", min)})
+			return
+		}
+		*dst = n
+	}
+	list := func(name string, dst *[]string) {
+		v := getenv(name)
+		if v == "" {
+			return
+		}
+		var out []string
+		for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
+			out = append(out, f)
+		}
+		*dst = out
+	}
+	addr("BALLET_ADDR", &c.Addr)
+	addr("BALLET_ADMIN_ADDR", &c.AdminAddr)
+	str("BALLET_DATABASE_URL", &c.DatabaseURL)
+	str("BALLET_OIDC_ISSUER", &c.OIDCIssuer)
+	str("BALLET_OIDC_AUDIENCE", &c.OIDCAudience)
+	list("BALLET_ADMIN_SUBJECTS", &c.AdminSubjects)
+	list("BALLET_ALLOWED_ORIGINS", &c.AllowedOrigins)
+	dur("BALLET_AUTH_TIMEOUT", &c.AuthTimeout)
+	dur("BALLET_HEARTBEAT_INTERVAL", &c.HeartbeatInterval)
+	integer("BALLET_REPLAY_LIMIT", &c.ReplayLimit, 1)
+	integer("BALLET_SUBSCRIBER_QUEUE", &c.SubscriberQueue, 1)
+	dur("BALLET_DRAIN_WINDOW", &c.DrainWindow)
+	var readLimit int
+	integer("BALLET_READ_LIMIT", &readLimit, 1024)
+	if readLimit > 0 {
+		c.ReadLimit = int64(readLimit)
+	}
+	dur("BALLET_PLANNER_LEASE", &c.PlannerLease)
+	if v := getenv("BALLET_PLANNER_PROVIDER"); v != "" {
+		switch v {
+		case "anthropic", "openai", "scripted":
+			c.PlannerProvider = v
+		default:
+			errs = append(errs, &ConfigError{"BALLET_PLANNER_PROVIDER", v, "want anthropic, openai or scripted"})
+		}
+	}
+	str("BALLET_PLANNER_BASE_URL", &c.PlannerBaseURL)
+	str("BALLET_PLANNER_API_KEY", &c.PlannerAPIKey)
+	str("BALLET_PLANNER_MODEL", &c.PlannerModel)
+	integer("BALLET_PLANNER_MAX_ROUNDS", &c.PlannerMaxRounds, 1)
+	str("BALLET_PLANNER_SCRIPT", &c.PlannerScript)
+	if len(errs) > 0 {
+		return c, joinErrors(errs)
+	}
+	return c, nil
+}
+
+// RequireServe checks what `serve` cannot run without.
+func (c *Config) RequireServe() error {
+	var errs []error
+	if c.DatabaseURL == "" {
+		errs = append(errs, &ConfigError{Var: "BALLET_DATABASE_URL", Msg: "required: the Postgres connection string"})
+	}
+	if c.OIDCIssuer == "" {
+		errs = append(errs, &ConfigError{Var: "BALLET_OIDC_ISSUER", Msg: "required: the OIDC issuer URL"})
+	}
+	if c.OIDCAudience == "" {
+		errs = append(errs, &ConfigError{Var: "BALLET_OIDC_AUDIENCE", Msg: "required: the audience access tokens must carry"})
+	}
+	if len(errs) > 0 {
+		return joinErrors(errs)
+	}
+	return nil
+}
+
+type multiError []error
+
+func (m multiError) Error() string {
+	parts := make([]string, len(m))
+	for i, e := range m {
+		parts[i] = e.Error()
+	}
+	return "configuration: " + strings.Join(parts, "; ")
+}
+
+func (m multiError) Unwrap() []error { return m }
+
+func joinErrors(errs []error) error { return multiError(errs) }

@@ -1,0 +1,163 @@
+// Package gatewaytest starts a complete gateway for tests: a real OIDC
+// issuer over HTTP, the event log (in memory, or Postgres in a throwaway
+// database), the tailer and hub, and the server on a loopback port.
+package gatewaytest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/auth/authtest"
+	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/streams"
+	"github.com/ballet/gateway/streams/memlog"
+	"github.com/ballet/gateway/streams/migrations"
+	"github.com/ballet/gateway/streams/pglog"
+	"github.com/ballet/gateway/streams/pgtest"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Audience is the audience of the test issuer's tokens.
+const Audience = "ballet-test"
+
+// Store is the event log and project store a test gateway runs on.
+type Store interface {
+	streams.Log
+	streams.ProjectStore
+	streams.Appender
+}
+
+// Options configure Start. A nil *Options means memory store and defaults.
+type Options struct {
+	// Postgres runs the gateway on a throwaway Postgres database.
+	Postgres bool
+	// Config overrides; zero fields keep the defaults.
+	Config gateway.Config
+	// API is mounted at /api/v1/ when set; it may be set after Start
+	// through Env.SetAPI.
+	API http.Handler
+}
+
+// Env is a running gateway.
+type Env struct {
+	Server  *gateway.Server
+	Hub     *streams.Hub
+	Store   Store
+	Tailer  *streams.Tailer
+	Issuer  *auth.Issuer
+	HTTP    *httptest.Server
+	URL     string // ws://127.0.0.1:port/rpc
+	BaseURL string // http://127.0.0.1:port
+	// PGLog is the Postgres log when Options.Postgres is set.
+	PGLog *pglog.Log
+	// DatabaseURL is the throwaway database when Options.Postgres is set.
+	DatabaseURL string
+	api         *swapHandler
+}
+
+// Start runs a gateway until the test ends.
+func Start(t testing.TB, o *Options) *Env {
+	t.Helper()
+	if o == nil {
+		o = &Options{}
+	}
+	env := &Env{Issuer: authtest.NewIssuer(t), api: &swapHandler{}}
+	ctx := context.Background()
+	if o.Postgres {
+		env.DatabaseURL = pgtest.URL(t)
+		pool, err := pgxpool.New(ctx, env.DatabaseURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		if _, err := migrations.Apply(ctx, pool); err != nil {
+			t.Fatal(err)
+		}
+		l, err := pglog.Open(ctx, pool, &pglog.Options{PollInterval: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		env.Store, env.PGLog = l, l
+	} else {
+		l := memlog.New()
+		t.Cleanup(func() { l.Close() })
+		env.Store = l
+	}
+	cfg := o.Config
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = time.Minute
+	}
+	verifier := authtest.NewVerifier(t, env.Issuer, Audience)
+	env.Hub = streams.NewHub(nil)
+	env.Tailer = streams.NewTailer(env.Store, env.Hub.Dispatch, nil)
+	if err := env.Tailer.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { env.Tailer.Close() })
+	if o.API != nil {
+		env.api.set(o.API)
+	}
+	srv, err := gateway.NewServer(&gateway.Options{
+		Config: cfg, Verifier: verifier, Log: env.Store, Hub: env.Hub, Roles: env.Store, API: env.api,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Server = srv
+	env.HTTP = httptest.NewServer(srv.Handler())
+	env.BaseURL = env.HTTP.URL
+	env.URL = "ws" + strings.TrimPrefix(env.HTTP.URL, "http") + "/rpc"
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		env.HTTP.Close()
+	})
+	return env
+}
+
+// SetAPI mounts h at /api/v1/.
+func (e *Env) SetAPI(h http.Handler) { e.api.set(h) }
+
+// Token mints a token for subject with the test audience.
+func (e *Env) Token(t testing.TB, subject string) string {
+	t.Helper()
+	return authtest.Mint(t, e.Issuer, subject, auth.TokenOptions{Audience: []string{Audience}})
+}
+
+// Project creates a project and grants roles, e.g. Project(t, "WEB", "alice", "admin", "bob", "viewer").
+func (e *Env) Project(t testing.TB, key string, subjectRoles ...string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := e.Store.CreateProject(ctx, key, key+" project", "test"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(subjectRoles); i += 2 {
+		if err := e.Store.Grant(ctx, key, subjectRoles[i], subjectRoles[i+1], "system", "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+type swapHandler struct {
+	h atomicHandler
+}
+
+func (s *swapHandler) set(h http.Handler) { s.h.Store(&h) }
+
+func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h := s.h.Load(); h != nil {
+		(*h).ServeHTTP(w, r)
+		return
+	}
+	http.NotFound(w, r)
+}

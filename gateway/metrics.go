@@ -1,0 +1,101 @@
+package gateway
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics are the gateway's Prometheus metrics, all named ballet_gateway_*.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	Connections      *prometheus.GaugeVec   // by codec
+	Connects         *prometheus.CounterVec // by codec
+	Closes           *prometheus.CounterVec // by close code
+	AuthFailures     *prometheus.CounterVec // by reason
+	MessagesIn       *prometheus.CounterVec // by method
+	MessagesOut      *prometheus.CounterVec // by method
+	Requests         *prometheus.CounterVec // by method and code
+	RequestDuration  *prometheus.HistogramVec
+	Subscriptions    *prometheus.GaugeVec // by stream kind
+	EventsDelivered  prometheus.Counter
+	LaggingCloses    prometheus.Counter
+	ServerCloses     *prometheus.CounterVec // stream.closed by reason
+	ReplayEvents     prometheus.Histogram
+	DeliveryLatency  prometheus.Histogram
+	TailerPosition   prometheus.Gauge
+	TailerDispatched prometheus.Counter
+}
+
+// knownMethods bounds the method label; anything else counts as "other".
+var knownMethods = map[string]bool{
+	"auth": true, "auth.refresh": true, "$/heartbeat": true, "system.ping": true,
+	"stream.subscribe": true, "stream.unsubscribe": true, "stream.event": true, "stream.closed": true,
+	"planner.send": true, "planner.cancel": true, "planner.watch": true, "planner.output": true,
+}
+
+func methodLabel(m string) string {
+	if knownMethods[m] {
+		return m
+	}
+	return "other"
+}
+
+// NewMetrics registers the gateway's metrics, with the Go runtime and process
+// collectors, on a new registry.
+func NewMetrics() *Metrics {
+	r := prometheus.NewRegistry()
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	const ns = "ballet_gateway"
+	m := &Metrics{
+		Registry: r,
+		Connections: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "connections",
+			Help: "Open WebSocket connections on /rpc, by codec."}, []string{"codec"}),
+		Connects: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "connects_total",
+			Help: "WebSocket connections accepted on /rpc, by codec."}, []string{"codec"}),
+		Closes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "closes_total",
+			Help: "WebSocket connections ended, by close code (1006 when the peer vanished)."}, []string{"code"}),
+		AuthFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "auth_failures_total",
+			Help: "Failed authentications, by reason."}, []string{"reason"}),
+		MessagesIn: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "messages_received_total",
+			Help: "JSON-RPC requests and notifications received, by method."}, []string{"method"}),
+		MessagesOut: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "messages_sent_total",
+			Help: "JSON-RPC notifications sent, by method."}, []string{"method"}),
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "rpc_requests_total",
+			Help: "JSON-RPC requests answered, by method and error code (0 for success)."}, []string{"method", "code"}),
+		RequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "rpc_request_duration_seconds",
+			Help: "Time to answer a JSON-RPC request, by method.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}, []string{"method"}),
+		Subscriptions: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "subscriptions",
+			Help: "Active subscriptions, by kind (project, item, planner)."}, []string{"kind"}),
+		EventsDelivered: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "events_delivered_total",
+			Help: "stream.event notifications queued to clients."}),
+		LaggingCloses: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "lagging_closes_total",
+			Help: "Subscriptions closed because the client did not keep up."}),
+		ServerCloses: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "stream_closes_total",
+			Help: "stream.closed notifications sent, by reason."}, []string{"reason"}),
+		ReplayEvents: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "replay_events",
+			Help: "Events replayed per stream.subscribe with from_seq.", Buckets: []float64{0, 1, 10, 50, 100, 250, 500, 1000}}),
+		DeliveryLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "delivery_latency_seconds",
+			Help:    "Time from an event's occurred_at to its dispatch to subscribers.",
+			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2.5, 5, 10}}),
+		TailerPosition: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "tailer_position",
+			Help: "Highest event seq this gateway has dispatched."}),
+		TailerDispatched: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "tailer_events_total",
+			Help: "Events read from the log and dispatched."}),
+	}
+	r.MustRegister(m.Connections, m.Connects, m.Closes, m.AuthFailures, m.MessagesIn, m.MessagesOut,
+		m.Requests, m.RequestDuration, m.Subscriptions, m.EventsDelivered, m.LaggingCloses, m.ServerCloses,
+		m.ReplayEvents, m.DeliveryLatency, m.TailerPosition, m.TailerDispatched)
+	for _, c := range []string{"msgpack", "json"} {
+		m.Connections.WithLabelValues(c)
+		m.Connects.WithLabelValues(c)
+	}
+	for _, k := range []string{"project", "item", "planner"} {
+		m.Subscriptions.WithLabelValues(k)
+	}
+	return m
+}
+
+func codeLabel(code int) string { return strconv.Itoa(code) }

@@ -1,0 +1,298 @@
+package gateway
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/pprof"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/streams"
+)
+
+// TokenVerifier checks an OIDC access token.
+type TokenVerifier interface {
+	Verify(ctx context.Context, token string) (*auth.Principal, error)
+}
+
+// Roles tells a subject's role in a project.
+type Roles interface {
+	Role(ctx context.Context, project, subject string) (role string, projectExists bool, err error)
+}
+
+var (
+	_ TokenVerifier = (*auth.Verifier)(nil)
+	_ Roles         = streams.ProjectStore(nil)
+)
+
+// Options configure a Server. Verifier, Log, Hub and Roles are required.
+type Options struct {
+	Config   Config
+	Verifier TokenVerifier
+	Log      streams.Log
+	Hub      *streams.Hub
+	Roles    Roles
+	Metrics  *Metrics // nil: a new set on its own registry
+	Logger   *slog.Logger
+	// Ready reports whether the gateway's dependencies are up (for /readyz).
+	Ready func(ctx context.Context) error
+	// API serves /api/v1/ on the client port, when set.
+	API http.Handler
+	// Root serves / on the client port, when set (the development UI).
+	Root http.Handler
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// ErrServerClosed is returned by Accepting calls after Shutdown.
+var ErrServerClosed = errors.New("gateway: server closed")
+
+// Server is the realtime gateway: /rpc sessions and the HTTP endpoints.
+type Server struct {
+	cfg      Config
+	verifier TokenVerifier
+	log      streams.Log
+	hub      *streams.Hub
+	roles    Roles
+	metrics  *Metrics
+	logger   *slog.Logger
+	ready    func(ctx context.Context) error
+	api      http.Handler
+	root     http.Handler
+	now      func() time.Time
+
+	ctx      context.Context // ends sessions when the server closes
+	cancel   context.CancelFunc
+	draining atomic.Bool
+
+	mu       sync.Mutex
+	sessions map[*session]struct{}
+	wg       sync.WaitGroup
+}
+
+// NewServer returns a server; it serves nothing until its handlers are mounted.
+func NewServer(o *Options) (*Server, error) {
+	if o == nil || o.Verifier == nil || o.Log == nil || o.Hub == nil || o.Roles == nil {
+		return nil, errors.New("gateway: Verifier, Log, Hub and Roles are required")
+	}
+	s := &Server{
+		cfg: o.Config, verifier: o.Verifier, log: o.Log, hub: o.Hub, roles: o.Roles,
+		metrics: o.Metrics, logger: o.Logger, ready: o.Ready, api: o.API, root: o.Root, now: o.Now,
+		sessions: make(map[*session]struct{}),
+	}
+	def := Defaults()
+	if s.cfg.AuthTimeout <= 0 {
+		s.cfg.AuthTimeout = def.AuthTimeout
+	}
+	if s.cfg.HeartbeatInterval <= 0 {
+		s.cfg.HeartbeatInterval = def.HeartbeatInterval
+	}
+	if s.cfg.ReplayLimit <= 0 {
+		s.cfg.ReplayLimit = def.ReplayLimit
+	}
+	if s.cfg.SubscriberQueue <= 0 {
+		s.cfg.SubscriberQueue = def.SubscriberQueue
+	}
+	if s.cfg.DrainWindow <= 0 {
+		s.cfg.DrainWindow = def.DrainWindow
+	}
+	if s.cfg.ReadLimit <= 0 {
+		s.cfg.ReadLimit = def.ReadLimit
+	}
+	if s.metrics == nil {
+		s.metrics = NewMetrics()
+	}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	if s.ready == nil {
+		s.ready = func(context.Context) error { return nil }
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Metrics returns the server's metrics.
+func (s *Server) Metrics() *Metrics { return s.metrics }
+
+// Handler serves the client port: /rpc, /healthz, and /api/v1/ when set.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /rpc", s.serveRPC)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	if s.api != nil {
+		mux.Handle("/api/v1/", s.api)
+	}
+	if s.root != nil {
+		mux.Handle("/", s.root)
+	}
+	return mux
+}
+
+// AdminHandler serves the admin port: /metrics, /readyz, /debug/pprof/.
+func (s *Server) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if s.draining.Load() {
+			http.Error(w, "draining", http.StatusServiceUnavailable)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := s.ready(ctx); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "the gateway is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		Subprotocols:    []string{codec.NameMsgPack, codec.NameJSON},
+		OriginPatterns:  s.cfg.AllowedOrigins,
+		CompressionMode: websocket.CompressionDisabled,
+	})
+	if err != nil {
+		// Accept has already answered (403 for a foreign Origin, 400/426 for a bad handshake).
+		s.logger.Debug("websocket upgrade refused", "err", err, "remote", r.RemoteAddr)
+		return
+	}
+	c := codec.ByName(ws.Subprotocol())
+	if c == nil {
+		s.metrics.Closes.WithLabelValues(codeLabel(int(websocket.StatusPolicyViolation))).Inc()
+		_ = ws.Close(websocket.StatusPolicyViolation, "offer subprotocol ballet.v1.msgpack or ballet.v1.json")
+		return
+	}
+	ws.SetReadLimit(s.cfg.ReadLimit)
+	sess := newSession(s, ws, c, r)
+	if !s.track(sess) {
+		_ = ws.Close(websocket.StatusGoingAway, "the gateway is shutting down")
+		return
+	}
+	// The session runs on its own goroutines; the handler returns so that
+	// net/http releases the request's memory.
+	sess.start()
+}
+
+func (s *Server) track(sess *session) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining.Load() {
+		return false
+	}
+	s.sessions[sess] = struct{}{}
+	s.wg.Add(1)
+	return true
+}
+
+func (s *Server) untrack(sess *session) {
+	s.mu.Lock()
+	delete(s.sessions, sess)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// Sessions returns the number of open /rpc sessions.
+func (s *Server) Sessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
+}
+
+// BeginDrain turns /readyz unready and refuses new /rpc sessions; open
+// sessions stay until Shutdown closes them.
+func (s *Server) BeginDrain() {
+	s.mu.Lock()
+	s.draining.Store(true)
+	s.mu.Unlock()
+}
+
+// Draining reports whether Shutdown has begun.
+func (s *Server) Draining() bool { return s.draining.Load() }
+
+// Shutdown stops accepting /rpc sessions, then closes the open ones with
+// 1001 (going away), spread evenly over the drain window in random order so
+// clients do not all reconnect in the same second, and waits for them to end
+// or for ctx. It is safe to call more than once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining.Store(true)
+	open := make([]*session, 0, len(s.sessions))
+	for sess := range s.sessions {
+		open = append(open, sess)
+	}
+	s.mu.Unlock()
+	rand.Shuffle(len(open), func(i, j int) { open[i], open[j] = open[j], open[i] })
+	window := s.cfg.DrainWindow
+	if dl, ok := ctx.Deadline(); ok {
+		// Leave a second for the close handshakes.
+		if left := time.Until(dl) - time.Second; left < window {
+			window = max(left, 0)
+		}
+	}
+	start := time.Now()
+	for i, sess := range open {
+		at := start.Add(time.Duration(int64(window) * int64(i) / int64(max(len(open), 1))))
+		if d := time.Until(at); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+		sess.closeWith(websocket.StatusGoingAway, "the gateway is shutting down")
+	}
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		s.cancel()
+		return nil
+	case <-ctx.Done():
+		s.cancel() // ends every session's context now
+		<-done
+		return ctx.Err()
+	}
+}
+
+func newConnID() string {
+	var b [8]byte
+	_, _ = crand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,553 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/rpc"
+	"github.com/ballet/gateway/streams"
+)
+
+// Close codes of the realtime API beyond RFC 6455's.
+const (
+	StatusHeartbeatTimeout websocket.StatusCode = 4000
+	StatusUnauthenticated  websocket.StatusCode = 4001
+)
+
+// session is one /rpc connection: authentication, heartbeats,
+// subscriptions, and method routing.
+type session struct {
+	srv    *Server
+	ws     *websocket.Conn
+	codec  codec.Codec
+	conn   *rpc.Conn
+	id     string
+	logp   atomic.Pointer[slog.Logger] // gains the subject once authenticated
+	codecL string
+
+	lastRecv atomic.Int64 // Unix ns of the last frame from the peer
+
+	mu        sync.Mutex
+	principal *auth.Principal // nil until auth succeeds
+	subs      map[string]*clientSub
+
+	closeOnce sync.Once
+	closeReq  chan struct{}
+	closeCode websocket.StatusCode
+	closeMsg  string
+	authed    chan struct{} // closed when auth succeeds
+	expiry    chan time.Time
+}
+
+// clientSub is one entry of the connection's subscription-id namespace.
+type clientSub struct {
+	stream *streams.Subscription // nil for planner watches
+	kind   string                // metrics label: project, item, planner
+	cancel func()                // ends a planner watch
+}
+
+func newSession(srv *Server, ws *websocket.Conn, c codec.Codec, r *http.Request) *session {
+	s := &session{
+		srv: srv, ws: ws, codec: c, id: newConnID(),
+		subs:     make(map[string]*clientSub),
+		closeReq: make(chan struct{}),
+		authed:   make(chan struct{}),
+		expiry:   make(chan time.Time, 1),
+	}
+	s.codecL = "json"
+	if c.Binary() {
+		s.codecL = "msgpack"
+	}
+	lg := srv.logger.With("conn", s.id, "codec", s.codecL, "remote", r.RemoteAddr)
+	if tid := traceID(r.Header.Get("traceparent")); tid != "" {
+		lg = lg.With("trace_id", tid)
+	}
+	s.logp.Store(lg)
+	typ := websocket.MessageText
+	if c.Binary() {
+		typ = websocket.MessageBinary
+	}
+	t := &wsTransport{ws: ws, typ: typ, onKind: func() {
+		s.closeWith(websocket.StatusUnsupportedData, "frame kind does not match the subprotocol")
+	}}
+	s.conn = rpc.NewConn(t, c, &rpc.Options{
+		Handler:   rpc.HandlerFunc(s.handle),
+		Inline:    func(m string) bool { return m == "auth" },
+		OnMessage: func() { s.lastRecv.Store(time.Now().UnixNano()) },
+		Logger:    lg,
+	})
+	return s
+}
+
+func (s *session) start() {
+	s.srv.metrics.Connections.WithLabelValues(s.codecL).Inc()
+	s.srv.metrics.Connects.WithLabelValues(s.codecL).Inc()
+	s.lastRecv.Store(time.Now().UnixNano())
+	s.conn.Start(s.srv.ctx)
+	go s.run()
+	s.lg().Debug("connection opened")
+}
+
+// closeWith asks the session to close the WebSocket with code; the first
+// request wins. It never blocks.
+func (s *session) closeWith(code websocket.StatusCode, reason string) {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closeCode, s.closeMsg = code, reason
+		s.mu.Unlock()
+		close(s.closeReq)
+	})
+}
+
+// run owns the session: timers for authentication, heartbeats and token
+// expiry, and the close sequence.
+func (s *session) run() {
+	defer s.srv.untrack(s)
+	interval := s.srv.cfg.HeartbeatInterval
+	authTimer := time.NewTimer(s.srv.cfg.AuthTimeout)
+	defer authTimer.Stop()
+	tick := time.NewTicker(max(interval/4, time.Millisecond))
+	defer tick.Stop()
+	var expTimer *time.Timer
+	var expC <-chan time.Time
+	defer func() {
+		if expTimer != nil {
+			expTimer.Stop()
+		}
+	}()
+	lastSent := time.Now()
+	authC := s.authed
+	for {
+		select {
+		case <-s.closeReq:
+			s.finish()
+			return
+		case <-s.conn.Done():
+			s.finish()
+			return
+		case <-authC:
+			authTimer.Stop()
+			authC = nil
+		case <-authTimer.C:
+			if authC != nil {
+				s.srv.metrics.AuthFailures.WithLabelValues("timeout").Inc()
+				s.closeWith(StatusUnauthenticated, "no auth request in time")
+			}
+		case at := <-s.expiry:
+			if expTimer == nil {
+				expTimer = time.NewTimer(time.Until(at))
+			} else {
+				expTimer.Stop()
+				expTimer.Reset(time.Until(at))
+			}
+			expC = expTimer.C
+		case <-expC:
+			s.srv.metrics.AuthFailures.WithLabelValues("expired").Inc()
+			s.closeWith(StatusUnauthenticated, "token expired")
+		case now := <-tick.C:
+			if silent := now.Sub(time.Unix(0, s.lastRecv.Load())); silent >= 3*interval {
+				s.closeWith(StatusHeartbeatTimeout, "heartbeat timeout")
+				continue
+			}
+			if now.Sub(lastSent) >= interval {
+				lastSent = now
+				s.sendHeartbeat()
+			}
+		}
+	}
+}
+
+func (s *session) sendHeartbeat() {
+	frame, err := s.notification("$/heartbeat", heartbeat{Time: s.srv.now().UnixMilli()})
+	if err == nil && s.conn.TrySend(frame, nil) {
+		s.srv.metrics.MessagesOut.WithLabelValues("$/heartbeat").Inc()
+	}
+}
+
+func (s *session) notification(method string, params any) ([]byte, error) {
+	raw, err := s.codec.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	return s.codec.Encode(nil, &codec.Message{Method: method, Params: raw})
+}
+
+// finish closes the WebSocket (after flushing what is queued when the
+// server chose to close) and releases everything the session holds.
+func (s *session) finish() {
+	s.mu.Lock()
+	code, reason := s.closeCode, s.closeMsg
+	s.mu.Unlock()
+	if code != 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = s.conn.Flush(ctx)
+		cancel()
+		_ = s.ws.Close(code, reason)
+	} else {
+		// The peer closed, or the transport failed.
+		code = websocket.CloseStatus(s.conn.Err())
+		if code == -1 {
+			switch {
+			case errors.Is(s.conn.Err(), errWrongFrameKind):
+				code = websocket.StatusUnsupportedData
+			default:
+				code = websocket.StatusAbnormalClosure
+			}
+		}
+		_ = s.ws.CloseNow()
+	}
+	_ = s.conn.Close()
+	s.mu.Lock()
+	subs := make(map[string]*clientSub, len(s.subs))
+	for id, cs := range s.subs {
+		subs[id] = cs
+	}
+	s.mu.Unlock()
+	for id, cs := range subs {
+		s.forget(id, cs)
+	}
+	s.mu.Lock()
+	s.subs = nil
+	s.mu.Unlock()
+	s.srv.metrics.Connections.WithLabelValues(s.codecL).Dec()
+	s.srv.metrics.Closes.WithLabelValues(codeLabel(int(code))).Inc()
+	s.lg().Debug("connection closed", "code", int(code), "reason", reason)
+}
+
+// forget removes id from the namespace if it still maps to cs, and ends
+// what cs holds; it reports whether it did.
+func (s *session) forget(id string, cs *clientSub) bool {
+	s.mu.Lock()
+	if s.subs[id] != cs {
+		s.mu.Unlock()
+		return false
+	}
+	delete(s.subs, id)
+	sub := cs.stream
+	s.mu.Unlock()
+	if sub != nil {
+		s.srv.hub.Unsubscribe(sub)
+	}
+	if cs.cancel != nil {
+		cs.cancel()
+	}
+	s.srv.metrics.Subscriptions.WithLabelValues(cs.kind).Dec()
+	return true
+}
+
+func (s *session) getPrincipal() *auth.Principal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.principal
+}
+
+type heartbeat struct {
+	Time int64 `json:"time"`
+}
+
+type tokenParams struct {
+	Token string `json:"token"`
+}
+
+type authResult struct {
+	Subject   string `json:"subject"`
+	ExpiresAt int64  `json:"expires_at"`
+}
+
+// handle routes one request or notification.
+func (s *session) handle(ctx context.Context, req *rpc.Request) (result any, err error) {
+	s.srv.metrics.MessagesIn.WithLabelValues(methodLabel(req.Method)).Inc()
+	if !req.Notification {
+		start := time.Now()
+		defer func() {
+			m := methodLabel(req.Method)
+			s.srv.metrics.Requests.WithLabelValues(m, codeLabel(rpc.Code(errOrNil(err)))).Inc()
+			s.srv.metrics.RequestDuration.WithLabelValues(m).Observe(time.Since(start).Seconds())
+		}()
+	}
+	p := s.getPrincipal()
+	if p == nil {
+		if req.Method != "auth" || req.Notification {
+			s.srv.metrics.AuthFailures.WithLabelValues("no_auth").Inc()
+			s.closeWith(StatusUnauthenticated, "the first message must be an auth request")
+			return nil, rpc.Errorf(rpc.ErrUnauthenticated, "the first message must be an auth request")
+		}
+		return s.auth(ctx, req)
+	}
+	switch req.Method {
+	case "$/heartbeat":
+		return nil, nil
+	case "auth":
+		return nil, rpc.Errorf(rpc.ErrInvalidRequest, "already authenticated: use auth.refresh")
+	case "auth.refresh":
+		return s.refresh(ctx, req)
+	case "system.ping":
+		return map[string]any{"time": s.srv.now().UnixMilli(), "subject": p.Subject}, nil
+	case "stream.subscribe":
+		return s.subscribe(ctx, req, p)
+	case "stream.unsubscribe":
+		return s.unsubscribe(req)
+	}
+	return nil, rpc.Errorf(rpc.ErrMethodNotFound, "method %s not found", req.Method)
+}
+
+func errOrNil(err error) error {
+	if err == nil {
+		return nil
+	}
+	if rpc.Code(err) == 0 {
+		return rpc.ErrInternal
+	}
+	return err
+}
+
+func (s *session) verify(ctx context.Context, req *rpc.Request) (*auth.Principal, error) {
+	var tp tokenParams
+	if err := req.Decode(&tp); err != nil {
+		return nil, err
+	}
+	if tp.Token == "" {
+		return nil, rpc.Errorf(rpc.ErrInvalidParams, "params.token is required")
+	}
+	vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	p, err := s.srv.verifier.Verify(vctx, tp.Token)
+	if err != nil {
+		reason := auth.Reason(err)
+		s.srv.metrics.AuthFailures.WithLabelValues(reason).Inc()
+		s.lg().Info("token rejected", "method", req.Method, "reason", reason)
+		return nil, rpc.Errorf(rpc.ErrUnauthenticated, "invalid token (%s)", reason)
+	}
+	return p, nil
+}
+
+func (s *session) auth(ctx context.Context, req *rpc.Request) (any, error) {
+	p, err := s.verify(ctx, req)
+	if err != nil {
+		req.AfterReply(func() { s.closeWith(StatusUnauthenticated, "invalid token") })
+		return nil, err
+	}
+	s.mu.Lock()
+	s.principal = p
+	s.mu.Unlock()
+	s.logp.Store(s.lg().With("subject", p.Subject))
+	close(s.authed)
+	s.setExpiry(p.ExpiresAt)
+	s.lg().Info("authenticated", "human", p.Human)
+	return authResult{Subject: p.Subject, ExpiresAt: p.ExpiresAt.Unix()}, nil
+}
+
+func (s *session) refresh(ctx context.Context, req *rpc.Request) (any, error) {
+	p, err := s.verify(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	old := s.principal
+	if p.Subject != old.Subject {
+		s.mu.Unlock()
+		s.srv.metrics.AuthFailures.WithLabelValues("subject_changed").Inc()
+		return nil, rpc.Errorf(rpc.ErrUnauthenticated, "auth.refresh must keep the subject %q", old.Subject)
+	}
+	s.principal = p
+	s.mu.Unlock()
+	s.setExpiry(p.ExpiresAt)
+	return authResult{Subject: p.Subject, ExpiresAt: p.ExpiresAt.Unix()}, nil
+}
+
+func (s *session) setExpiry(at time.Time) {
+	// The run loop takes the newest expiry; an older pending one is replaced.
+	for {
+		select {
+		case s.expiry <- at:
+			return
+		default:
+			select {
+			case <-s.expiry:
+			default:
+			}
+		}
+	}
+}
+
+// Subscription ids: 1–64 characters, unique on the connection across
+// stream.subscribe and planner.watch.
+func checkSubID(id string) error {
+	n := 0
+	for range id {
+		n++
+	}
+	if n < 1 || n > 64 {
+		return rpc.Errorf(rpc.ErrInvalidParams, "subscription must be 1 to 64 characters, got %d", n)
+	}
+	if !streams.ValidText(id) {
+		return rpc.Errorf(rpc.ErrInvalidParams, "subscription must be UTF-8 text")
+	}
+	return nil
+}
+
+// reserve claims a subscription id in the connection's namespace.
+func (s *session) reserve(id string, cs *clientSub) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.subs == nil {
+		return rpc.ErrClosed
+	}
+	if _, dup := s.subs[id]; dup {
+		return rpc.Errorf(rpc.ErrInvalidParams, "subscription %q is already in use on this connection", id)
+	}
+	s.subs[id] = cs
+	s.srv.metrics.Subscriptions.WithLabelValues(cs.kind).Inc()
+	return nil
+}
+
+type subscribeParams struct {
+	Subscription string `json:"subscription"`
+	Stream       string `json:"stream"`
+	FromSeq      *int64 `json:"from_seq"`
+}
+
+type subscribeResult struct {
+	Subscription string `json:"subscription"`
+	Seq          int64  `json:"seq"`
+}
+
+type closedParams struct {
+	Subscription string `json:"subscription"`
+	Reason       string `json:"reason"`
+}
+
+func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Principal) (any, error) {
+	var sp subscribeParams
+	if err := req.Decode(&sp); err != nil {
+		return nil, err
+	}
+	if err := checkSubID(sp.Subscription); err != nil {
+		return nil, err
+	}
+	st, err := streams.ParseStream(sp.Stream)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.ErrInvalidParams, "stream %q: want project:<KEY> or item:<KEY>", sp.Stream)
+	}
+	if sp.FromSeq != nil && *sp.FromSeq < 0 {
+		return nil, rpc.Errorf(rpc.ErrInvalidParams, "from_seq must not be negative")
+	}
+	if err := s.authorize(ctx, st, p, auth.PermRead); err != nil {
+		return nil, err
+	}
+	kind := st.Kind.String()
+	cs := &clientSub{kind: kind}
+	if err := s.reserve(sp.Subscription, cs); err != nil {
+		return nil, err
+	}
+	sub, head, err := s.srv.hub.Subscribe(ctx, s.srv.log, streams.SubscribeRequest{
+		ID: sp.Subscription, Subject: p.Subject, Stream: st, Codec: s.codec, Out: s.conn,
+		FromSeq: sp.FromSeq, QueueLimit: s.srv.cfg.SubscriberQueue, ReplayLimit: s.srv.cfg.ReplayLimit,
+		OnClosed: s.subClosed,
+	})
+	if err != nil {
+		s.forget(sp.Subscription, cs)
+		if errors.Is(err, streams.ErrResyncRequired) {
+			return nil, rpc.Errorf(rpc.ErrResyncRequired, "resync required: %s", resyncDetail(err))
+		}
+		return nil, fmt.Errorf("subscribe %s: %w", st, err)
+	}
+	s.mu.Lock()
+	current := s.subs[sp.Subscription] == cs
+	if current {
+		cs.stream = sub
+	}
+	s.mu.Unlock()
+	if !current {
+		// Closed while subscribing (lagging during the replay, or the
+		// connection ended): the client hears of it through stream.closed.
+		s.srv.hub.Unsubscribe(sub)
+	}
+	if sp.FromSeq != nil {
+		s.srv.metrics.ReplayEvents.Observe(float64(sub.Replayed()))
+	}
+	return subscribeResult{Subscription: sp.Subscription, Seq: head}, nil
+}
+
+func resyncDetail(err error) string {
+	msg := err.Error()
+	// "subscribe project:X: <detail>: streams: resync required"
+	const suffix = ": " + "streams: resync required"
+	if len(msg) > len(suffix) && msg[len(msg)-len(suffix):] == suffix {
+		msg = msg[:len(msg)-len(suffix)]
+	}
+	return msg
+}
+
+// authorize checks perm on the stream's project: -32004 for an unknown
+// project, -32003 without the permission.
+func (s *session) authorize(ctx context.Context, st streams.Stream, p *auth.Principal, perm auth.Perm) error {
+	project := st.Project()
+	if project == "" {
+		return rpc.Errorf(rpc.ErrNotFound, "%s not found", st)
+	}
+	role, exists, err := s.srv.roles.Role(ctx, project, p.Subject)
+	if err != nil {
+		return fmt.Errorf("role of %s in %s: %w", p.Subject, project, err)
+	}
+	if !exists {
+		return rpc.Errorf(rpc.ErrNotFound, "project %s not found", project)
+	}
+	if !auth.Role(role).Has(perm) {
+		return rpc.Errorf(rpc.ErrForbidden, "%s on project %s is required", perm, project)
+	}
+	return nil
+}
+
+// subClosed runs when the hub closes a subscription (lagging, forbidden,
+// not_found): it leaves the namespace and the client is told.
+func (s *session) subClosed(sub *streams.Subscription, reason string) {
+	s.mu.Lock()
+	cs, ok := s.subs[sub.ID()]
+	mine := ok && (cs.stream == sub || cs.stream == nil)
+	s.mu.Unlock()
+	if !mine || !s.forget(sub.ID(), cs) {
+		return
+	}
+	s.srv.metrics.ServerCloses.WithLabelValues(reason).Inc()
+	if reason == streams.ReasonLagging {
+		s.srv.metrics.LaggingCloses.Inc()
+	}
+	frame, err := s.notification("stream.closed", closedParams{Subscription: sub.ID(), Reason: reason})
+	if err != nil || !s.conn.TrySend(frame, nil) {
+		// A client that cannot take even this notice is hopelessly behind.
+		s.closeWith(websocket.StatusTryAgainLater, "client too slow")
+		return
+	}
+	s.srv.metrics.MessagesOut.WithLabelValues("stream.closed").Inc()
+}
+
+type unsubscribeParams struct {
+	Subscription string `json:"subscription"`
+}
+
+func (s *session) unsubscribe(req *rpc.Request) (any, error) {
+	var up unsubscribeParams
+	if err := req.Decode(&up); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	cs, ok := s.subs[up.Subscription]
+	s.mu.Unlock()
+	if !ok || !s.forget(up.Subscription, cs) {
+		return nil, rpc.Errorf(rpc.ErrNotFound, "subscription %q not found", up.Subscription)
+	}
+	return struct{}{}, nil
+}
+
+func (s *session) lg() *slog.Logger { return s.logp.Load() }

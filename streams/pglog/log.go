@@ -1,0 +1,225 @@
+package pglog
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ballet/gateway/streams"
+)
+
+// Options configure a Log. The zero value (or nil) means defaults.
+type Options struct {
+	// PollInterval is how often Wait checks the log without a notification: the safety net for
+	// lost notifications. Default 1s.
+	PollInterval time.Duration
+	// Logger receives listener connection errors. Default slog.Default().
+	Logger *slog.Logger
+	// Channel is the NOTIFY channel of the insert trigger. Default "ballet_events".
+	Channel string
+}
+
+// Log is the event log in Postgres.
+type Log struct {
+	pool    *pgxpool.Pool
+	poll    time.Duration
+	logger  *slog.Logger
+	channel string
+
+	mu     sync.Mutex
+	wakeCh chan struct{} // closed and replaced on every wake-up
+
+	pid       atomic.Int32
+	closed    chan struct{}
+	cancel    context.CancelFunc
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+var (
+	_ streams.Log          = (*Log)(nil)
+	_ streams.Appender     = (*Log)(nil)
+	_ streams.ProjectStore = (*Log)(nil)
+)
+
+// Open returns a Log on pool. It opens the LISTEN connection before returning (an error then
+// is returned) and keeps it open, reconnecting with backoff, until Close.
+func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Log, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Channel == "" {
+		o.Channel = "ballet_events"
+	}
+	l := &Log{
+		pool:    pool,
+		poll:    o.PollInterval,
+		logger:  o.Logger,
+		channel: o.Channel,
+		wakeCh:  make(chan struct{}),
+		closed:  make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	conn, err := l.listen(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pglog: open: %w", err)
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	go l.run(lctx, conn)
+	return l, nil
+}
+
+// Close stops the listener and waits for it; blocked Waits return streams.ErrClosed. The pool
+// stays open. Safe to call twice.
+func (l *Log) Close() error {
+	l.closeOnce.Do(func() {
+		close(l.closed)
+		l.cancel()
+		<-l.done
+	})
+	return nil
+}
+
+// ListenerPID is the backend pid of the LISTEN connection, 0 while it is disconnected.
+func (l *Log) ListenerPID() int32 { return l.pid.Load() }
+
+// Head returns the highest committed seq, 0 for an empty log.
+func (l *Log) Head(ctx context.Context) (int64, error) {
+	var head int64
+	if err := l.pool.QueryRow(ctx, "SELECT coalesce(max(seq), 0) FROM events").Scan(&head); err != nil {
+		return 0, fmt.Errorf("pglog: head: %w", err)
+	}
+	return head, nil
+}
+
+const eventColumns = "seq, project_key, type, entity_type, entity_id, coalesce(entity_key, ''), occurred_at, actor_kind, actor_subject, payload::text"
+
+// ReadAfter returns at most limit events with seq > after, in seq order.
+func (l *Log) ReadAfter(ctx context.Context, after int64, limit int) ([]streams.Event, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("pglog: read after %d: limit %d: %w", after, limit, streams.ErrInvalid)
+	}
+	evs, err := l.query(ctx, "SELECT "+eventColumns+" FROM events WHERE seq > $1 ORDER BY seq LIMIT $2", after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("pglog: read after %d: %w", after, err)
+	}
+	return evs, nil
+}
+
+// ReadStream returns at most limit events of s with after < seq <= upto, in seq order.
+func (l *Log) ReadStream(ctx context.Context, s streams.Stream, after, upto int64, limit int) ([]streams.Event, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("pglog: read %s: limit %d: %w", s, limit, streams.ErrInvalid)
+	}
+	var q string
+	switch s.Kind {
+	case streams.StreamProject:
+		q = "SELECT " + eventColumns + " FROM events WHERE project_key = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4"
+	case streams.StreamItem:
+		q = "SELECT " + eventColumns + " FROM events WHERE entity_type = 'item' AND entity_key = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4"
+	default:
+		return nil, fmt.Errorf("pglog: read %s: %w", s, streams.ErrBadStream)
+	}
+	if upto <= after {
+		return nil, nil
+	}
+	evs, err := l.query(ctx, q, s.Key, after, upto, limit)
+	if err != nil {
+		return nil, fmt.Errorf("pglog: read %s: %w", s, err)
+	}
+	return evs, nil
+}
+
+func (l *Log) query(ctx context.Context, q string, args ...any) ([]streams.Event, error) {
+	rows, err := l.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var evs []streams.Event
+	for rows.Next() {
+		var e streams.Event
+		var payload string
+		if err := rows.Scan(&e.Seq, &e.ProjectKey, &e.Type, &e.EntityType, &e.EntityID, &e.EntityKey,
+			&e.OccurredAt, &e.ActorKind, &e.ActorSubject, &payload); err != nil {
+			return nil, err
+		}
+		e.OccurredAt = e.OccurredAt.UTC()
+		e.Payload = []byte(payload)
+		evs = append(evs, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return evs, nil
+}
+
+// Append inserts evs in one transaction, in the given order, and returns the last seq.
+func (l *Log) Append(ctx context.Context, evs ...streams.NewEvent) (int64, error) {
+	if len(evs) == 0 {
+		return 0, nil
+	}
+	for i := range evs {
+		if err := evs[i].Validate(); err != nil {
+			return 0, fmt.Errorf("pglog: append: %w", err)
+		}
+	}
+	var last int64
+	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+		var err error
+		last, err = insertEvents(ctx, tx, evs)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("pglog: append: %w", err)
+	}
+	return last, nil
+}
+
+// insertEvents appends evs with one statement inside tx and returns the last seq. The events
+// are validated already.
+func insertEvents(ctx context.Context, tx pgx.Tx, evs []streams.NewEvent) (int64, error) {
+	n := len(evs)
+	var (
+		project, typ, etype, eid, actorKind, actorSubject, payload = make([]string, n), make([]string, n),
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		ekey = make([]pgtype.Text, n)
+		at   = make([]pgtype.Timestamptz, n)
+	)
+	for i := range evs {
+		e := &evs[i]
+		project[i], typ[i], etype[i], eid[i] = e.ProjectKey, e.Type, e.EntityType, e.EntityID
+		actorKind[i], actorSubject[i], payload[i] = e.ActorKind, e.ActorSubject, string(e.PayloadOrEmpty())
+		ekey[i] = pgtype.Text{String: e.EntityKey, Valid: e.EntityKey != ""}
+		at[i] = pgtype.Timestamptz{Time: e.OccurredAt, Valid: !e.OccurredAt.IsZero()}
+	}
+	var last int64
+	err := tx.QueryRow(ctx, `WITH ins AS (
+		INSERT INTO events (project_key, type, entity_type, entity_id, entity_key, occurred_at, actor_kind, actor_subject, payload)
+		SELECT p, t, et, ei, ek, coalesce(oa, now()), ak, asub, pl::jsonb
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::text[], $8::text[], $9::text[])
+			WITH ORDINALITY AS u(p, t, et, ei, ek, oa, ak, asub, pl, ord)
+		ORDER BY ord
+		RETURNING seq)
+	SELECT max(seq) FROM ins`,
+		project, typ, etype, eid, ekey, at, actorKind, actorSubject, payload).Scan(&last)
+	if err != nil {
+		return 0, err
+	}
+	return last, nil
+}

@@ -1,0 +1,605 @@
+package pglog_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ballet/gateway/streams"
+	"github.com/ballet/gateway/streams/logtest"
+	"github.com/ballet/gateway/streams/pglog"
+	"github.com/ballet/gateway/streams/pgtest"
+)
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func open(t *testing.T, pool *pgxpool.Pool, opts *pglog.Options) *pglog.Log {
+	t.Helper()
+	l, err := pglog.Open(t.Context(), pool, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func TestConformance(t *testing.T) {
+	logtest.Run(t, func(t *testing.T) (streams.Log, streams.Appender) {
+		l := open(t, pgtest.Pool(t), nil)
+		return l, l
+	})
+}
+
+// connect opens a connection of its own to the pool's database, as another Core writer would.
+func connect(ctx context.Context, pool *pgxpool.Pool) (*pgx.Conn, error) {
+	return pgx.ConnectConfig(ctx, pool.Config().ConnConfig)
+}
+
+// collector is a tailer sink that checks order and remembers everything it was handed.
+type collector struct {
+	mu     sync.Mutex
+	events []streams.Event
+	errs   []string
+}
+
+func (c *collector) sink(evs []streams.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range evs {
+		if n := len(c.events); n > 0 && e.Seq <= c.events[n-1].Seq {
+			c.errs = append(c.errs, fmt.Sprintf("seq %d after %d", e.Seq, c.events[n-1].Seq))
+		}
+		c.events = append(c.events, e)
+	}
+}
+
+func (c *collector) snapshot() ([]streams.Event, []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.events), slices.Clone(c.errs)
+}
+
+func startTailer(t *testing.T, l streams.Log, c *collector, batch int) *streams.Tailer {
+	t.Helper()
+	tl := streams.NewTailer(l, c.sink, &streams.TailerOptions{Batch: batch})
+	if err := tl.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tl.Close() })
+	return tl
+}
+
+// waitFor polls cond until it holds or the test's patience (not a speed requirement) ends.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// writeLog records what concurrent writers did, by event id (entity_id).
+type writeLog struct {
+	mu         sync.Mutex
+	committed  map[string]bool
+	rolledBack map[string]bool
+	txOf       map[string]string // event id → transaction id, for committed events
+	txSize     map[string]int
+}
+
+func newWriteLog() *writeLog {
+	return &writeLog{committed: map[string]bool{}, rolledBack: map[string]bool{}, txOf: map[string]string{}, txSize: map[string]int{}}
+}
+
+// writeTx runs one transaction of ids with plain SQL, sleeping 0–3 ms before, between and after
+// the inserts, and commits or rolls back. It reports the outcome: committed, rolled back, or
+// unknown (an error, e.g. a terminated connection, left it undecided from the client's view).
+func writeTx(ctx context.Context, conn *pgx.Conn, ids []string, rollback bool, rng *rand.Rand) (outcome string, err error) {
+	nap := func() { time.Sleep(time.Duration(rng.IntN(3001)) * time.Microsecond) }
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return "rolledback", err
+	}
+	defer tx.Rollback(context.Background())
+	nap()
+	const ins = `INSERT INTO events (project_key, type, entity_type, entity_id, entity_key, actor_kind, actor_subject, payload) VALUES `
+	if len(ids) > 1 && rng.IntN(2) == 0 {
+		// One multi-row statement.
+		q := ins
+		args := []any{}
+		for i, id := range ids {
+			if i > 0 {
+				q += ", "
+			}
+			q += fmt.Sprintf("('LOAD', 'item.updated', 'item', $%d, 'LOAD-1', 'human', 'writer', $%d)", 2*i+1, 2*i+2)
+			args = append(args, id, fmt.Sprintf(`{"id":%q}`, id))
+		}
+		if _, err := tx.Exec(ctx, q, args...); err != nil {
+			return "rolledback", err
+		}
+	} else {
+		for _, id := range ids {
+			if _, err := tx.Exec(ctx, ins+"('LOAD', 'item.updated', 'item', $1, 'LOAD-1', 'human', 'writer', $2)", id, fmt.Sprintf(`{"id":%q}`, id)); err != nil {
+				return "rolledback", err
+			}
+			nap()
+		}
+	}
+	nap()
+	if rollback {
+		if err := tx.Rollback(ctx); err != nil {
+			return "unknown", err
+		}
+		return "rolledback", nil
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return "unknown", err
+	}
+	return "committed", nil
+}
+
+func (w *writeLog) record(txID string, ids []string, outcome string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, id := range ids {
+		switch outcome {
+		case "committed":
+			w.committed[id] = true
+			w.txOf[id] = txID
+		case "rolledback":
+			w.rolledBack[id] = true
+		}
+	}
+	if outcome == "committed" {
+		w.txSize[txID] = len(ids)
+	}
+}
+
+// TestCommitOrder proves that seq follows commit order: 6 writers on their own connections
+// insert with plain SQL in transactions that sleep while holding their rows, some with several
+// rows and some rolled back, while a tailer and a reader polling "seq > last" as fast as it can
+// read along. Both must see every committed event exactly once, in strictly increasing seq,
+// and nothing rolled back. With a plain sequence, a transaction that drew a smaller seq but
+// committed later would be skipped by both.
+func TestCommitOrder(t *testing.T) {
+	commitOrder(t, pgtest.Pool(t))
+}
+
+func commitOrder(t *testing.T, pool *pgxpool.Pool) {
+	ctx := ctxT(t, 5*time.Minute)
+	l := open(t, pool, nil)
+	var tailed collector
+	tl := startTailer(t, l, &tailed, 50)
+
+	// The hot reader: ReadAfter in a tight loop, no waiting.
+	var polled collector
+	stopPoll := make(chan struct{})
+	pollDone := make(chan error, 1)
+	go func() {
+		var pos int64
+		for {
+			select {
+			case <-stopPoll:
+				pollDone <- nil
+				return
+			default:
+			}
+			evs, err := l.ReadAfter(ctx, pos, 1000)
+			if err != nil {
+				pollDone <- err
+				return
+			}
+			if len(evs) > 0 {
+				polled.sink(evs)
+				pos = evs[len(evs)-1].Seq
+			}
+		}
+	}()
+
+	const writers, perWriter = 6, 500
+	w := newWriteLog()
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for wi := range writers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(wi), 42))
+			conn, err := connect(ctx, pool)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer conn.Close(context.Background())
+			for n, tx := 0, 0; n < perWriter; tx++ {
+				k := min(1+rng.IntN(5), perWriter-n)
+				ids := make([]string, k)
+				for i := range ids {
+					ids[i] = fmt.Sprintf("w%d-t%d-r%d", wi, tx, i)
+				}
+				txID := fmt.Sprintf("w%d-t%d", wi, tx)
+				outcome, err := writeTx(ctx, conn, ids, rng.IntN(10) == 0, rng)
+				if err != nil {
+					errs <- fmt.Errorf("writer %d: %w", wi, err)
+					return
+				}
+				w.record(txID, ids, outcome)
+				n += k
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	head, err := l.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the tailer to reach the head", 2*time.Minute, func() bool { return tl.Position() >= head })
+	waitFor(t, "the hot reader to reach the head", 2*time.Minute, func() bool {
+		evs, _ := polled.snapshot()
+		return len(evs) > 0 && evs[len(evs)-1].Seq >= head
+	})
+	close(stopPoll)
+	if err := <-pollDone; err != nil {
+		t.Fatal(err)
+	}
+	if len(w.committed) < 2500 || len(w.rolledBack) == 0 {
+		t.Fatalf("workload too small: %d committed, %d rolled back", len(w.committed), len(w.rolledBack))
+	}
+	for name, c := range map[string]*collector{"tailer": &tailed, "hot reader": &polled} {
+		evs, orderErrs := c.snapshot()
+		if len(orderErrs) > 0 {
+			t.Fatalf("%s: out of order: %v", name, orderErrs[:min(5, len(orderErrs))])
+		}
+		checkExactly(t, name, evs, w)
+	}
+	t.Logf("%d events committed in %d transactions, %d rolled back", len(w.committed), len(w.txSize), len(w.rolledBack))
+}
+
+// checkExactly verifies that evs hold each committed event once, nothing rolled back, and that
+// each transaction's events are contiguous (transactions are serialized).
+func checkExactly(t *testing.T, name string, evs []streams.Event, w *writeLog) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, e := range evs {
+		if seen[e.EntityID] {
+			t.Fatalf("%s: event %s delivered twice", name, e.EntityID)
+		}
+		seen[e.EntityID] = true
+		if w.rolledBack[e.EntityID] {
+			t.Fatalf("%s: event %s of a rolled-back transaction delivered", name, e.EntityID)
+		}
+		if !w.committed[e.EntityID] {
+			t.Fatalf("%s: event %s was never committed", name, e.EntityID)
+		}
+	}
+	for id := range w.committed {
+		if !seen[id] {
+			t.Fatalf("%s: committed event %s never delivered (%d of %d delivered)", name, id, len(seen), len(w.committed))
+		}
+	}
+	for i := 0; i < len(evs); {
+		tx := w.txOf[evs[i].EntityID]
+		n := w.txSize[tx]
+		for j := range n {
+			if i+j >= len(evs) || w.txOf[evs[i+j].EntityID] != tx {
+				t.Fatalf("%s: transaction %s's events are not contiguous at seq %d", name, tx, evs[i].Seq)
+			}
+		}
+		i += n
+	}
+}
+
+// TestPsqlInsertArrivesThroughListen inserts with the psql binary in another process; with the
+// poll interval at an hour, only the LISTEN connection can deliver it.
+func TestPsqlInsertArrivesThroughListen(t *testing.T) {
+	psql, err := exec.LookPath("psql")
+	if err != nil {
+		t.Fatalf("psql binary needed: %v", err)
+	}
+	ctx := ctxT(t, 2*time.Minute)
+	pool := pgtest.Pool(t)
+	l := open(t, pool, &pglog.Options{PollInterval: time.Hour})
+	var c collector
+	startTailer(t, l, &c, 100)
+	time.Sleep(200 * time.Millisecond) // let the tailer settle into Wait
+	out, err := exec.CommandContext(ctx, psql, pool.Config().ConnConfig.ConnString(), "-v", "ON_ERROR_STOP=1", "-c",
+		`INSERT INTO events (project_key, type, entity_type, entity_id, entity_key, actor_kind, actor_subject, payload)
+		 VALUES ('WEB', 'item.state_changed', 'item', 'from-psql', 'WEB-42', 'human', 'psql', '{"from":"backlog","to":"ready"}')`).CombinedOutput()
+	if err != nil {
+		t.Fatalf("psql: %v\n%s", err, out)
+	}
+	waitFor(t, "the psql event", time.Minute, func() bool {
+		evs, _ := c.snapshot()
+		return len(evs) == 1
+	})
+	evs, _ := c.snapshot()
+	if e := evs[0]; e.EntityID != "from-psql" || e.EntityKey != "WEB-42" || string(e.Payload) != `{"to": "ready", "from": "backlog"}` {
+		t.Fatalf("event %+v", e)
+	}
+}
+
+// TestWaitPollsWithoutNotify: with the notify trigger disabled, Wait still returns once the
+// poll sees the new event.
+func TestWaitPollsWithoutNotify(t *testing.T) {
+	ctx := ctxT(t, 2*time.Minute)
+	pool := pgtest.Pool(t)
+	if _, err := pool.Exec(ctx, "ALTER TABLE events DISABLE TRIGGER events_notify"); err != nil {
+		t.Fatal(err)
+	}
+	l := open(t, pool, &pglog.Options{PollInterval: 100 * time.Millisecond})
+	head, err := l.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.Wait(ctx, head) }()
+	// Several polls find nothing: Wait keeps blocking.
+	select {
+	case err := <-done:
+		t.Fatalf("Wait returned %v with nothing new", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO events (project_key, type, entity_type, entity_id, actor_kind, actor_subject)
+		VALUES ('WEB', 't', 'item', 'x', 'human', 's')`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Wait did not return after the poll could see the event")
+	}
+}
+
+// TestListenerReconnectWakesWaiters: when the LISTEN connection is terminated, the log
+// reconnects and wakes waiters, since notifications may have been lost meanwhile.
+func TestListenerReconnectWakesWaiters(t *testing.T) {
+	ctx := ctxT(t, 2*time.Minute)
+	pool := pgtest.Pool(t)
+	l := open(t, pool, &pglog.Options{PollInterval: time.Hour})
+	pid := l.ListenerPID()
+	if pid == 0 {
+		t.Fatal("no listener pid after Open")
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.Wait(ctx, 0) }()
+	time.Sleep(100 * time.Millisecond)
+	terminate(t, pool, pid)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Wait not woken by the listener's reconnect")
+	}
+	waitFor(t, "a new listener", time.Minute, func() bool { p := l.ListenerPID(); return p != 0 && p != pid })
+	// The new connection listens: an insert wakes a waiter although polls are an hour apart.
+	head, _ := l.Head(ctx)
+	go func() { done <- l.Wait(ctx, head) }()
+	time.Sleep(100 * time.Millisecond)
+	if _, err := l.Append(ctx, streams.NewEvent{ProjectKey: "WEB", Type: "t", EntityType: "item", EntityID: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Wait not woken by a notification on the new listener")
+	}
+}
+
+func terminate(t *testing.T, pool *pgxpool.Pool, pid int32) {
+	t.Helper()
+	var ok bool
+	if err := pool.QueryRow(t.Context(), "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil || !ok {
+		t.Fatalf("pg_terminate_backend(%d) = %v, %v", pid, ok, err)
+	}
+}
+
+// TestTailerSurvivesTerminatedBackends terminates the listener, then every backend of the
+// database, while writers keep writing: the tailer ends with exactly the committed rows.
+// Polls are an hour apart, so recovery relies on the listener's reconnect and the read retries.
+func TestTailerSurvivesTerminatedBackends(t *testing.T) {
+	ctx := ctxT(t, 5*time.Minute)
+	pool := pgtest.Pool(t)
+	l := open(t, pool, &pglog.Options{PollInterval: time.Hour})
+	var c collector
+	tl := startTailer(t, l, &c, 20)
+
+	admin, err := connect(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+
+	w := newWriteLog()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for wi := range 3 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(wi), 7))
+			var conn *pgx.Conn
+			defer func() {
+				if conn != nil {
+					conn.Close(context.Background())
+				}
+			}()
+			for tx := 0; ; tx++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if conn == nil || conn.IsClosed() {
+					var err error
+					if conn, err = connect(ctx, pool); err != nil {
+						conn = nil
+						time.Sleep(20 * time.Millisecond)
+						continue
+					}
+				}
+				k := 1 + rng.IntN(3)
+				ids := make([]string, k)
+				for i := range ids {
+					ids[i] = fmt.Sprintf("w%d-t%d-r%d", wi, tx, i)
+				}
+				outcome, err := writeTx(ctx, conn, ids, rng.IntN(10) == 0, rng)
+				w.record(fmt.Sprintf("w%d-t%d", wi, tx), ids, outcome)
+				if err != nil {
+					conn.Close(context.Background())
+					conn = nil
+				}
+			}
+		})
+	}
+
+	time.Sleep(300 * time.Millisecond)
+	pid := l.ListenerPID()
+	var ok bool
+	if err := admin.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil || !ok {
+		t.Fatalf("terminate listener %d: %v, %v", pid, ok, err)
+	}
+	waitFor(t, "a new listener", time.Minute, func() bool { p := l.ListenerPID(); return p != 0 && p != pid })
+	time.Sleep(300 * time.Millisecond)
+	for range 2 {
+		var n int
+		if err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("terminated %d backends", n)
+		time.Sleep(300 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+
+	// The table is the truth: commits cut off by a termination may or may not have happened.
+	rows, err := admin.Query(ctx, "SELECT seq, entity_id FROM events ORDER BY seq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		seq int64
+		id  string
+	}
+	truth, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		var x row
+		err := r.Scan(&x.seq, &x.id)
+		return x, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(truth) == 0 {
+		t.Fatal("nothing was written")
+	}
+	last := truth[len(truth)-1].seq
+	waitFor(t, "the tailer to reach the last row", 2*time.Minute, func() bool { return tl.Position() >= last })
+	evs, orderErrs := c.snapshot()
+	if len(orderErrs) > 0 {
+		t.Fatalf("out of order: %v", orderErrs)
+	}
+	if len(evs) != len(truth) {
+		t.Fatalf("tailer got %d events, the table holds %d", len(evs), len(truth))
+	}
+	inTable := map[string]bool{}
+	for i, e := range evs {
+		if e.Seq != truth[i].seq || e.EntityID != truth[i].id {
+			t.Fatalf("event %d: tailer got seq %d %s, table has seq %d %s", i, e.Seq, e.EntityID, truth[i].seq, truth[i].id)
+		}
+		inTable[e.EntityID] = true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id := range w.committed {
+		if !inTable[id] {
+			t.Fatalf("committed event %s missing", id)
+		}
+	}
+	for id := range w.rolledBack {
+		if inTable[id] {
+			t.Fatalf("rolled-back event %s present", id)
+		}
+	}
+	t.Logf("%d events, %d committed for sure, %d rolled back", len(truth), len(w.committed), len(w.rolledBack))
+}
+
+func TestClose(t *testing.T) {
+	ctx := ctxT(t, time.Minute)
+	pool := pgtest.Pool(t)
+	l, err := pglog.Open(ctx, pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := l.ListenerPID()
+	done := make(chan error, 1)
+	go func() {
+		for { // wake-ups before Close may be spurious
+			if err := l.Wait(ctx, 0); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, streams.ErrClosed) {
+		t.Fatalf("Wait across Close = %v, want ErrClosed", err)
+	}
+	if err := l.Wait(ctx, 0); !errors.Is(err, streams.ErrClosed) {
+		t.Fatalf("Wait after Close = %v, want ErrClosed", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the listener connection to end", time.Minute, func() bool {
+		var n int
+		err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n)
+		return err == nil && n == 0
+	})
+	if l.ListenerPID() != 0 {
+		t.Fatalf("ListenerPID after Close = %d", l.ListenerPID())
+	}
+}
+
+func TestOpenFailsWithoutDatabase(t *testing.T) {
+	cfg, err := pgxpool.ParseConfig("postgres://postgres@127.0.0.1:1/nope?sslmode=disable&connect_timeout=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if l, err := pglog.Open(t.Context(), pool, nil); err == nil {
+		l.Close()
+		t.Fatal("Open succeeded without a database")
+	}
+}

@@ -1,0 +1,160 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// TailerOptions configure a Tailer. The zero value (or nil) means defaults.
+type TailerOptions struct {
+	// Batch is the most events read, and handed to the sink, at once. Default 1000.
+	Batch int
+	// Logger receives read errors. Default slog.Default().
+	Logger *slog.Logger
+	// OnError, if set, is called with every read error (for metrics) before the retry.
+	OnError func(error)
+}
+
+// Tailer reads the log from a start position and hands every event, exactly once and in seq
+// order, to its sink.
+type Tailer struct {
+	log     Log
+	sink    func([]Event)
+	batch   int
+	logger  *slog.Logger
+	onError func(error)
+
+	pos atomic.Int64
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+const (
+	tailBackoffMin = 100 * time.Millisecond
+	tailBackoffMax = 5 * time.Second
+)
+
+// NewTailer returns a tailer of log feeding sink. sink is called from one goroutine only, with
+// batches of at most Batch events in seq order; it owns each slice it is given, and should
+// return quickly: the tailer reads nothing while it runs.
+func NewTailer(log Log, sink func([]Event), opts *TailerOptions) *Tailer {
+	var o TailerOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Batch <= 0 {
+		o.Batch = 1000
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Tailer{log: log, sink: sink, batch: o.Batch, logger: o.Logger, onError: o.OnError}
+}
+
+// Start reads the log's head and starts tailing after it; it returns once the goroutine runs.
+// The tailer runs until Close or until ctx ends.
+func (t *Tailer) Start(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.closed:
+		return fmt.Errorf("tailer start: %w", ErrClosed)
+	case t.started:
+		return errors.New("tailer start: already started")
+	}
+	head, err := t.log.Head(ctx)
+	if err != nil {
+		return fmt.Errorf("tailer start: %w", err)
+	}
+	t.pos.Store(head)
+	t.started = true
+	ctx, t.cancel = context.WithCancel(ctx)
+	t.done = make(chan struct{})
+	go t.run(ctx)
+	return nil
+}
+
+// Position is the seq of the last event handed to the sink (the start head before any).
+func (t *Tailer) Position() int64 { return t.pos.Load() }
+
+// Close stops the tailer and waits for its goroutine (and a sink call in progress). Safe to
+// call twice, and before Start.
+func (t *Tailer) Close() error {
+	t.mu.Lock()
+	t.closed = true
+	cancel, done := t.cancel, t.done
+	t.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	return nil
+}
+
+func (t *Tailer) run(ctx context.Context) {
+	defer close(t.done)
+	pos := t.pos.Load()
+	backoff := tailBackoffMin
+	for ctx.Err() == nil {
+		evs, err := t.log.ReadAfter(ctx, pos, t.batch)
+		if err == nil {
+			backoff = tailBackoffMin
+			if len(evs) > 0 {
+				if err = checkOrder(pos, evs); err == nil {
+					t.sink(evs)
+					pos = evs[len(evs)-1].Seq
+					t.pos.Store(pos)
+				}
+			}
+			if err == nil && len(evs) < t.batch {
+				err = t.log.Wait(ctx, pos)
+				if errors.Is(err, ErrClosed) {
+					t.logger.Warn("streams: tailer stopped: log closed", "position", pos)
+					return
+				}
+			}
+		}
+		if err == nil || ctx.Err() != nil {
+			continue
+		}
+		if t.onError != nil {
+			t.onError(err)
+		}
+		d := jitter(backoff)
+		t.logger.Warn("streams: tailer read failed; retrying", "err", err, "position", pos, "retry_in", d)
+		backoff = min(2*backoff, tailBackoffMax)
+		timer := time.NewTimer(d)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+		}
+	}
+}
+
+// jitter returns d ± 20%.
+func jitter(d time.Duration) time.Duration {
+	return d + time.Duration((rand.Float64()*0.4-0.2)*float64(d))
+}
+
+// checkOrder verifies that evs continue after pos in strictly increasing seq: a log breaking
+// that contract must not make the tailer repeat or reorder events.
+func checkOrder(pos int64, evs []Event) error {
+	for i := range evs {
+		if evs[i].Seq <= pos {
+			return fmt.Errorf("read returned seq %d after %d: out of order", evs[i].Seq, pos)
+		}
+		pos = evs[i].Seq
+	}
+	return nil
+}
