@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -30,6 +31,7 @@ type Config struct {
 	PlannerModel      string        // BALLET_PLANNER_MODEL
 	PlannerMaxRounds  int           // BALLET_PLANNER_MAX_ROUNDS
 	PlannerScript     string        // BALLET_PLANNER_SCRIPT: script file of the scripted provider
+	LogLevel          slog.Level    // BALLET_LOG_LEVEL
 }
 
 // Defaults returns the configuration defaults of the CONTRACT.
@@ -149,6 +151,11 @@ func LoadConfig(base Config, getenv func(string) string) (Config, error) {
 	str("BALLET_PLANNER_MODEL", &c.PlannerModel)
 	integer("BALLET_PLANNER_MAX_ROUNDS", &c.PlannerMaxRounds, 1)
 	str("BALLET_PLANNER_SCRIPT", &c.PlannerScript)
+	if v := getenv("BALLET_LOG_LEVEL"); v != "" {
+		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			errs = append(errs, &ConfigError{"BALLET_LOG_LEVEL", v, "want DEBUG, INFO, WARN or ERROR"})
+		}
+	}
 	if len(errs) > 0 {
 		return c, joinErrors(errs)
 	}

@@ -40,7 +40,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 		return err
 	}
 	cfg.OIDCAudience = devAudience
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel(getenv)}))
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

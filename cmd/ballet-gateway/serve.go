@@ -30,7 +30,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	if err := cfg.RequireServe(); err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel(getenv)}))
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	pool, err := openPool(ctx, &cfg)
 	if err != nil {
 		return err
@@ -68,12 +68,4 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		},
 	}
 	return a.run(ctx)
-}
-
-func logLevel(getenv func(string) string) slog.Level {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(getenv("BALLET_LOG_LEVEL"))); err != nil {
-		return slog.LevelInfo
-	}
-	return l
 }

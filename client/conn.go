@@ -1,0 +1,264 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ballet/gateway/rpc"
+)
+
+// minRefresh is the shortest wait between two auth.refresh attempts, so a
+// token source that keeps returning the same token cannot make the client
+// spin as its expiry nears.
+const minRefresh = time.Second
+
+// closeGrace is how long Close waits for the server to answer its close
+// frame.
+const closeGrace = time.Second
+
+// conn is one authenticated WebSocket connection with its heartbeat and
+// token refresh goroutines.
+type conn struct {
+	c        *Client
+	gen      uint64 // the client's connection counter, from 1
+	ws       *websocket.Conn
+	rpc      *rpc.Conn
+	ctx      context.Context
+	cancel   context.CancelFunc
+	subject  string
+	lastRecv atomic.Int64 // Unix ns of the last frame from the server
+	wg       sync.WaitGroup
+
+	mu    sync.Mutex
+	cause error // why the client ended the connection, when it did
+}
+
+// wsTransport carries one JSON-RPC message per WebSocket frame.
+type wsTransport struct {
+	ws  *websocket.Conn
+	typ websocket.MessageType
+}
+
+var _ rpc.Transport = (*wsTransport)(nil)
+
+func (t *wsTransport) Read(ctx context.Context) ([]byte, error) {
+	typ, data, err := t.ws.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if typ != t.typ {
+		return nil, ErrFrameKind
+	}
+	return data, nil
+}
+
+func (t *wsTransport) Write(ctx context.Context, frame []byte) error {
+	return t.ws.Write(ctx, t.typ, frame)
+}
+
+type tokenParams struct {
+	Token string `json:"token"`
+}
+
+type authResult struct {
+	Subject   string `json:"subject"`
+	ExpiresAt int64  `json:"expires_at"`
+}
+
+type heartbeat struct {
+	Time int64 `json:"time"`
+}
+
+// connect dials, authenticates and starts the connection's goroutines.
+func (c *Client) connect(ctx context.Context, gen uint64) (*conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
+	defer cancel()
+	tok, err := c.o.Token(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("client: token: %w", err)
+	}
+	name := c.o.Codec.Name()
+	ws, _, err := websocket.Dial(ctx, c.url, &websocket.DialOptions{
+		HTTPClient: c.o.HTTPClient, HTTPHeader: c.o.Header, Subprotocols: []string{name},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: dial %s: %w", c.url, err)
+	}
+	if ws.Subprotocol() != name {
+		_ = ws.CloseNow()
+		return nil, fmt.Errorf("%w: %s offered", ErrSubprotocol, name)
+	}
+	ws.SetReadLimit(c.o.ReadLimit)
+	typ := websocket.MessageText
+	if c.o.Codec.Binary() {
+		typ = websocket.MessageBinary
+	}
+	cn := &conn{c: c, gen: gen, ws: ws}
+	cn.ctx, cn.cancel = context.WithCancel(c.ctx)
+	cn.rpc = rpc.NewConn(&wsTransport{ws: ws, typ: typ}, c.o.Codec, &rpc.Options{
+		Handler:   rpc.HandlerFunc(func(ctx context.Context, req *rpc.Request) (any, error) { return c.route(cn, req) }),
+		OnMessage: cn.touch,
+		Logger:    c.log,
+	})
+	cn.touch()
+	cn.rpc.Start(cn.ctx)
+	sent := time.Now()
+	var ar authResult
+	if err := cn.call(ctx, "auth", tokenParams{Token: tok}, &ar); err != nil {
+		cn.shutdown()
+		return nil, fmt.Errorf("client: auth: %w", err)
+	}
+	cn.subject = ar.Subject
+	cn.wg.Add(2)
+	go cn.keepalive()
+	go cn.refreshLoop(sent, time.Unix(ar.ExpiresAt, 0))
+	return cn, nil
+}
+
+func (cn *conn) touch() { cn.lastRecv.Store(time.Now().UnixNano()) }
+
+// call sends one request; a connection that ends first is ErrConnectionLost.
+func (cn *conn) call(ctx context.Context, method string, params, result any) error {
+	err := cn.rpc.Call(ctx, method, params, result)
+	if errors.Is(err, rpc.ErrClosed) {
+		return fmt.Errorf("%w: %v", ErrConnectionLost, cn.err())
+	}
+	return err
+}
+
+// done is closed when the connection has ended.
+func (cn *conn) done() <-chan struct{} { return cn.rpc.Done() }
+
+// err says why the connection ended, or nil while it runs.
+func (cn *conn) err() error {
+	cn.mu.Lock()
+	cause := cn.cause
+	cn.mu.Unlock()
+	if cause != nil {
+		return cause
+	}
+	return cn.rpc.Err()
+}
+
+// die ends the connection at once for cause (the first cause wins).
+func (cn *conn) die(cause error) {
+	cn.mu.Lock()
+	if cn.cause == nil {
+		cn.cause = cause
+	}
+	cn.mu.Unlock()
+	_ = cn.ws.CloseNow()
+}
+
+// closeNormal ends the connection with a close handshake (1000), or
+// drops it when the server does not answer within closeGrace.
+func (cn *conn) closeNormal() {
+	cn.mu.Lock()
+	if cn.cause == nil {
+		cn.cause = ErrClosed
+	}
+	cn.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = cn.ws.Close(websocket.StatusNormalClosure, "")
+	}()
+	t := time.NewTimer(closeGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		cn.cancel() // ends the reader, which closes the socket
+		<-done
+	}
+}
+
+// shutdown stops everything the connection runs and waits for it.
+func (cn *conn) shutdown() {
+	cn.cancel()
+	_ = cn.ws.CloseNow()
+	_ = cn.rpc.Close()
+	cn.wg.Wait()
+}
+
+// keepalive sends heartbeats and ends the connection after three silent
+// intervals. Any frame from the server counts as a sign of life.
+func (cn *conn) keepalive() {
+	defer cn.wg.Done()
+	iv := cn.c.o.HeartbeatInterval
+	tick := time.NewTicker(max(iv/4, time.Millisecond))
+	defer tick.Stop()
+	lastSent := time.Now()
+	for {
+		select {
+		case <-cn.done():
+			return
+		case now := <-tick.C:
+			if now.Sub(time.Unix(0, cn.lastRecv.Load())) >= 3*iv {
+				cn.c.log.Info("heartbeat timeout: reconnecting", "silent", now.Sub(time.Unix(0, cn.lastRecv.Load())))
+				cn.die(ErrHeartbeatTimeout)
+				return
+			}
+			if now.Sub(lastSent) >= iv {
+				lastSent = now
+				ctx, cancel := context.WithTimeout(cn.ctx, iv)
+				_ = cn.rpc.Notify(ctx, "$/heartbeat", heartbeat{Time: now.UnixMilli()})
+				cancel()
+			}
+		}
+	}
+}
+
+// refreshLoop sends auth.refresh at 80 % of each token's lifetime, measured
+// from when its auth or auth.refresh was sent to its expires_at.
+func (cn *conn) refreshLoop(issued, exp time.Time) {
+	defer cn.wg.Done()
+	t := time.NewTimer(refreshDelay(issued, exp, time.Now()))
+	defer t.Stop()
+	for {
+		select {
+		case <-cn.done():
+			return
+		case <-t.C:
+		}
+		sent := time.Now()
+		ar, err := cn.refresh()
+		switch {
+		case err == nil:
+			issued, exp = sent, time.Unix(ar.ExpiresAt, 0)
+		case cn.err() != nil:
+			return
+		default:
+			// Try again before expiry; if every attempt fails, the server
+			// closes the connection with 4001 and the client reconnects.
+			cn.c.log.Warn("auth.refresh failed", "err", err, "expires_at", exp)
+			issued = sent
+		}
+		t.Reset(refreshDelay(issued, exp, time.Now()))
+	}
+}
+
+func (cn *conn) refresh() (authResult, error) {
+	ctx, cancel := context.WithTimeout(cn.ctx, cn.c.o.ConnectTimeout)
+	defer cancel()
+	var ar authResult
+	tok, err := cn.c.o.Token(ctx)
+	if err != nil {
+		return ar, fmt.Errorf("client: token: %w", err)
+	}
+	err = cn.call(ctx, "auth.refresh", tokenParams{Token: tok}, &ar)
+	return ar, err
+}
+
+// refreshDelay is the wait until 80 % of the span from issued to exp has
+// passed, and at least minRefresh.
+func refreshDelay(issued, exp, now time.Time) time.Duration {
+	at := issued.Add(exp.Sub(issued) * 4 / 5)
+	return max(at.Sub(now), minRefresh)
+}

@@ -1,0 +1,21 @@
+// Package client is the Go client of the realtime API: JSON-RPC 2.0 over
+// WebSocket (MessagePack by default, or JSON), built on package rpc.
+//
+// Dial connects and sends auth first; the client then refreshes the token
+// with auth.refresh at 80 % of its lifetime, sends $/heartbeat every interval
+// and treats three silent intervals as a dead connection. A lost connection
+// is redialled with exponential backoff and full jitter, re-authenticated,
+// and every subscription resumes from the last seq it delivered, so the
+// application sees each event exactly once and in order. When the server can
+// no longer replay (-32010), the subscription's OnResync hook runs (reload
+// the snapshot) instead of events being lost silently.
+//
+// Entry points: Dial, Client.Subscribe (events on a bounded channel),
+// Client.PlannerWatch, Client.PlannerSend, Client.PlannerCancel, Client.Ping,
+// Client.Call for any method, Client.Close. Errors from the server are
+// *rpc.Error values that match the rpc.ErrXxx sentinels with errors.Is.
+//
+// Caveat: an application that does not read a subscription's channel loses
+// that subscription (it ends with ErrSlowConsumer) rather than stalling the
+// connection; size SubscribeOptions.Buffer for its bursts.
+package client

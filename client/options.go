@@ -1,0 +1,119 @@
+package client
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/ballet/gateway/codec"
+)
+
+// TokenSource returns a fresh OIDC access token. It is called before every
+// connection's auth and before every auth.refresh; returning the same token
+// again is allowed (the connection then ends when that token expires).
+type TokenSource func(ctx context.Context) (string, error)
+
+// StaticToken is a TokenSource that always returns tok.
+func StaticToken(tok string) TokenSource {
+	return func(context.Context) (string, error) { return tok, nil }
+}
+
+// Options configure a Client. Token is required; a nil *Options is refused.
+type Options struct {
+	// Token supplies the access token. Required.
+	Token TokenSource
+	// Codec is the wire format. Default codec.MsgPack.
+	Codec codec.Codec
+	// Header is added to the WebSocket handshake request.
+	Header http.Header
+	// HTTPClient performs the handshake; its Transport's DialContext is the
+	// place to change how TCP connections are made. Default
+	// http.DefaultClient.
+	HTTPClient *http.Client
+	// HeartbeatInterval is how often $/heartbeat is sent; three intervals
+	// without any message from the server end the connection. Default 15s,
+	// the server's default: keep both the same.
+	HeartbeatInterval time.Duration
+	// ConnectTimeout bounds one connection attempt: handshake and auth.
+	// Default 10s.
+	ConnectTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the reconnect delay, which doubles per
+	// failed attempt from MinBackoff up to MaxBackoff, with full jitter.
+	// Defaults 250ms and 30s.
+	MinBackoff, MaxBackoff time.Duration
+	// ReadLimit is the largest frame accepted from the server, in bytes.
+	// Default 4 MiB.
+	ReadLimit int64
+	// OnStateChange is called on every state change, and on every failed
+	// reconnect attempt (StateReconnecting again, with its error). err says
+	// why a connection was lost or an attempt failed. Calls are serialized;
+	// the callback must return quickly and must not call Close.
+	OnStateChange func(state State, err error)
+	// Logger receives diagnostics. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o *Options) withDefaults() Options {
+	r := *o
+	if r.Codec == nil {
+		r.Codec = codec.MsgPack
+	}
+	if r.HTTPClient == nil {
+		r.HTTPClient = http.DefaultClient
+	}
+	if r.HeartbeatInterval <= 0 {
+		r.HeartbeatInterval = 15 * time.Second
+	}
+	if r.ConnectTimeout <= 0 {
+		r.ConnectTimeout = 10 * time.Second
+	}
+	if r.MinBackoff <= 0 {
+		r.MinBackoff = 250 * time.Millisecond
+	}
+	if r.MaxBackoff <= 0 {
+		r.MaxBackoff = 30 * time.Second
+	}
+	if r.MaxBackoff < r.MinBackoff {
+		r.MaxBackoff = r.MinBackoff
+	}
+	if r.ReadLimit <= 0 {
+		r.ReadLimit = 4 << 20
+	}
+	if r.OnStateChange == nil {
+		r.OnStateChange = func(State, error) {}
+	}
+	if r.Logger == nil {
+		r.Logger = slog.Default()
+	}
+	return r
+}
+
+// State is the client's connection state.
+type State int
+
+const (
+	// StateConnecting: the first connection is being made.
+	StateConnecting State = iota
+	// StateConnected: a connection is authenticated and in use.
+	StateConnected
+	// StateReconnecting: the connection was lost; the client is waiting
+	// for or making the next attempt.
+	StateReconnecting
+	// StateClosed: Close was called.
+	StateClosed
+)
+
+func (s State) String() string {
+	switch s {
+	case StateConnecting:
+		return "connecting"
+	case StateConnected:
+		return "connected"
+	case StateReconnecting:
+		return "reconnecting"
+	case StateClosed:
+		return "closed"
+	}
+	return "unknown"
+}

@@ -1,0 +1,301 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ballet/gateway/client"
+	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/rpc"
+)
+
+// A connection outlives several short-lived tokens because the client
+// refreshes each at 80 % of its lifetime.
+func TestRefreshKeepsConnectionAlive(t *testing.T) {
+	env := startEnv(t, false, gateway.Config{})
+	var st states
+	m := &minter{env: env, subject: "alice", ttl: 3 * time.Second}
+	c := dial(t, env.URL, &client.Options{Token: m.Token, OnStateChange: st.record})
+	ctx := context.Background()
+	sub, err := c.Subscribe(ctx, "project:WEB", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(8 * time.Second) // well past the first token's expiry
+	var a appender
+	for time.Now().Before(deadline) {
+		if _, err := c.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+		a.append(t, env, 1)
+		time.Sleep(250 * time.Millisecond)
+	}
+	for i, w := range a.all() {
+		if ev := recv(t, sub); ev.Seq != w {
+			t.Fatalf("event %d: seq %d, want %d", i, ev.Seq, w)
+		}
+	}
+	if n := st.count(client.StateConnected); n != 1 {
+		t.Fatalf("connected %d times, want once: %v", n, st.errs(client.StateReconnecting))
+	}
+	if n := metric(env, "ballet_gateway_connects_total"); n != 1 {
+		t.Fatalf("the gateway accepted %v connections, want 1", n)
+	}
+	if n := m.calls.Load(); n < 3 {
+		t.Fatalf("token source called %d times, want the first auth and at least two refreshes", n)
+	}
+}
+
+// Without a new token the connection ends at expiry (4001) and reconnect
+// attempts with the expired token are refused: the refresh above is what
+// keeps a connection alive.
+func TestExpiredTokenEndsConnection(t *testing.T) {
+	env := startEnv(t, false, gateway.Config{})
+	var st states
+	tok := mint(t, env, "alice", 2*time.Second)
+	dial(t, env.URL, &client.Options{Token: client.StaticToken(tok), OnStateChange: st.record})
+	waitFor(t, "a refused reconnect", 10*time.Second, func() bool {
+		for _, err := range st.errs(client.StateReconnecting) {
+			if errors.Is(err, rpc.ErrUnauthenticated) {
+				return true
+			}
+		}
+		return false
+	})
+	if n := metric(env, "ballet_gateway_connects_total"); n < 2 {
+		t.Fatalf("connects %v", n)
+	}
+}
+
+// Every event reaches the application exactly once and in order while
+// events are appended continuously and the connection is disrupted.
+func TestReconnectDeliversEveryEventOnce(t *testing.T) {
+	disruptions := []struct {
+		name    string
+		disrupt func(p *proxy)
+	}{
+		// The gateway goes away: the port refuses connections for a while.
+		{"server restart", func(p *proxy) {
+			p.Stop()
+			time.Sleep(300 * time.Millisecond)
+			p.Start()
+		}},
+		// The TCP connection is reset; the gateway is reachable at once.
+		{"dropped connection", func(p *proxy) { p.Drop() }},
+	}
+	for _, d := range disruptions {
+		for _, cd := range codecs {
+			t.Run(d.name+"/"+codecName(cd), func(t *testing.T) {
+				env := startEnv(t, true, gateway.Config{})
+				p := startProxy(t, env.HTTP.Listener.Addr().String())
+				var st states
+				c := dial(t, p.URL(), &client.Options{
+					Token: (&minter{env: env, subject: "alice"}).Token, Codec: cd, OnStateChange: st.record,
+				})
+				sub, err := c.Subscribe(context.Background(), "project:WEB", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				col := collect(sub)
+				var a appender
+				stop := make(chan struct{})
+				var wg sync.WaitGroup
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						a.append(t, env, 2)
+						time.Sleep(3 * time.Millisecond)
+					}
+				}()
+				for i, at := range []int{100, 200, 300} {
+					waitFor(t, fmt.Sprintf("%d events", at), 30*time.Second, func() bool { return col.len() >= at })
+					d.disrupt(p)
+					waitFor(t, "the reconnect", 30*time.Second, func() bool { return st.count(client.StateConnected) >= i+2 })
+				}
+				waitFor(t, "more events", 30*time.Second, func() bool { return col.len() >= 400 })
+				close(stop)
+				wg.Wait()
+				total := len(a.all())
+				waitFor(t, "every event", 30*time.Second, func() bool { return col.len() >= total })
+				time.Sleep(200 * time.Millisecond) // room for a duplicate to show
+				checkExactlyOnce(t, col.seqs(), a.all())
+				c.Close()
+				<-col.done
+			})
+		}
+	}
+}
+
+// The server cannot replay that far back (-32010): OnResync runs, and the
+// application then gets every event after the new position, after the hook.
+func TestResyncHook(t *testing.T) {
+	for _, withHook := range []bool{true, false} {
+		t.Run(fmt.Sprintf("hook=%v", withHook), func(t *testing.T) {
+			env := startEnv(t, true, gateway.Config{ReplayLimit: 5})
+			p := startProxy(t, env.HTTP.Listener.Addr().String())
+			c := dial(t, p.URL(), &client.Options{Token: (&minter{env: env, subject: "alice"}).Token})
+			var col *collector
+			var resyncs atomic.Int64
+			var resyncSeq atomic.Int64
+			opts := &client.SubscribeOptions{}
+			if withHook {
+				opts.OnResync = func(seq int64) {
+					resyncs.Add(1)
+					resyncSeq.Store(seq)
+					col.mark("resync")
+				}
+			}
+			sub, err := c.Subscribe(context.Background(), "project:WEB", opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			col = collect(sub)
+			var a appender
+			a.append(t, env, 3)
+			waitFor(t, "the first events", 10*time.Second, func() bool { return col.len() == 3 })
+			before := a.all()
+
+			p.Stop()
+			a.append(t, env, 20) // more than the replay limit while away
+			gap := a.all()[3:]
+			p.Start()
+
+			if !withHook {
+				<-col.done
+				if !errors.Is(sub.Err(), rpc.ErrResyncRequired) {
+					t.Fatalf("Err: %v", sub.Err())
+				}
+				checkExactlyOnce(t, col.seqs(), before)
+				return
+			}
+			waitFor(t, "the resync hook", 10*time.Second, func() bool { return resyncs.Load() == 1 })
+			if h := resyncSeq.Load(); h < gap[len(gap)-1] {
+				t.Fatalf("resync at seq %d, before the end of the gap %d", h, gap[len(gap)-1])
+			}
+			a.append(t, env, 4)
+			after := a.all()[23:]
+			waitFor(t, "events after the resync", 10*time.Second, func() bool { return col.len() == 7 })
+			time.Sleep(200 * time.Millisecond)
+			checkExactlyOnce(t, col.seqs(), append(before, after...))
+			col.mu.Lock()
+			defer col.mu.Unlock()
+			if want := fmt.Sprintf("event %d", after[0]); col.log[3] != "resync" || col.log[4] != want {
+				t.Fatalf("order: %v, want the resync mark before %s", col.log, want)
+			}
+		})
+	}
+}
+
+// A connection on which the server falls silent is given up after three
+// heartbeat intervals; the client reconnects and resumes.
+func TestHeartbeatSilenceReconnects(t *testing.T) {
+	const iv = 100 * time.Millisecond
+	env := startEnv(t, true, gateway.Config{HeartbeatInterval: iv})
+	p := startProxy(t, env.HTTP.Listener.Addr().String())
+	var st states
+	c := dial(t, p.URL(), &client.Options{
+		Token: (&minter{env: env, subject: "alice"}).Token, HeartbeatInterval: iv, OnStateChange: st.record,
+	})
+	sub, err := c.Subscribe(context.Background(), "project:WEB", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := collect(sub)
+	var a appender
+
+	// Heartbeats keep an idle connection up for many intervals.
+	time.Sleep(12 * iv)
+	if n := st.count(client.StateReconnecting); n != 0 {
+		t.Fatalf("reconnected while idle: %v", st.errs(client.StateReconnecting))
+	}
+
+	a.append(t, env, 2)
+	waitFor(t, "the first events", 10*time.Second, func() bool { return col.len() == 2 })
+	p.Freeze()
+	a.append(t, env, 3) // sent into the frozen connection, replayed after
+	waitFor(t, "a heartbeat timeout", 10*time.Second, func() bool {
+		for _, err := range st.errs(client.StateReconnecting) {
+			if errors.Is(err, client.ErrHeartbeatTimeout) {
+				return true
+			}
+		}
+		return false
+	})
+	waitFor(t, "the reconnect", 10*time.Second, func() bool { return st.count(client.StateConnected) == 2 })
+	a.append(t, env, 2)
+	waitFor(t, "every event", 10*time.Second, func() bool { return col.len() == 7 })
+	time.Sleep(100 * time.Millisecond)
+	checkExactlyOnce(t, col.seqs(), a.all())
+}
+
+// A subscription the server closes as lagging is resumed from the last
+// delivered seq without losing or repeating events.
+func TestLaggingResubscribes(t *testing.T) {
+	env := startEnv(t, true, gateway.Config{SubscriberQueue: 4})
+	c := dial(t, env.URL, &client.Options{Token: (&minter{env: env, subject: "alice"}).Token})
+	sub, err := c.Subscribe(context.Background(), "project:WEB", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := collect(sub)
+	var a appender
+	for i := 0; metric(env, "ballet_gateway_lagging_closes_total") == 0; i++ {
+		if i == 50 {
+			t.Fatal("the server never closed the subscription as lagging")
+		}
+		a.append(t, env, 100) // one transaction: dispatched in one burst
+		n := len(a.all())
+		waitFor(t, "the burst", 20*time.Second, func() bool { return col.len() == n })
+	}
+	a.append(t, env, 100)
+	n := len(a.all())
+	waitFor(t, "every event", 20*time.Second, func() bool { return col.len() == n })
+	time.Sleep(100 * time.Millisecond)
+	checkExactlyOnce(t, col.seqs(), a.all())
+	if sub.Err() != nil {
+		t.Fatalf("subscription ended: %v", sub.Err())
+	}
+}
+
+// Calls made while the client reconnects wait for the next connection.
+func TestCallWaitsForReconnect(t *testing.T) {
+	env := startEnv(t, false, gateway.Config{})
+	p := startProxy(t, env.HTTP.Listener.Addr().String())
+	var st states
+	c := dial(t, p.URL(), &client.Options{Token: (&minter{env: env, subject: "alice"}).Token, OnStateChange: st.record})
+	p.Stop()
+	waitFor(t, "the loss to be noticed", 5*time.Second, func() bool { return c.State() == client.StateReconnecting })
+	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.Ping(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ping while away: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Ping(context.Background())
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	p.Start()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Close while reconnecting stops the attempts.
+	p.Stop()
+	waitFor(t, "the loss to be noticed", 5*time.Second, func() bool { return c.State() == client.StateReconnecting })
+	c.Close()
+	if c.State() != client.StateClosed {
+		t.Fatalf("state %v", c.State())
+	}
+}

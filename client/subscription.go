@@ -1,0 +1,263 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/rpc"
+)
+
+// Event is one stream.event: an event of the log on a subscription. The
+// JSON form is the notification's params.
+type Event struct {
+	Subscription string        `json:"subscription"`
+	Seq          int64         `json:"seq"`
+	Type         string        `json:"type"`
+	EntityType   string        `json:"entity_type"`
+	EntityID     string        `json:"entity_id"`
+	EntityKey    string        `json:"entity_key,omitempty"` // "" when the event has none
+	OccurredAt   int64         `json:"occurred_at"`          // Unix milliseconds
+	Actor        Actor         `json:"actor"`
+	Payload      codec.RawJSON `json:"payload"` // JSON text, whatever the codec
+}
+
+// Actor is who caused an event.
+type Actor struct {
+	Kind    string `json:"kind"` // "human", "agent", "system", …
+	Subject string `json:"subject"`
+}
+
+// Time returns OccurredAt as a time.
+func (e *Event) Time() time.Time { return time.UnixMilli(e.OccurredAt) }
+
+// SubscribeOptions configure Subscribe. A nil *SubscribeOptions means
+// defaults.
+type SubscribeOptions struct {
+	// FromSeq, when set, asks for the stream's events after it first (the
+	// server replays them, then continues live). Too old a FromSeq fails
+	// Subscribe with an error matching rpc.ErrResyncRequired; start again
+	// without it and reload the snapshot.
+	FromSeq *int64
+	// Buffer is the capacity of the Events channel. When an event arrives
+	// and the buffer is full, the subscription ends with ErrSlowConsumer (the
+	// connection and other subscriptions go on). Default 4096.
+	Buffer int
+	// OnResync is called when, after a reconnect or a lagging close, the
+	// server can no longer replay from the last delivered seq (-32010). The
+	// client has then subscribed again without from_seq; seq is the log
+	// position it returned. Events after seq follow on the channel, none of
+	// them before OnResync returns; events in between are not delivered:
+	// the application reloads its snapshot (the client recipe), applying
+	// events idempotently. OnResync runs on the client's own goroutine and
+	// must return quickly (signal the application, do not reload inside).
+	// When nil, such a subscription ends with an error matching
+	// rpc.ErrResyncRequired instead.
+	OnResync func(seq int64)
+}
+
+// Subscription is a subscription to one change stream. Its events arrive on
+// Events, each exactly once and in seq order, across reconnects.
+type Subscription struct {
+	core[Event]
+	stream   string
+	onResync func(seq int64)
+	seq      int64 // log position at the first subscribe
+
+	// Guarded by mu.
+	last    int64 // highest seq delivered, or the subscribe position
+	hasLast bool  // last is a position to resume from
+}
+
+var _ entry = (*Subscription)(nil)
+
+type subscribeParams struct {
+	Subscription string `json:"subscription"`
+	Stream       string `json:"stream"`
+	FromSeq      *int64 `json:"from_seq,omitempty"`
+}
+
+type subscribeResult struct {
+	Subscription string `json:"subscription"`
+	Seq          int64  `json:"seq"`
+}
+
+// Subscribe subscribes to stream ("project:<KEY>" or "item:<KEY>"). While
+// the client is reconnecting it waits for the next connection, up to ctx.
+// Errors from the server match rpc.ErrForbidden, rpc.ErrNotFound,
+// rpc.ErrInvalidParams or rpc.ErrResyncRequired.
+func (c *Client) Subscribe(ctx context.Context, stream string, opts *SubscribeOptions) (*Subscription, error) {
+	var o SubscribeOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Buffer <= 0 {
+		o.Buffer = 4096
+	}
+	s := &Subscription{stream: stream, onResync: o.OnResync}
+	s.init(c, c.newID(), s, o.Buffer)
+	if o.FromSeq != nil {
+		s.last, s.hasLast = *o.FromSeq, true
+	}
+	if err := c.register(s.id, s); err != nil {
+		return nil, fmt.Errorf("subscribe %s: %w", stream, err)
+	}
+	err := s.first(ctx)
+	if err != nil {
+		s.fail(err)
+		if c.isClosed() {
+			err = ErrClosed
+		}
+		return nil, fmt.Errorf("subscribe %s: %w", stream, err)
+	}
+	return s, nil
+}
+
+// first makes the first subscribe, retrying on the next connection when
+// the connection ends before the answer.
+func (s *Subscription) first(ctx context.Context) error {
+	for {
+		cn, err := s.c.waitConn(ctx)
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		p := subscribeParams{Subscription: s.id, Stream: s.stream}
+		if s.hasLast {
+			from := s.last
+			p.FromSeq = &from
+		}
+		epoch := s.epoch
+		s.mu.Unlock()
+		var res subscribeResult
+		err = cn.call(ctx, "stream.subscribe", p, &res)
+		if errors.Is(err, ErrConnectionLost) && ctx.Err() == nil && !s.c.isClosed() {
+			continue
+		}
+		if err != nil {
+			if rpc.Code(err) == 0 {
+				s.sentOn(cn.gen) // the server may have it: unsubscribe
+			}
+			return err
+		}
+		s.mu.Lock()
+		s.seq = res.Seq
+		if p.FromSeq == nil {
+			s.last = max(s.last, res.Seq)
+		}
+		s.hasLast = true
+		s.mu.Unlock()
+		if !s.settled(ctx, cn, epoch) {
+			if err := s.Err(); err != nil {
+				return err
+			}
+			return ErrClosed
+		}
+		// The connection may have been replaced while subscribing.
+		s.c.kick()
+		return nil
+	}
+}
+
+// deliver hands a stream.event from connection gen to the application,
+// dropping what was already delivered.
+func (s *Subscription) deliver(gen uint64, ev Event) {
+	s.mu.Lock()
+	if s.feed.done || (s.hasLast && ev.Seq <= s.last) {
+		s.mu.Unlock()
+		return
+	}
+	ok, after := s.offerLocked(gen, ev)
+	if ok {
+		s.last, s.hasLast = ev.Seq, true
+	}
+	s.mu.Unlock()
+	after()
+}
+
+// restore subscribes again on cn from the last delivered seq.
+func (s *Subscription) restore(ctx context.Context, cn *conn) error {
+	s.mu.Lock()
+	if s.feed.done || !s.active || s.gen == cn.gen {
+		s.mu.Unlock()
+		return nil
+	}
+	from, epoch := s.last, s.epoch
+	s.mu.Unlock()
+	err := cn.call(ctx, "stream.subscribe", subscribeParams{Subscription: s.id, Stream: s.stream, FromSeq: &from}, nil)
+	switch {
+	case err == nil:
+		s.settled(ctx, cn, epoch)
+		return nil
+	case rpc.Code(err) == 0:
+		return err
+	case errors.Is(err, rpc.ErrResyncRequired) && s.onResync != nil:
+		return s.resync(ctx, cn)
+	}
+	s.fail(fmt.Errorf("resubscribe %s from seq %d: %w", s.stream, from, err))
+	return nil
+}
+
+// resync subscribes without from_seq and runs OnResync before any new
+// event reaches the application.
+func (s *Subscription) resync(ctx context.Context, cn *conn) error {
+	s.mu.Lock()
+	old, epoch := s.last, s.epoch
+	s.feed.hold = true
+	s.mu.Unlock()
+	var res subscribeResult
+	err := cn.call(ctx, "stream.subscribe", subscribeParams{Subscription: s.id, Stream: s.stream}, &res)
+	if err != nil {
+		s.mu.Lock()
+		s.feed.hold, s.feed.held, s.last = false, nil, old
+		s.mu.Unlock()
+		if rpc.Code(err) == 0 {
+			return err
+		}
+		s.fail(fmt.Errorf("resubscribe %s: %w", s.stream, err))
+		return nil
+	}
+	s.mu.Lock()
+	s.last = max(s.last, res.Seq)
+	s.mu.Unlock()
+	if !s.settled(ctx, cn, epoch) {
+		return nil
+	}
+	s.c.log.Info("stream resync: events were missed", "subscription", s.id, "stream", s.stream,
+		"last_delivered", old, "seq", res.Seq)
+	s.onResync(res.Seq)
+	s.mu.Lock()
+	if s.feed.done || s.feed.release() {
+		s.mu.Unlock()
+		return nil
+	}
+	s.feed.end(ErrSlowConsumer)
+	s.gen = 0
+	s.mu.Unlock()
+	s.c.abandon(s.id, s, cn.gen)
+	return nil
+}
+
+// Events returns the channel of events. It is closed when the subscription
+// ends; Err then says why.
+func (s *Subscription) Events() <-chan Event { return s.feed.ch }
+
+// Stream returns the stream name.
+func (s *Subscription) Stream() string { return s.stream }
+
+// Seq returns the log position the first subscribe returned.
+func (s *Subscription) Seq() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seq
+}
+
+// LastSeq returns the seq of the last event handed to the channel (or the
+// subscribe position when none was): where the client resumes from.
+func (s *Subscription) LastSeq() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}

@@ -1,0 +1,362 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/auth/authtest"
+	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/streams/migrations"
+	"github.com/ballet/gateway/streams/pgtest"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ballet-gateway-test")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "ballet-gateway")
+	if out, err := exec.Command("go", "build", "-race", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is a running ballet-gateway.
+type proc struct {
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	stdout bytes.Buffer
+	stderr bytes.Buffer
+	lines  chan string // stdout and stderr lines as they come
+	done   chan error
+}
+
+func start(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(binary, args...), lines: make(chan string, 10000), done: make(chan error, 1)}
+	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	so, _ := p.cmd.StdoutPipe()
+	se, _ := p.cmd.StderrPipe()
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	pump := func(r io.Reader, buf *bytes.Buffer) {
+		defer wg.Done()
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			p.mu.Lock()
+			buf.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+			select {
+			case p.lines <- sc.Text():
+			default:
+			}
+		}
+	}
+	wg.Add(2)
+	go pump(so, &p.stdout)
+	go pump(se, &p.stderr)
+	go func() {
+		wg.Wait()
+		p.done <- p.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stdout.String() + p.stderr.String()
+}
+
+// waitLine returns the first submatch of re on an output line.
+func (p *proc) waitLine(t *testing.T, re *regexp.Regexp) string {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case l := <-p.lines:
+			if m := re.FindStringSubmatch(l); m != nil {
+				return m[1]
+			}
+		case <-deadline:
+			t.Fatalf("no line matching %v; output:\n%s", re, p.output())
+		}
+	}
+}
+
+func (p *proc) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		p.done <- err
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	case <-time.After(timeout):
+		t.Fatalf("process did not exit in %v; output:\n%s", timeout, p.output())
+		return -1
+	}
+}
+
+func TestUsageAndConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  []string
+		code int
+		want []string
+	}{
+		{nil, nil, 2, []string{"usage"}},
+		{[]string{"bogus"}, nil, 2, []string{`unknown command "bogus"`}},
+		{[]string{"serve"}, nil, 1, []string{"BALLET_DATABASE_URL", "BALLET_OIDC_ISSUER", "BALLET_OIDC_AUDIENCE"}},
+		{[]string{"serve"}, []string{"BALLET_HEARTBEAT_INTERVAL=often"}, 1, []string{`BALLET_HEARTBEAT_INTERVAL="often"`}},
+		{[]string{"dev"}, []string{"BALLET_REPLAY_LIMIT=0"}, 1, []string{`BALLET_REPLAY_LIMIT="0"`}},
+		{[]string{"dev"}, []string{"BALLET_ADDR=nonsense"}, 1, []string{`BALLET_ADDR="nonsense"`}},
+		{[]string{"dev"}, []string{"BALLET_PLANNER_PROVIDER=gpt"}, 1, []string{"BALLET_PLANNER_PROVIDER"}},
+		{[]string{"dev"}, []string{"BALLET_LOG_LEVEL=chatty"}, 1, []string{"BALLET_LOG_LEVEL"}},
+		{[]string{"migrate"}, nil, 1, []string{"BALLET_DATABASE_URL"}},
+		{[]string{"admin", "grant", "WEB", "alice"}, nil, 2, []string{"admin grant takes 3 arguments"}},
+		{[]string{"admin", "grant", "WEB", "alice", "owner"}, nil, 2, []string{"want viewer, member or admin"}},
+	} {
+		p := start(t, tc.env, tc.args...)
+		code := p.wait(t, 30*time.Second)
+		out := p.output()
+		if code != tc.code {
+			t.Errorf("%v %v: exit %d want %d\n%s", tc.args, tc.env, code, tc.code, out)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v %v: output lacks %q:\n%s", tc.args, tc.env, w, out)
+			}
+		}
+	}
+}
+
+var (
+	wsURLRe  = regexp.MustCompile(`(ws://[0-9.:]+/rpc)`)
+	tokenRe  = regexp.MustCompile(`"token":"([^"]+)"`)
+	listenRe = regexp.MustCompile(`"msg":"listening","addr":"([^"]+)"`)
+	adminRe  = regexp.MustCompile(`"admin_addr":"([^"]+)"`)
+)
+
+func wsDial(t *testing.T, url string, c codec.Codec) *websocket.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: []string{c.Name()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.CloseNow() })
+	return ws
+}
+
+// rpcCall writes one JSON request and reads frames until its response.
+func rpcCall(t *testing.T, ws *websocket.Conn, id int, method string, params any) map[string]any {
+	t.Helper()
+	req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ws.Write(ctx, websocket.MessageText, req); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m := readFrame(t, ws)
+		if m["method"] != nil {
+			stashed[ws] = append(stashed[ws], m)
+			continue
+		}
+		if fmt.Sprint(m["id"]) == fmt.Sprint(id) {
+			if m["error"] != nil {
+				t.Fatalf("%s: %v", method, m["error"])
+			}
+			return m
+		}
+	}
+}
+
+// stashed holds notifications read while waiting for a response.
+var stashed = map[*websocket.Conn][]map[string]any{}
+
+func readJSON(t *testing.T, ws *websocket.Conn) map[string]any {
+	t.Helper()
+	if q := stashed[ws]; len(q) > 0 {
+		stashed[ws] = q[1:]
+		return q[0]
+	}
+	return readFrame(t, ws)
+}
+
+func readFrame(t *testing.T, ws *websocket.Conn) map[string]any {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, data, err := ws.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestDevEndToEndAndSIGTERM(t *testing.T) {
+	p := start(t, []string{"BALLET_ADDR=127.0.0.1:0", "BALLET_ADMIN_ADDR=127.0.0.1:0", "BALLET_DRAIN_WINDOW=1s"}, "dev")
+	url := p.waitLine(t, wsURLRe)
+	token := p.waitLine(t, tokenRe)
+	if !strings.Contains(p.output(), "NOT FOR PRODUCTION") {
+		t.Fatal("dev does not warn that it is not for production")
+	}
+	ws := wsDial(t, url, codec.JSON)
+	res := rpcCall(t, ws, 1, "auth", map[string]string{"token": token})
+	if res["result"].(map[string]any)["subject"] != "dev-user" {
+		t.Fatalf("auth %v", res)
+	}
+	rpcCall(t, ws, 2, "system.ping", map[string]any{})
+	rpcCall(t, ws, 3, "stream.subscribe", map[string]any{"subscription": "s1", "stream": "project:DEMO", "from_seq": 0})
+	// The demo project's history replays.
+	ev := readJSON(t, ws)
+	if ev["method"] != "stream.event" {
+		t.Fatalf("got %v", ev)
+	}
+	start := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		_, _, err := ws.Read(ctx)
+		if err != nil {
+			if code := websocket.CloseStatus(err); code != websocket.StatusGoingAway {
+				t.Fatalf("close %v (%v), want 1001", code, err)
+			}
+			break
+		}
+	}
+	if code := p.wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("exit %d after SIGTERM:\n%s", code, p.output())
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Fatalf("shutdown took %v", el)
+	}
+}
+
+func TestServeEndToEnd(t *testing.T) {
+	dbURL := pgtest.URL(t)
+	iss := authtest.NewIssuer(t)
+	env := []string{
+		"BALLET_DATABASE_URL=" + dbURL, "BALLET_OIDC_ISSUER=" + iss.URL(), "BALLET_OIDC_AUDIENCE=ballet",
+		"BALLET_ADDR=127.0.0.1:0", "BALLET_ADMIN_ADDR=127.0.0.1:0", "BALLET_DRAIN_WINDOW=1s",
+	}
+	// serve refuses an unmigrated database and says what to do.
+	p := start(t, env, "serve")
+	if code := p.wait(t, 30*time.Second); code != 1 || !strings.Contains(p.output(), "ballet-gateway migrate") {
+		t.Fatalf("serve on an empty database: exit %d\n%s", code, p.output())
+	}
+	// migrate from three processes at once applies the schema exactly once.
+	var ms []*proc
+	for i := 0; i < 3; i++ {
+		ms = append(ms, start(t, env, "migrate"))
+	}
+	applied := 0
+	for _, m := range ms {
+		if code := m.wait(t, 60*time.Second); code != 0 {
+			t.Fatalf("migrate: exit %d\n%s", code, m.output())
+		}
+		applied += strings.Count(m.output(), "applied ")
+	}
+	all := ms[0].output() + ms[1].output() + ms[2].output()
+	for _, v := range migrations.Versions() {
+		if n := strings.Count(all, "applied "+v+"\n"); n != 1 {
+			t.Fatalf("migration %s applied %d times:\n%s", v, n, all)
+		}
+	}
+	if applied != len(migrations.Versions()) {
+		t.Fatalf("%d migrations applied, want %d", applied, len(migrations.Versions()))
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var versions int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM schema_migrations`).Scan(&versions); err != nil || versions != applied {
+		t.Fatalf("schema_migrations has %d rows (%v), %d applied", versions, err, applied)
+	}
+	for _, args := range [][]string{
+		{"admin", "project-create", "WEB", "Web site"},
+		{"admin", "grant", "WEB", "alice", "viewer"},
+	} {
+		a := start(t, env, args...)
+		if code := a.wait(t, 30*time.Second); code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, code, a.output())
+		}
+	}
+	a := start(t, env, "admin", "project-create", "WEB", "again")
+	if code := a.wait(t, 30*time.Second); code != 1 || !strings.Contains(a.output(), "already exists") {
+		t.Fatalf("duplicate project: %d %s", code, a.output())
+	}
+
+	srv := start(t, env, "serve")
+	addr := srv.waitLine(t, listenRe)
+	ws := wsDial(t, "ws://"+addr+"/rpc", codec.JSON)
+	tok := authtest.Mint(t, iss, "alice", auth.TokenOptions{Audience: []string{"ballet"}})
+	rpcCall(t, ws, 1, "auth", map[string]string{"token": tok})
+	rpcCall(t, ws, 2, "stream.subscribe", map[string]any{"subscription": "s", "stream": "item:WEB-7"})
+	if _, err := conn.Exec(ctx, `INSERT INTO events (project_key, type, entity_type, entity_id, entity_key, actor_kind, actor_subject, payload)
+		VALUES ('WEB', 'item.state_changed', 'item', '0199', 'WEB-7', 'human', 'bob', '{"from":"ready","to":"done"}')`); err != nil {
+		t.Fatal(err)
+	}
+	ev := readJSON(t, ws)
+	params, _ := ev["params"].(map[string]any)
+	if ev["method"] != "stream.event" || params["entity_key"] != "WEB-7" || params["subscription"] != "s" {
+		t.Fatalf("got %v", ev)
+	}
+	// Logs are JSON lines, and never carry the token.
+	if strings.Contains(srv.output(), tok) {
+		t.Fatal("a token was logged")
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := srv.wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, srv.output())
+	}
+}
