@@ -68,9 +68,6 @@ type Options struct {
 	// MaxConcurrent bounds requests handled at once; the reader waits when
 	// it is reached. Default 16.
 	MaxConcurrent int
-	// NotificationQueue bounds notifications waiting to be handled in
-	// order; the reader waits when it is full. Default 128.
-	NotificationQueue int
 	// OutQueue bounds frames queued by Call, Notify and responses; senders
 	// wait when it is full. Default 256.
 	OutQueue int
@@ -100,7 +97,6 @@ type Conn struct {
 	wg     sync.WaitGroup
 
 	sem     chan struct{} // request concurrency
-	notes   chan *Request // ordered notifications
 	space   chan struct{} // OutQueue tokens
 	maxTry  int
 	nextID  atomic.Int64
@@ -108,18 +104,32 @@ type Conn struct {
 
 	mu      sync.Mutex
 	queue   []outFrame
+	spare   []outFrame // the writer's previous batch, reused
 	tryLen  int
-	wake    chan struct{}
+	writing bool // a writer goroutine is running
 	pending map[int64]chan *codec.Message
 	closed  bool
 }
 
+// outFrame is one queued frame: encoded data, or a notification spliced
+// from a shared body by the writer (so fan-out allocates nothing per
+// subscriber), or a Flush marker.
 type outFrame struct {
 	data   []byte
+	method string // with body: splice method/sub/body when writing
+	sub    string
+	body   []byte
 	done   func()
 	token  bool          // holds an OutQueue token
 	try    bool          // counted in tryLen
-	marker chan struct{} // Flush marker when data is nil
+	marker chan struct{} // Flush marker
+}
+
+// Batcher is implemented by transports that can gather several frames into
+// one write: the writer calls Cork before a batch and Uncork after it.
+type Batcher interface {
+	Cork()
+	Uncork() error
 }
 
 // NewConn returns a connection over t speaking c. Call Start to run it.
@@ -130,9 +140,6 @@ func NewConn(t Transport, c codec.Codec, opts *Options) *Conn {
 	}
 	if o.MaxConcurrent <= 0 {
 		o.MaxConcurrent = 16
-	}
-	if o.NotificationQueue <= 0 {
-		o.NotificationQueue = 128
 	}
 	if o.OutQueue <= 0 {
 		o.OutQueue = 256
@@ -157,10 +164,8 @@ func NewConn(t Transport, c codec.Codec, opts *Options) *Conn {
 	return &Conn{
 		t: t, codec: c, handler: o.Handler, inline: o.Inline, onMsg: o.OnMessage, log: o.Logger,
 		sem:     make(chan struct{}, o.MaxConcurrent),
-		notes:   make(chan *Request, o.NotificationQueue),
 		space:   make(chan struct{}, o.OutQueue),
 		maxTry:  o.MaxTrySend,
-		wake:    make(chan struct{}, 1),
 		pending: make(map[int64]chan *codec.Message),
 	}
 }
@@ -168,17 +173,16 @@ func NewConn(t Transport, c codec.Codec, opts *Options) *Conn {
 // Codec returns the connection's codec.
 func (c *Conn) Codec() codec.Codec { return c.codec }
 
-// Start runs the connection's reader, writer and notification goroutines
-// until ctx ends, the transport fails, or Close is called.
+// Start runs the connection until ctx ends, the transport fails, or Close is
+// called. One goroutine reads; a writer goroutine runs only while frames are
+// queued, so an idle connection costs one goroutine.
 func (c *Conn) Start(ctx context.Context) {
 	if !c.started.CompareAndSwap(false, true) {
 		return
 	}
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
-	c.wg.Add(3)
+	c.wg.Add(1)
 	go c.readLoop()
-	go c.writeLoop()
-	go c.notifyLoop()
 	context.AfterFunc(c.ctx, c.failPending)
 }
 
@@ -200,6 +204,7 @@ func (c *Conn) Close() error {
 		return nil
 	}
 	c.cancel(ErrClosed)
+	c.failPending() // no writer starts after this
 	c.wg.Wait()
 	return nil
 }
@@ -241,12 +246,8 @@ func (c *Conn) readLoop() {
 		case m.IsResponse():
 			c.deliver(&m)
 		case m.IsNotification():
-			req := &Request{Conn: c, Method: m.Method, Notification: true, Params: m.Params}
-			select {
-			case c.notes <- req:
-			case <-c.ctx.Done():
-				return
-			}
+			// Handled on the reader, so strictly in order.
+			c.serve(&Request{Conn: c, Method: m.Method, Notification: true, Params: m.Params})
 		default:
 			req := &Request{Conn: c, Method: m.Method, ID: m.ID, Params: m.Params}
 			if c.inline(m.Method) {
@@ -264,18 +265,6 @@ func (c *Conn) readLoop() {
 				defer func() { <-c.sem }()
 				c.serve(req)
 			}()
-		}
-	}
-}
-
-func (c *Conn) notifyLoop() {
-	defer c.wg.Done()
-	for {
-		select {
-		case req := <-c.notes:
-			c.serve(req)
-		case <-c.ctx.Done():
-			return
 		}
 	}
 }
@@ -450,6 +439,14 @@ func (c *Conn) TrySend(frame []byte, done func()) bool {
 	return c.enqueue(outFrame{data: frame, done: done, try: true}, true)
 }
 
+// TrySendSpliced queues the notification method whose params are body (an
+// encoded object shared by many connections) with "subscription": sub added;
+// the frame is built by the writer into a reused buffer. Like TrySend, it
+// never waits.
+func (c *Conn) TrySendSpliced(method, sub string, body []byte, done func()) bool {
+	return c.enqueue(outFrame{method: method, sub: sub, body: body, done: done, try: true}, true)
+}
+
 func (c *Conn) enqueue(f outFrame, try bool) bool {
 	c.mu.Lock()
 	if c.closed || (try && c.tryLen >= c.maxTry) {
@@ -460,11 +457,12 @@ func (c *Conn) enqueue(f outFrame, try bool) bool {
 		c.tryLen++
 	}
 	c.queue = append(c.queue, f)
-	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	if !c.writing {
+		c.writing = true
+		c.wg.Add(1)
+		go c.writeLoop()
 	}
+	c.mu.Unlock()
 	return true
 }
 
@@ -484,46 +482,83 @@ func (c *Conn) Flush(ctx context.Context) error {
 	}
 }
 
+// writeLoop writes queued frames until the queue is empty, then exits; the
+// next enqueue starts it again. Each batch is corked into one write when the
+// transport is a Batcher.
 func (c *Conn) writeLoop() {
 	defer c.wg.Done()
-	var batch []outFrame
-	defer func() {
-		// Release what was never written.
-		c.mu.Lock()
-		rest := append(batch, c.queue...)
-		c.queue = nil
-		c.closed = true
-		c.mu.Unlock()
-		for _, f := range rest {
-			c.finish(f)
-		}
-	}()
+	batcher, _ := c.t.(Batcher)
+	var scratch []byte
 	for {
-		select {
-		case <-c.wake:
-		case <-c.ctx.Done():
+		c.mu.Lock()
+		if len(c.queue) == 0 || c.ctx.Err() != nil {
+			rest := c.queue
+			c.queue = nil
+			if c.ctx.Err() != nil {
+				c.closed = true
+			}
+			c.writing = false
+			c.mu.Unlock()
+			for _, f := range rest {
+				c.finish(f)
+			}
 			return
 		}
-		for {
-			c.mu.Lock()
-			batch, c.queue = c.queue, batch[:0]
-			c.mu.Unlock()
-			if len(batch) == 0 {
-				break
+		batch := c.queue
+		c.queue = c.spare[:0]
+		c.mu.Unlock()
+
+		err := c.writeBatch(batch, batcher, &scratch)
+		for i := range batch {
+			if err != nil {
+				c.finish(batch[i]) // drops the unwritten rest
 			}
-			for i, f := range batch {
-				if f.data != nil {
-					if err := c.t.Write(c.ctx, f.data); err != nil {
-						batch = batch[i:]
-						c.fail(fmt.Errorf("rpc: write: %w", err))
-						return
-					}
-				}
-				c.finish(f)
-				batch[i] = outFrame{}
-			}
+			batch[i] = outFrame{}
+		}
+		c.mu.Lock()
+		c.spare = batch[:0]
+		c.mu.Unlock()
+		if err != nil {
+			c.fail(fmt.Errorf("rpc: write: %w", err))
+		}
+		if cap(scratch) > 64<<10 {
+			scratch = nil // do not keep a large frame's buffer
 		}
 	}
+}
+
+// writeBatch writes the frames of batch in order, finishing each written one.
+// On error the written ones are already finished and zeroed.
+func (c *Conn) writeBatch(batch []outFrame, batcher Batcher, scratch *[]byte) (err error) {
+	if batcher != nil && len(batch) > 1 {
+		batcher.Cork()
+		defer func() {
+			if uerr := batcher.Uncork(); err == nil {
+				err = uerr
+			}
+		}()
+	}
+	for i := range batch {
+		f := &batch[i]
+		data := f.data
+		if f.body != nil {
+			*scratch, err = c.codec.Splice((*scratch)[:0], f.method, f.sub, f.body)
+			if err != nil {
+				c.log.Error("rpc: splice failed", "method", f.method, "err", err)
+				data = nil
+			} else {
+				data = *scratch
+			}
+		}
+		if data != nil {
+			if err := c.t.Write(c.ctx, data); err != nil {
+				return err
+			}
+		}
+		c.finish(*f)
+		*f = outFrame{}
+	}
+	return nil
 }
 
 func (c *Conn) finish(f outFrame) {

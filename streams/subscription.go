@@ -23,10 +23,13 @@ var ErrResyncRequired = errors.New("streams: resync required")
 // MethodEvent is the notification that carries one event.
 const MethodEvent = "stream.event"
 
-// Sender is the connection a subscription writes its frames to. TrySend must
-// not block; done is called once the frame is written or dropped.
+// Sender is the connection a subscription writes to. TrySendSpliced queues
+// the notification method with params body plus "subscription": sub (the
+// connection builds the frame, so the shared body is never copied per
+// subscriber); it must not block, and done is called once the frame is
+// written or dropped.
 type Sender interface {
-	TrySend(frame []byte, done func()) bool
+	TrySendSpliced(method, sub string, body []byte, done func()) bool
 }
 
 // SubscribeRequest describes a new subscription.
@@ -242,11 +245,7 @@ func (s *Subscription) sendLocked(seq int64, body []byte) bool {
 		s.state, s.reason = subClosed, ReasonLagging
 		return false
 	}
-	frame, err := s.codec.Splice(nil, MethodEvent, s.id, body)
-	if err != nil {
-		return true
-	}
-	if !s.out.TrySend(frame, s.written) {
+	if !s.out.TrySendSpliced(MethodEvent, s.id, body, s.written) {
 		s.state, s.reason = subClosed, ReasonLagging
 		return false
 	}
