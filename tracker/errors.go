@@ -1,0 +1,71 @@
+package tracker
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Sentinel errors of the tracker. Compare with errors.Is; HTTPStatus maps them to statuses.
+var (
+	// ErrNotFound: the project, item, member or dependency does not exist.
+	ErrNotFound = errors.New("tracker: not found")
+	// ErrForbidden: the caller lacks the permission on an existing project.
+	ErrForbidden = errors.New("tracker: forbidden")
+	// ErrConflict: the change contradicts the stored state (an existing project, a cycle).
+	ErrConflict = errors.New("tracker: conflict")
+	// ErrPrecondition: the item's version is not the expected one.
+	ErrPrecondition = errors.New("tracker: precondition failed")
+	// ErrInvalid: an argument is not acceptable (empty title, bad state or role, ...).
+	ErrInvalid = errors.New("tracker: invalid argument")
+)
+
+// Error is a tracker error with a detail that is safe to show to the caller. It matches its
+// sentinel with errors.Is.
+type Error struct {
+	Err    error  // one of the sentinels
+	Detail string // for the caller: names only what the caller sent or may see
+}
+
+func (e *Error) Error() string { return e.Detail }
+func (e *Error) Unwrap() error { return e.Err }
+
+// errorf returns an *Error for sentinel with a formatted detail.
+func errorf(sentinel error, format string, args ...any) error {
+	return &Error{Err: sentinel, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Errorf returns an *Error matching sentinel with a formatted detail, for stores.
+func Errorf(sentinel error, format string, args ...any) error {
+	return errorf(sentinel, format, args...)
+}
+
+// HTTPStatus returns the HTTP status for err: 404, 403, 409, 412 and 422 for the sentinels,
+// 500 for anything else (and 200 for nil).
+func HTTPStatus(err error) int {
+	switch {
+	case err == nil:
+		return http.StatusOK
+	case errors.Is(err, ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, ErrForbidden):
+		return http.StatusForbidden
+	case errors.Is(err, ErrConflict):
+		return http.StatusConflict
+	case errors.Is(err, ErrPrecondition):
+		return http.StatusPreconditionFailed
+	case errors.Is(err, ErrInvalid):
+		return http.StatusUnprocessableEntity
+	}
+	return http.StatusInternalServerError
+}
+
+// Detail returns the caller-safe detail of err: the Detail of the *Error inside it, or "" for
+// other errors (whose text may hold internals and belongs in the logs only).
+func Detail(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Detail
+	}
+	return ""
+}
