@@ -31,6 +31,11 @@ type Roles interface {
 	Role(ctx context.Context, project, subject string) (role string, projectExists bool, err error)
 }
 
+// Items tells whether an item exists, for item:<KEY> subscriptions.
+type Items interface {
+	ItemExists(ctx context.Context, key string) (bool, error)
+}
+
 var (
 	_ TokenVerifier = (*auth.Verifier)(nil)
 	_ Roles         = streams.ProjectStore(nil)
@@ -43,8 +48,10 @@ type Options struct {
 	Log      streams.Log
 	Hub      *streams.Hub
 	Roles    Roles
-	Metrics  *Metrics // nil: a new set on its own registry
-	Logger   *slog.Logger
+	// Items, when set, makes item:<KEY> subscriptions to unknown items -32004.
+	Items   Items
+	Metrics *Metrics // nil: a new set on its own registry
+	Logger  *slog.Logger
 	// Ready reports whether the gateway's dependencies are up (for /readyz).
 	Ready func(ctx context.Context) error
 	// API serves /api/v1/ on the client port, when set.
@@ -65,6 +72,7 @@ type Server struct {
 	log      streams.Log
 	hub      *streams.Hub
 	roles    Roles
+	items    Items
 	metrics  *Metrics
 	logger   *slog.Logger
 	ready    func(ctx context.Context) error
@@ -87,7 +95,7 @@ func NewServer(o *Options) (*Server, error) {
 		return nil, errors.New("gateway: Verifier, Log, Hub and Roles are required")
 	}
 	s := &Server{
-		cfg: o.Config, verifier: o.Verifier, log: o.Log, hub: o.Hub, roles: o.Roles,
+		cfg: o.Config, verifier: o.Verifier, log: o.Log, hub: o.Hub, roles: o.Roles, items: o.Items,
 		metrics: o.Metrics, logger: o.Logger, ready: o.Ready, api: o.API, root: o.Root, now: o.Now,
 		sessions: make(map[*session]struct{}),
 	}

@@ -506,6 +506,15 @@ func (s *session) authorize(ctx context.Context, st streams.Stream, p *auth.Prin
 	if !auth.Role(role).Has(perm) {
 		return rpc.Errorf(rpc.ErrForbidden, "%s on project %s is required", perm, project)
 	}
+	if st.Kind == streams.StreamItem && s.srv.items != nil {
+		ok, err := s.srv.items.ItemExists(ctx, st.Key)
+		if err != nil {
+			return fmt.Errorf("item %s: %w", st.Key, err)
+		}
+		if !ok {
+			return rpc.Errorf(rpc.ErrNotFound, "item %s not found", st.Key)
+		}
+	}
 	return nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/gateway/gatewaytest"
 	"github.com/ballet/gateway/streams"
+	"github.com/ballet/gateway/tracker"
 )
 
 type wireEvent struct {
@@ -524,4 +525,16 @@ func TestRevokeClosesForbidden(t *testing.T) {
 		}
 		alice.mustCall("stream.subscribe", map[string]any{"subscription": "p", "stream": "project:WEB"}, nil)
 	})
+}
+
+func TestItemStreamNeedsAnExistingItem(t *testing.T) {
+	env := gatewaytest.Start(t, &gatewaytest.Options{Tracker: true})
+	env.Project(t, "WEB", "alice", "member")
+	it, err := env.Tracker.CreateItem(context.Background(), tracker.Actor{Kind: tracker.ActorHuman, Subject: "alice"}, "WEB", tracker.ItemInput{Title: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := login(t, env, codec.MsgPack, "alice")
+	k.wantError("stream.subscribe", map[string]any{"subscription": "a", "stream": "item:WEB-99"}, -32004)
+	k.mustCall("stream.subscribe", map[string]any{"subscription": "a", "stream": "item:" + it.Key}, nil)
 }

@@ -28,6 +28,10 @@ type app struct {
 	logger   *slog.Logger
 	store    store
 	verifier gateway.TokenVerifier
+	// api serves /api/v1/ (the tracker's REST, planner sessions).
+	api http.Handler
+	// items checks item:<KEY> subscriptions.
+	items gateway.Items
 	// ready adds dependency checks to /readyz (the database).
 	ready func(ctx context.Context) error
 	// routes adds handlers to the client port (the development issuer).
@@ -68,7 +72,7 @@ func (a *app) run(ctx context.Context) error {
 
 	srv, err := gateway.NewServer(&gateway.Options{
 		Config: a.cfg, Verifier: a.verifier, Log: a.store, Hub: hub, Roles: a.store,
-		Metrics: metrics, Logger: a.logger,
+		Metrics: metrics, Logger: a.logger, API: a.api, Items: a.items,
 		Ready: func(ctx context.Context) error {
 			if a.ready != nil {
 				return a.ready(ctx)

@@ -16,6 +16,8 @@ import (
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/streams/memlog"
+	"github.com/ballet/gateway/tracker"
+	"github.com/ballet/gateway/tracker/memstore"
 )
 
 // The development setup: one demo project, a human user who administers
@@ -59,7 +61,10 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	store := memlog.New()
 	defer store.Close()
-	if err := seedDev(ctx, store); err != nil {
+	svc := tracker.NewService(memstore.New(store), &tracker.Options{
+		AdminSubjects: append([]string{devUser}, cfg.AdminSubjects...),
+	})
+	if err := seedDev(ctx, store, svc); err != nil {
 		ln.Close()
 		return err
 	}
@@ -70,7 +75,8 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	verifier := &lazyVerifier{ready: make(chan struct{})}
 	a := &app{
-		cfg: cfg, logger: logger, store: store, verifier: verifier, clientLn: ln,
+		cfg: cfg, logger: logger, store: store, verifier: verifier, clientLn: ln, items: svc,
+		api: tracker.NewHandler(svc, verifier, &tracker.HandlerOptions{Logger: logger}),
 		routes: func(mux *http.ServeMux) {
 			mux.Handle(devIssuer+"/", issuer)
 			mux.HandleFunc("GET /dev/token", devTokenHandler(issuer))
@@ -92,14 +98,33 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 	return a.run(ctx)
 }
 
-func seedDev(ctx context.Context, store *memlog.Log) error {
+// seedDev creates the demo project, its members and a few items.
+func seedDev(ctx context.Context, store *memlog.Log, svc *tracker.Service) error {
 	if err := store.CreateProject(ctx, devProject, "Demo project", devUser); err != nil {
 		return err
 	}
 	if err := store.Grant(ctx, devProject, devUser, "admin", "system", "dev"); err != nil {
 		return err
 	}
-	return store.Grant(ctx, devProject, devViewer, "viewer", "system", "dev")
+	if err := store.Grant(ctx, devProject, devViewer, "viewer", "system", "dev"); err != nil {
+		return err
+	}
+	me := tracker.Actor{Kind: tracker.ActorHuman, Subject: devUser}
+	var keys []string
+	for _, in := range []tracker.ItemInput{
+		{Title: "Sketch the board layout", State: tracker.StateDone},
+		{Title: "Live updates over /rpc", State: tracker.StateInProgress},
+		{Title: "Planner chat panel", State: tracker.StateReady},
+		{Title: "Keyboard shortcuts", Description: "j/k to move, enter to open"},
+	} {
+		it, err := svc.CreateItem(ctx, me, devProject, in)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, it.Key)
+	}
+	_, _, err := svc.AddDependency(ctx, me, keys[2], keys[1])
+	return err
 }
 
 func printDevBanner(w io.Writer, hostport, issuerURL, token string) {
@@ -111,6 +136,7 @@ func printDevBanner(w io.Writer, hostport, issuerURL, token string) {
   /rpc:     ws://%[1]s/rpc
   issuer:   %[2]s   (audience %[3]s)
   project:  %[4]s   (you are %[5]s, its admin)
+  REST:     http://%[1]s/api/v1/projects/%[4]s/items   (Authorization: Bearer <token>)
 
   A token for %[5]s (valid %[6]s; more at http://%[1]s/dev/token?subject=NAME):
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -322,7 +323,7 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"admin", "project-create", "WEB", "Web site"},
-		{"admin", "grant", "WEB", "alice", "viewer"},
+		{"admin", "grant", "WEB", "alice", "member"},
 	} {
 		a := start(t, env, args...)
 		if code := a.wait(t, 30*time.Second); code != 0 {
@@ -339,14 +340,27 @@ func TestServeEndToEnd(t *testing.T) {
 	ws := wsDial(t, "ws://"+addr+"/rpc", codec.JSON)
 	tok := authtest.Mint(t, iss, "alice", auth.TokenOptions{Audience: []string{"ballet"}})
 	rpcCall(t, ws, 1, "auth", map[string]string{"token": tok})
-	rpcCall(t, ws, 2, "stream.subscribe", map[string]any{"subscription": "s", "stream": "item:WEB-7"})
+	// The tracker's REST API is served on the same port.
+	req, _ := http.NewRequest("POST", "http://"+addr+"/api/v1/projects/WEB/items", strings.NewReader(`{"title":"Ship it"}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 201 || !strings.Contains(string(body), `"key":"WEB-1"`) {
+		t.Fatalf("create item: %d %s", resp.StatusCode, body)
+	}
+	rpcCall(t, ws, 2, "stream.subscribe", map[string]any{"subscription": "s", "stream": "item:WEB-1"})
 	if _, err := conn.Exec(ctx, `INSERT INTO events (project_key, type, entity_type, entity_id, entity_key, actor_kind, actor_subject, payload)
-		VALUES ('WEB', 'item.state_changed', 'item', '0199', 'WEB-7', 'human', 'bob', '{"from":"ready","to":"done"}')`); err != nil {
+		VALUES ('WEB', 'item.state_changed', 'item', '0199', 'WEB-1', 'human', 'bob', '{"from":"ready","to":"done"}')`); err != nil {
 		t.Fatal(err)
 	}
 	ev := readJSON(t, ws)
 	params, _ := ev["params"].(map[string]any)
-	if ev["method"] != "stream.event" || params["entity_key"] != "WEB-7" || params["subscription"] != "s" {
+	if ev["method"] != "stream.event" || params["entity_key"] != "WEB-1" || params["subscription"] != "s" {
 		t.Fatalf("got %v", ev)
 	}
 	// Logs are JSON lines, and never carry the token.

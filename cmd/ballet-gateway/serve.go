@@ -14,6 +14,8 @@ import (
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/streams/migrations"
 	"github.com/ballet/gateway/streams/pglog"
+	"github.com/ballet/gateway/tracker"
+	"github.com/ballet/gateway/tracker/pgstore"
 )
 
 func serve(ctx context.Context, args []string, getenv func(string) string) error {
@@ -58,8 +60,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	if err != nil {
 		return fmt.Errorf("BALLET_OIDC_ISSUER: %w", err)
 	}
+	svc := tracker.NewService(pgstore.New(pool), &tracker.Options{AdminSubjects: cfg.AdminSubjects})
 	a := &app{
-		cfg: cfg, logger: logger, store: log, verifier: verifier,
+		cfg: cfg, logger: logger, store: log, verifier: verifier, items: svc,
+		api: tracker.NewHandler(svc, verifier, &tracker.HandlerOptions{Logger: logger}),
 		ready: func(ctx context.Context) error {
 			if err := pool.Ping(ctx); err != nil {
 				return errors.New("database unreachable")

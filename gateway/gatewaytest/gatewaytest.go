@@ -21,6 +21,9 @@ import (
 	"github.com/ballet/gateway/streams/migrations"
 	"github.com/ballet/gateway/streams/pglog"
 	"github.com/ballet/gateway/streams/pgtest"
+	"github.com/ballet/gateway/tracker"
+	"github.com/ballet/gateway/tracker/memstore"
+	"github.com/ballet/gateway/tracker/pgstore"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -43,6 +46,11 @@ type Options struct {
 	// API is mounted at /api/v1/ when set; it may be set after Start
 	// through Env.SetAPI.
 	API http.Handler
+	// Tracker runs the tracker on the same store: its REST API at /api/v1/
+	// (unless API is set) and item checks for item:<KEY> subscriptions.
+	Tracker bool
+	// AdminSubjects may create projects through the tracker.
+	AdminSubjects []string
 }
 
 // Env is a running gateway.
@@ -59,7 +67,11 @@ type Env struct {
 	PGLog *pglog.Log
 	// DatabaseURL is the throwaway database when Options.Postgres is set.
 	DatabaseURL string
-	api         *swapHandler
+	// Pool is the database pool when Options.Postgres is set.
+	Pool *pgxpool.Pool
+	// Tracker is the tracker service when Options.Tracker is set.
+	Tracker *tracker.Service
+	api     *swapHandler
 }
 
 // Start runs a gateway until the test ends.
@@ -85,29 +97,41 @@ func Start(t testing.TB, o *Options) *Env {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { l.Close() })
-		env.Store, env.PGLog = l, l
+		env.Store, env.PGLog, env.Pool = l, l, pool
+		if o.Tracker {
+			env.Tracker = tracker.NewService(pgstore.New(pool), &tracker.Options{AdminSubjects: o.AdminSubjects})
+		}
 	} else {
 		l := memlog.New()
 		t.Cleanup(func() { l.Close() })
 		env.Store = l
+		if o.Tracker {
+			env.Tracker = tracker.NewService(memstore.New(l), &tracker.Options{AdminSubjects: o.AdminSubjects})
+		}
 	}
 	cfg := o.Config
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = time.Minute
 	}
 	verifier := authtest.NewVerifier(t, env.Issuer, Audience)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	env.Hub = streams.NewHub(nil)
 	env.Tailer = streams.NewTailer(env.Store, env.Hub.Dispatch, nil)
 	if err := env.Tailer.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { env.Tailer.Close() })
+	var items gateway.Items
+	if env.Tracker != nil {
+		items = env.Tracker
+		env.api.set(tracker.NewHandler(env.Tracker, verifier, &tracker.HandlerOptions{Logger: quiet}))
+	}
 	if o.API != nil {
 		env.api.set(o.API)
 	}
 	srv, err := gateway.NewServer(&gateway.Options{
-		Config: cfg, Verifier: verifier, Log: env.Store, Hub: env.Hub, Roles: env.Store, API: env.api,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Config: cfg, Verifier: verifier, Log: env.Store, Hub: env.Hub, Roles: env.Store, API: env.api, Items: items,
+		Logger: quiet,
 	})
 	if err != nil {
 		t.Fatal(err)
