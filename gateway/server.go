@@ -187,7 +187,8 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the gateway is shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	lw := &leanWriter{ResponseWriter: w}
+	ws, err := websocket.Accept(lw, r, &websocket.AcceptOptions{
 		Subprotocols:    []string{codec.NameMsgPack, codec.NameJSON},
 		OriginPatterns:  s.cfg.AllowedOrigins,
 		CompressionMode: websocket.CompressionDisabled,
@@ -204,7 +205,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws.SetReadLimit(s.cfg.ReadLimit)
-	sess := newSession(s, ws, c, r)
+	sess := newSession(s, ws, lw.conn, c, r)
 	if !s.track(sess) {
 		_ = ws.Close(websocket.StatusGoingAway, "the gateway is shutting down")
 		return

@@ -41,12 +41,16 @@ type session struct {
 	principal *auth.Principal // nil until auth succeeds
 	subs      map[string]*clientSub
 
+	// Timers instead of a goroutine per session: an idle connection costs
+	// only its reader.
 	closeOnce sync.Once
-	closeReq  chan struct{}
 	closeCode websocket.StatusCode
 	closeMsg  string
-	authed    chan struct{} // closed when auth succeeds
-	expiry    chan time.Time
+	authTimer *time.Timer
+	expTimer  *time.Timer // nil until authenticated
+	hbTimer   *time.Timer
+	lastSent  time.Time // last heartbeat sent; owned by the heartbeat timer
+	finished  bool
 }
 
 // clientSub is one entry of the connection's subscription-id namespace.
@@ -56,13 +60,10 @@ type clientSub struct {
 	cancel func()                // ends a planner watch
 }
 
-func newSession(srv *Server, ws *websocket.Conn, c codec.Codec, r *http.Request) *session {
+func newSession(srv *Server, ws *websocket.Conn, cork *corkConn, c codec.Codec, r *http.Request) *session {
 	s := &session{
 		srv: srv, ws: ws, codec: c, id: newConnID(),
-		subs:     make(map[string]*clientSub),
-		closeReq: make(chan struct{}),
-		authed:   make(chan struct{}),
-		expiry:   make(chan time.Time, 1),
+		subs: make(map[string]*clientSub),
 	}
 	s.codecL = "json"
 	if c.Binary() {
@@ -77,7 +78,7 @@ func newSession(srv *Server, ws *websocket.Conn, c codec.Codec, r *http.Request)
 	if c.Binary() {
 		typ = websocket.MessageBinary
 	}
-	t := &wsTransport{ws: ws, typ: typ, onKind: func() {
+	t := &wsTransport{ws: ws, typ: typ, cork: cork, onKind: func() {
 		s.closeWith(websocket.StatusUnsupportedData, "frame kind does not match the subprotocol")
 	}}
 	s.conn = rpc.NewConn(t, c, &rpc.Options{
@@ -92,79 +93,58 @@ func newSession(srv *Server, ws *websocket.Conn, c codec.Codec, r *http.Request)
 func (s *session) start() {
 	s.srv.metrics.Connections.WithLabelValues(s.codecL).Inc()
 	s.srv.metrics.Connects.WithLabelValues(s.codecL).Inc()
-	s.lastRecv.Store(time.Now().UnixNano())
+	now := time.Now()
+	s.lastRecv.Store(now.UnixNano())
+	s.lastSent = now
 	s.conn.Start(s.srv.ctx)
-	go s.run()
+	s.mu.Lock()
+	if !s.finished {
+		s.authTimer = time.AfterFunc(s.srv.cfg.AuthTimeout, func() {
+			if s.getPrincipal() == nil {
+				s.srv.metrics.AuthFailures.WithLabelValues("timeout").Inc()
+				s.closeWith(StatusUnauthenticated, "no auth request in time")
+			}
+		})
+		s.hbTimer = time.AfterFunc(s.srv.cfg.HeartbeatInterval, s.heartbeat)
+	}
+	s.mu.Unlock()
+	// When the peer closes or the transport fails, finish without a code.
+	context.AfterFunc(s.conn.Context(), func() { s.closeWith(0, "") })
 	s.lg().Debug("connection opened")
 }
 
-// closeWith asks the session to close the WebSocket with code; the first
-// request wins. It never blocks.
+// closeWith closes the session: with a WebSocket close code chosen by the
+// server, or 0 when the connection already ended. The first call wins; it
+// never blocks.
 func (s *session) closeWith(code websocket.StatusCode, reason string) {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closeCode, s.closeMsg = code, reason
 		s.mu.Unlock()
-		close(s.closeReq)
+		go s.finish()
 	})
 }
 
-// run owns the session: timers for authentication, heartbeats and token
-// expiry, and the close sequence.
-func (s *session) run() {
-	defer s.srv.untrack(s)
+// heartbeat runs on its timer: it closes a silent connection (4000) or
+// sends $/heartbeat, then sleeps until the next of the two is due.
+func (s *session) heartbeat() {
 	interval := s.srv.cfg.HeartbeatInterval
-	authTimer := time.NewTimer(s.srv.cfg.AuthTimeout)
-	defer authTimer.Stop()
-	tick := time.NewTicker(max(interval/4, time.Millisecond))
-	defer tick.Stop()
-	var expTimer *time.Timer
-	var expC <-chan time.Time
-	defer func() {
-		if expTimer != nil {
-			expTimer.Stop()
-		}
-	}()
-	lastSent := time.Now()
-	authC := s.authed
-	for {
-		select {
-		case <-s.closeReq:
-			s.finish()
-			return
-		case <-s.conn.Done():
-			s.finish()
-			return
-		case <-authC:
-			authTimer.Stop()
-			authC = nil
-		case <-authTimer.C:
-			if authC != nil {
-				s.srv.metrics.AuthFailures.WithLabelValues("timeout").Inc()
-				s.closeWith(StatusUnauthenticated, "no auth request in time")
-			}
-		case at := <-s.expiry:
-			if expTimer == nil {
-				expTimer = time.NewTimer(time.Until(at))
-			} else {
-				expTimer.Stop()
-				expTimer.Reset(time.Until(at))
-			}
-			expC = expTimer.C
-		case <-expC:
-			s.srv.metrics.AuthFailures.WithLabelValues("expired").Inc()
-			s.closeWith(StatusUnauthenticated, "token expired")
-		case now := <-tick.C:
-			if silent := now.Sub(time.Unix(0, s.lastRecv.Load())); silent >= 3*interval {
-				s.closeWith(StatusHeartbeatTimeout, "heartbeat timeout")
-				continue
-			}
-			if now.Sub(lastSent) >= interval {
-				lastSent = now
-				s.sendHeartbeat()
-			}
-		}
+	now := time.Now()
+	lastRecv := time.Unix(0, s.lastRecv.Load())
+	if now.Sub(lastRecv) >= 3*interval {
+		s.closeWith(StatusHeartbeatTimeout, "heartbeat timeout")
+		return
 	}
+	if now.Sub(s.lastSent) >= interval {
+		s.lastSent = now
+		s.sendHeartbeat()
+	}
+	next := min(s.lastSent.Add(interval).Sub(now), lastRecv.Add(3*interval).Sub(now))
+	s.mu.Lock()
+	if !s.finished {
+		s.hbTimer.Reset(max(next, time.Millisecond))
+	}
+	s.mu.Unlock()
 }
 
 func (s *session) sendHeartbeat() {
@@ -185,8 +165,15 @@ func (s *session) notification(method string, params any) ([]byte, error) {
 // finish closes the WebSocket (after flushing what is queued when the
 // server chose to close) and releases everything the session holds.
 func (s *session) finish() {
+	defer s.srv.untrack(s)
 	s.mu.Lock()
 	code, reason := s.closeCode, s.closeMsg
+	s.finished = true
+	for _, t := range []*time.Timer{s.authTimer, s.hbTimer, s.expTimer} {
+		if t != nil {
+			t.Stop()
+		}
+	}
 	s.mu.Unlock()
 	if code != 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -341,9 +328,13 @@ func (s *session) auth(ctx context.Context, req *rpc.Request) (any, error) {
 	s.principal = p
 	s.mu.Unlock()
 	s.logp.Store(s.lg().With("subject", p.Subject))
-	close(s.authed)
 	s.setExpiry(p.ExpiresAt)
 	s.lg().Info("authenticated", "human", p.Human)
+	s.mu.Lock()
+	if s.authTimer != nil {
+		s.authTimer.Stop()
+	}
+	s.mu.Unlock()
 	return authResult{Subject: p.Subject, ExpiresAt: p.ExpiresAt.Unix()}, nil
 }
 
@@ -365,19 +356,22 @@ func (s *session) refresh(ctx context.Context, req *rpc.Request) (any, error) {
 	return authResult{Subject: p.Subject, ExpiresAt: p.ExpiresAt.Unix()}, nil
 }
 
+// setExpiry closes the connection with 4001 when the token expires, unless
+// a refresh moves the expiry first.
 func (s *session) setExpiry(at time.Time) {
-	// The run loop takes the newest expiry; an older pending one is replaced.
-	for {
-		select {
-		case s.expiry <- at:
-			return
-		default:
-			select {
-			case <-s.expiry:
-			default:
-			}
-		}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finished {
+		return
 	}
+	if s.expTimer == nil {
+		s.expTimer = time.AfterFunc(time.Until(at), func() {
+			s.srv.metrics.AuthFailures.WithLabelValues("expired").Inc()
+			s.closeWith(StatusUnauthenticated, "token expired")
+		})
+		return
+	}
+	s.expTimer.Reset(time.Until(at))
 }
 
 // Subscription ids: 1–64 characters, unique on the connection across

@@ -16,10 +16,20 @@ var errWrongFrameKind = errors.New("gateway: frame kind does not match the subpr
 type wsTransport struct {
 	ws     *websocket.Conn
 	typ    websocket.MessageType
-	onKind func() // called when a frame of the wrong kind arrives
+	cork   *corkConn // the hijacked connection, for batched writes
+	onKind func()    // called when a frame of the wrong kind arrives
 }
 
-var _ rpc.Transport = (*wsTransport)(nil)
+var (
+	_ rpc.Transport = (*wsTransport)(nil)
+	_ rpc.Batcher   = (*wsTransport)(nil)
+)
+
+// Cork gathers the frames written until Uncork into one write.
+func (t *wsTransport) Cork() { t.cork.Cork() }
+
+// Uncork writes the gathered frames.
+func (t *wsTransport) Uncork() error { return t.cork.Uncork() }
 
 func (t *wsTransport) Read(ctx context.Context) ([]byte, error) {
 	typ, data, err := t.ws.Read(ctx)
@@ -28,6 +38,8 @@ func (t *wsTransport) Read(ctx context.Context) ([]byte, error) {
 	}
 	if typ != t.typ {
 		t.onKind()
+		// Close here, before the read's context ends the connection abruptly.
+		_ = t.ws.Close(websocket.StatusUnsupportedData, "frame kind does not match the subprotocol")
 		return nil, errWrongFrameKind
 	}
 	return data, nil

@@ -186,6 +186,9 @@ func (c *Conn) Start(ctx context.Context) {
 	context.AfterFunc(c.ctx, c.failPending)
 }
 
+// Context is cancelled when the connection ends (Start must have been called).
+func (c *Conn) Context() context.Context { return c.ctx }
+
 // Done is closed when the connection has ended (Start must have been called).
 func (c *Conn) Done() <-chan struct{} { return c.ctx.Done() }
 
