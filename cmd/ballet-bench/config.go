@@ -1,0 +1,263 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/streams"
+)
+
+// Modes of a run.
+const (
+	modeLive        = "live"
+	modeSaturate    = "saturate"
+	modeIdle        = "idle"
+	modeReplay      = "replay"
+	modeReplayStorm = "replay-storm"
+	modeWriter      = "writer"
+)
+
+// config is a parsed command line.
+type config struct {
+	url           string
+	db            string
+	token         string
+	tokenCmd      string
+	tokenURL      string
+	codec         codec.Codec
+	stream        streams.Stream
+	streamName    string
+	subscribers   int
+	connectRate   float64
+	rate          float64
+	batch         int
+	writers       int
+	duration      time.Duration
+	grace         time.Duration
+	settle        time.Duration
+	payloadBytes  int
+	mode          string
+	serverPID     int
+	serverMetrics string
+	json          bool
+	repeat        int
+	replayEvents  int
+	stormEvents   int
+	explicitTx    bool
+	window        int
+	help          bool
+}
+
+// usageError is a command-line mistake (exit status 2).
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usageErr(format string, a ...any) error {
+	return &usageError{fmt.Sprintf(format, a...)}
+}
+
+// parse reads the command line; getenv supplies the fallbacks.
+func parse(args []string, getenv func(string) string) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("ballet-bench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.url, "url", "", "")
+	fs.StringVar(&c.db, "db", "", "")
+	fs.StringVar(&c.token, "token", "", "")
+	fs.StringVar(&c.tokenCmd, "token-cmd", "", "")
+	fs.StringVar(&c.tokenURL, "token-url", "", "")
+	codecName := fs.String("codec", "msgpack", "")
+	fs.StringVar(&c.streamName, "stream", "project:BENCH", "")
+	fs.IntVar(&c.subscribers, "subscribers", 100, "")
+	fs.Float64Var(&c.connectRate, "connect-rate", 0, "")
+	fs.Float64Var(&c.rate, "rate", 100, "")
+	fs.IntVar(&c.batch, "batch", 1, "")
+	fs.IntVar(&c.writers, "writers", 1, "")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "")
+	fs.DurationVar(&c.grace, "grace", 5*time.Second, "")
+	fs.DurationVar(&c.settle, "settle", 3*time.Second, "")
+	fs.IntVar(&c.payloadBytes, "payload-bytes", 100, "")
+	fs.StringVar(&c.mode, "mode", modeLive, "")
+	fs.IntVar(&c.serverPID, "server-pid", 0, "")
+	fs.StringVar(&c.serverMetrics, "server-metrics", "", "")
+	fs.BoolVar(&c.json, "json", false, "")
+	fs.IntVar(&c.repeat, "repeat", 50, "")
+	fs.IntVar(&c.replayEvents, "replay-events", 1000, "")
+	fs.IntVar(&c.stormEvents, "storm-events", 1000, "")
+	fs.BoolVar(&c.explicitTx, "explicit-tx", false, "")
+	fs.IntVar(&c.window, "window", 1000, "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			c.help = true
+			return c, nil
+		}
+		return nil, usageErr("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	if c.url == "" {
+		c.url = getenv("BALLET_BENCH_URL")
+	}
+	if c.url == "" {
+		c.url = "ws://127.0.0.1:8080/rpc"
+	}
+	if u, err := url.Parse(c.url); err != nil || (u.Scheme != "ws" && u.Scheme != "wss" && u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usageErr("--url %q: want ws://HOST:PORT/rpc", c.url)
+	}
+	if c.db == "" {
+		c.db = getenv("BALLET_DATABASE_URL")
+	}
+	switch *codecName {
+	case "msgpack":
+		c.codec = codec.MsgPack
+	case "json":
+		c.codec = codec.JSON
+	default:
+		return nil, usageErr("--codec %q: want msgpack or json", *codecName)
+	}
+	st, err := streams.ParseStream(c.streamName)
+	if err != nil {
+		return nil, usageErr("--stream %q: want project:KEY or item:KEY", c.streamName)
+	}
+	c.stream = st
+	if st.Project() == "" {
+		return nil, usageErr("--stream %q: an item key is PROJECT-NUMBER", c.streamName)
+	}
+
+	switch c.mode {
+	case modeLive, modeSaturate, modeIdle, modeReplay, modeReplayStorm, modeWriter:
+	default:
+		return nil, usageErr("--mode %q: want live, saturate, idle, replay, replay-storm or writer", c.mode)
+	}
+	if c.mode == modeSaturate && !set["batch"] {
+		c.batch = 200
+	}
+	if (c.mode == modeReplay || c.mode == modeReplayStorm) && !set["batch"] {
+		c.batch = 100
+	}
+	if c.mode == modeWriter && !set["batch"] {
+		c.batch = 100
+	}
+	if c.mode == modeReplay && !set["subscribers"] {
+		c.subscribers = 1
+	}
+	positive := []struct {
+		name string
+		v    float64
+	}{
+		{"subscribers", float64(c.subscribers)}, {"batch", float64(c.batch)},
+		{"writers", float64(c.writers)}, {"duration", float64(c.duration)},
+		{"repeat", float64(c.repeat)}, {"replay-events", float64(c.replayEvents)},
+		{"storm-events", float64(c.stormEvents)}, {"window", float64(c.window)},
+	}
+	for _, p := range positive {
+		if p.v <= 0 {
+			return nil, usageErr("--%s must be positive", p.name)
+		}
+	}
+	if c.mode == modeLive && c.rate <= 0 {
+		return nil, usageErr("--rate must be positive (saturate mode writes as fast as it can)")
+	}
+	if c.connectRate < 0 || c.grace < 0 || c.settle < 0 || c.payloadBytes < 0 || c.serverPID < 0 {
+		return nil, usageErr("--connect-rate, --grace, --settle, --payload-bytes and --server-pid must not be negative")
+	}
+	if c.payloadBytes > 512<<10 {
+		return nil, usageErr("--payload-bytes must be at most %d", 512<<10)
+	}
+	if c.serverPID != 0 && c.serverMetrics != "" {
+		return nil, usageErr("--server-pid and --server-metrics exclude each other")
+	}
+	if c.mode == modeReplay && c.subscribers != 1 {
+		return nil, usageErr("replay mode uses one client (--subscribers 1)")
+	}
+
+	if c.mode != modeIdle && c.db == "" {
+		return nil, usageErr("--mode %s writes events: give --db or set BALLET_DATABASE_URL", c.mode)
+	}
+	if c.mode != modeWriter {
+		n := 0
+		for _, s := range []string{c.token, c.tokenCmd, c.tokenURL} {
+			if s != "" {
+				n++
+			}
+		}
+		if n > 1 {
+			return nil, usageErr("--token, --token-cmd and --token-url exclude each other")
+		}
+		if n == 0 {
+			c.token = getenv("BALLET_TOKEN")
+			if c.token == "" {
+				return nil, usageErr("no token: give --token, --token-cmd, --token-url or set BALLET_TOKEN")
+			}
+		}
+	}
+	return c, nil
+}
+
+// params lists the run's settings for the report.
+func (c *config) params() []field {
+	fs := []field{
+		{"mode", c.mode, ""},
+		{"codec", codecLabel(c.codec), ""},
+		{"stream", c.streamName, ""},
+	}
+	switch c.mode {
+	case modeLive, modeSaturate:
+		fs = append(fs, field{"subscribers", c.subscribers, ""})
+		if c.mode == modeLive {
+			fs = append(fs, field{"rate", c.rate, "events/s"})
+		} else {
+			fs = append(fs, field{"window", c.window, "events"})
+		}
+		fs = append(fs, field{"batch", c.batch, "events/tx"}, field{"writers", c.writers, ""},
+			field{"duration_s", c.duration.Seconds(), "s"}, field{"payload_bytes", c.payloadBytes, ""})
+	case modeIdle:
+		fs = append(fs, field{"subscribers", c.subscribers, ""}, field{"duration_s", c.duration.Seconds(), "s"})
+	case modeReplay:
+		fs = append(fs, field{"repeat", c.repeat, ""}, field{"replay_events", c.replayEvents, ""},
+			field{"payload_bytes", c.payloadBytes, ""})
+	case modeReplayStorm:
+		fs = append(fs, field{"subscribers", c.subscribers, ""}, field{"storm_events", c.stormEvents, ""},
+			field{"batch", c.batch, "events/tx"}, field{"payload_bytes", c.payloadBytes, ""})
+	case modeWriter:
+		fs = append(fs, field{"writers", c.writers, ""}, field{"batch", c.batch, "events/tx"},
+			field{"duration_s", c.duration.Seconds(), "s"}, field{"payload_bytes", c.payloadBytes, ""},
+			field{"explicit_tx", c.explicitTx, ""})
+	}
+	if c.connectRate > 0 && c.mode != modeWriter {
+		fs = append(fs, field{"connect_rate_limit", c.connectRate, "conn/s"})
+	}
+	return fs
+}
+
+func codecLabel(c codec.Codec) string {
+	if c.Binary() {
+		return "msgpack"
+	}
+	return "json"
+}
+
+// formatFloat renders a measurement with sensible precision.
+func formatFloat(v float64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case v >= 100 || v <= -100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 1 || v <= -1:
+		return strings.TrimRight(strings.TrimRight(strconv.FormatFloat(v, 'f', 2, 64), "0"), ".")
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
+}

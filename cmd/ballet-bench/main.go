@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit statuses.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+const usage = `usage: ballet-bench [flags]
+
+modes (--mode):
+  live          N subscribers; the writer at --rate for --duration: commit→client
+                latency percentiles, deliveries/s, gaps, duplicates (default)
+  saturate      the writer as fast as the subscribers take it (--batch 200, at most
+                --window events ahead of the slowest): deliveries/s, gaps
+  idle          N subscribed connections held for --duration: server RSS per connection
+  replay        one client replays --replay-events events --repeat times: p50/p99
+  replay-storm  N clients disconnect, --storm-events are written, all reconnect at once
+                with from_seq: time until all caught up, gaps, duplicates
+  writer        --writers batched writers at full speed: events/s, commit order check
+
+flags:
+  --url URL             the gateway's /rpc (default $BALLET_BENCH_URL or ws://127.0.0.1:8080/rpc)
+  --db URL              Postgres of the gateway, for the writer (default $BALLET_DATABASE_URL)
+  --token TOKEN         access token (default $BALLET_TOKEN)
+  --token-cmd CMD       shell command printing a token
+  --token-url URL       GET a JSON {"token"}, e.g. http://127.0.0.1:8080/dev/token?subject=bench
+  --codec C             msgpack (default) or json
+  --stream S            project:KEY or item:KEY (default project:BENCH)
+  --subscribers N       connections (default 100)
+  --connect-rate N      connections opened per second (0 = as fast as possible)
+  --rate N              events/s in live mode (default 100)
+  --batch N             events per transaction (default 1; saturate 200; others 100)
+  --writers N           concurrent writer connections (default 1)
+  --duration D          writing time, or holding time in idle mode (default 10s)
+  --grace D             time allowed for the last deliveries (default 5s)
+  --settle D            idle: wait before reading the server's RSS (default 3s)
+  --payload-bytes N     approximate payload size of each event (default 100)
+  --server-pid PID      idle: read the server's RSS from /proc/PID/status
+  --server-metrics URL  idle: read process_resident_memory_bytes, e.g. http://127.0.0.1:8081/metrics
+  --repeat K            replay: number of replays (default 50)
+  --replay-events N     replay: events per replay (default 1000)
+  --storm-events N      replay-storm: events written while disconnected (default 1000)
+  --window N            saturate: most events the writer runs ahead of the slowest
+                        subscriber (default 1000)
+  --explicit-tx         write with BEGIN; INSERT; COMMIT instead of one INSERT statement
+  --json                one JSON object per line instead of a table
+
+The benchmark creates nothing on the server: create the project and grant the
+token's subject at least viewer (ballet-gateway admin project-create BENCH Bench;
+ballet-gateway admin grant BENCH SUBJECT viewer).
+
+Exit status: 0 all checks passed, 1 a check failed or the run failed, 2 usage.
+`
+
+// run is the whole command; it returns the exit status.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	return runWith(ctx, args, &runOptions{Getenv: getenv, Stdout: stdout, Stderr: stderr})
+}
+
+// runWith is run with test hooks.
+func runWith(ctx context.Context, args []string, o *runOptions) int {
+	cfg, err := parse(args, o.Getenv)
+	if err != nil {
+		fmt.Fprintf(o.Stderr, "ballet-bench: %v\n\n%s", err, usage)
+		return exitUsage
+	}
+	if cfg.help {
+		fmt.Fprint(o.Stdout, usage)
+		return exitOK
+	}
+	r := &report{fields: cfg.params()}
+	if err := execute(ctx, cfg, o, r); err != nil {
+		fmt.Fprintf(o.Stderr, "ballet-bench: %v\n", err)
+		r.fail("run failed: %v", err)
+	}
+	if cfg.json {
+		err = r.writeJSON(o.Stdout)
+	} else {
+		err = r.writeTable(o.Stdout)
+	}
+	if err != nil || !r.ok() {
+		return exitFailed
+	}
+	return exitOK
+}
+
+// execute runs the configured mode, filling r.
+func execute(ctx context.Context, cfg *config, o *runOptions, r *report) error {
+	b := &bench{cfg: cfg, opts: o, http: newHTTPClient(), start: time.Now()}
+	defer b.http.CloseIdleConnections()
+	if cfg.mode != modeWriter {
+		if err := checkFileLimit(cfg.subscribers); err != nil {
+			return err
+		}
+		tok, err := fetchToken(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		b.token = tok
+	}
+	if cfg.mode != modeIdle {
+		pc, err := pgxpool.ParseConfig(cfg.db)
+		if err != nil {
+			return fmt.Errorf("--db: %w", err)
+		}
+		pc.MaxConns = int32(cfg.writers + 2)
+		pool, err := pgxpool.NewWithConfig(ctx, pc)
+		if err != nil {
+			return fmt.Errorf("--db: %w", err)
+		}
+		defer pool.Close()
+		b.pool = pool
+	}
+	switch cfg.mode {
+	case modeLive, modeSaturate:
+		return b.runLive(ctx, r)
+	case modeIdle:
+		return b.runIdle(ctx, r)
+	case modeReplay:
+		return b.runReplay(ctx, r)
+	case modeReplayStorm:
+		return b.runStorm(ctx, r)
+	case modeWriter:
+		return b.runWriter(ctx, r)
+	}
+	return nil
+}
