@@ -445,7 +445,7 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 		return nil, err
 	}
 	sub, head, err := s.srv.hub.Subscribe(ctx, s.srv.log, streams.SubscribeRequest{
-		ID: sp.Subscription, Subject: p.Subject, Stream: st, Codec: s.codec, Out: s.conn,
+		ID: sp.Subscription, Subject: p.Subject, Stream: st, Codec: s.codec, Out: s,
 		FromSeq: sp.FromSeq, QueueLimit: s.srv.cfg.SubscriberQueue, ReplayLimit: s.srv.cfg.ReplayLimit,
 		OnClosed: s.subClosed,
 	})
@@ -554,3 +554,13 @@ func (s *session) unsubscribe(req *rpc.Request) (any, error) {
 }
 
 func (s *session) lg() *slog.Logger { return s.logp.Load() }
+
+// TrySendSpliced queues one stream.event frame for a subscription and
+// counts it (streams.Sender).
+func (s *session) TrySendSpliced(method, sub string, body []byte, done func()) bool {
+	if !s.conn.TrySendSpliced(method, sub, body, done) {
+		return false
+	}
+	s.srv.metrics.EventsDelivered.Inc()
+	return true
+}

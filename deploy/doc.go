@@ -1,0 +1,15 @@
+// Package deploy holds what runs ballet-gateway in production, and the tests
+// that check it: the container image (Dockerfile, Dockerfile.dockerignore),
+// Kubernetes manifests (kubernetes/), Prometheus scrape configuration and
+// alert rules with their unit tests (prometheus/), a Grafana dashboard
+// (grafana/) and systemd units (systemd/). README.md says how to use each.
+//
+// The package has no code. Its tests check the files against the product:
+// every metric a query names exists in the gateway's registry (or in the
+// short list of planned planner metrics), every environment variable is a
+// documented BALLET_* variable, the probes, ports and shutdown timing agree
+// with docs/operations.md. External checkers run when installed: promtool
+// (Debian's prometheus package), python3 with PyYAML, kubectl (kustomize)
+// and systemd-analyze. Without one, its tests skip, except with CI=true,
+// where they fail.
+package deploy

@@ -1,0 +1,246 @@
+package deploy
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/ballet/gateway/gateway"
+)
+
+// metricInfo is a metric family the queries may name.
+type metricInfo struct {
+	kind   dto.MetricType
+	labels map[string]bool
+}
+
+// registeredInCmd are gauges cmd/ballet-gateway registers on the gateway's
+// registry itself (they read the store at scrape time). The test checks that
+// the command still registers them.
+var registeredInCmd = map[string]metricInfo{
+	"ballet_gateway_log_head": {kind: dto.MetricType_GAUGE},
+}
+
+// plannedMetrics are the planner's metrics, which the planner does not export
+// yet. The dashboard and the alert rules already query them under these
+// names and labels; when one is registered, delete it from this list. Any
+// other unknown name fails the test.
+var plannedMetrics = map[string]metricInfo{
+	"ballet_gateway_planner_turns_total":              {dto.MetricType_COUNTER, set("outcome")},
+	"ballet_gateway_planner_turn_duration_seconds":    {dto.MetricType_HISTOGRAM, set()},
+	"ballet_gateway_planner_provider_latency_seconds": {dto.MetricType_HISTOGRAM, set("provider")},
+	"ballet_gateway_planner_provider_errors_total":    {dto.MetricType_COUNTER, set("provider", "kind")},
+	"ballet_gateway_planner_tokens_total":             {dto.MetricType_COUNTER, set("provider", "kind")},
+}
+
+func set(names ...string) map[string]bool {
+	m := map[string]bool{}
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// gatewayMetrics gathers the gateway's registry after giving every labelled
+// vector one child, so that each family and its label names show up.
+func gatewayMetrics(t *testing.T) map[string]metricInfo {
+	t.Helper()
+	m := gateway.NewMetrics()
+	v := reflect.ValueOf(m).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		get := f.MethodByName("GetMetricWithLabelValues")
+		if !get.IsValid() {
+			continue
+		}
+		// The label count is not exported: try arities until one fits.
+		touched := false
+		for n := 0; n <= 8 && !touched; n++ {
+			args := make([]reflect.Value, n)
+			for j := range args {
+				args[j] = reflect.ValueOf("x")
+			}
+			out := get.Call(args)
+			touched = out[1].IsNil()
+		}
+		if !touched {
+			t.Fatalf("could not create a child of Metrics.%s", v.Type().Field(i).Name)
+		}
+	}
+	fams, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]metricInfo{}
+	for _, fam := range fams {
+		info := metricInfo{kind: fam.GetType(), labels: map[string]bool{}}
+		for _, mt := range fam.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				info.labels[l.GetName()] = true
+			}
+		}
+		out[fam.GetName()] = info
+	}
+	app := readFile(t, filepath.Join(root, "cmd", "ballet-gateway", "app.go"))
+	for name, info := range registeredInCmd {
+		if !strings.Contains(app, fmt.Sprintf("Name: %q", name)) {
+			t.Fatalf("cmd/ballet-gateway/app.go no longer registers %s: update registeredInCmd", name)
+		}
+		out[name] = info
+	}
+	for name := range plannedMetrics {
+		if _, ok := out[name]; ok {
+			t.Errorf("%s is registered now: remove it from plannedMetrics", name)
+		}
+	}
+	return out
+}
+
+// seriesNames maps each name a query may use to its family: a histogram is
+// queried as _bucket, _sum and _count, a summary as itself, _sum and _count.
+func seriesNames(fams map[string]metricInfo) map[string]string {
+	out := map[string]string{}
+	for name, info := range fams {
+		switch info.kind {
+		case dto.MetricType_HISTOGRAM:
+			for _, s := range []string{"_bucket", "_sum", "_count"} {
+				out[name+s] = name
+			}
+		case dto.MetricType_SUMMARY:
+			for _, s := range []string{"", "_sum", "_count"} {
+				out[name+s] = name
+			}
+		default:
+			out[name] = name
+		}
+	}
+	return out
+}
+
+var (
+	metricRefRE = regexp.MustCompile(`\b((?:ballet_gateway|go|process)_[a-zA-Z0-9_]+)\b(\{[^}]*\})?`)
+	matcherRE   = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)`)
+)
+
+// metricRef is one metric named in a query, with the label names its
+// selector matches on.
+type metricRef struct {
+	name   string
+	labels []string
+	sel    string
+}
+
+func metricRefs(expr string) []metricRef {
+	var refs []metricRef
+	for _, m := range metricRefRE.FindAllStringSubmatch(expr, -1) {
+		r := metricRef{name: m[1], sel: m[2]}
+		for _, l := range matcherRE.FindAllStringSubmatch(m[2], -1) {
+			r.labels = append(r.labels, l[1])
+		}
+		refs = append(refs, r)
+	}
+	return refs
+}
+
+// checkExprs fails for every metric an expression names that the gateway
+// does not export (or plan to), and for every selector label it lacks.
+func checkExprs(t *testing.T, where string, exprs []string) map[string]bool {
+	t.Helper()
+	fams := gatewayMetrics(t)
+	for name, info := range plannedMetrics {
+		fams[name] = info
+	}
+	series := seriesNames(fams)
+	used := map[string]bool{}
+	for _, expr := range exprs {
+		for _, ref := range metricRefs(expr) {
+			fam, ok := series[ref.name]
+			if !ok {
+				hint := ""
+				if fams[ref.name].kind == dto.MetricType_HISTOGRAM {
+					hint = " (a histogram: query _bucket, _sum or _count)"
+				}
+				t.Errorf("%s: unknown metric %s%s in %q", where, ref.name, hint, expr)
+				continue
+			}
+			used[fam] = true
+			for _, l := range ref.labels {
+				known := fams[fam].labels[l] || l == "job" || l == "instance" ||
+					(l == "le" && strings.HasSuffix(ref.name, "_bucket")) ||
+					(l == "quantile" && fams[fam].kind == dto.MetricType_SUMMARY)
+				if !known {
+					t.Errorf("%s: %s has no label %q (it has %v) in %q", where, fam, l, keys(fams[fam].labels), expr)
+				}
+			}
+		}
+	}
+	return used
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestMetricRefs(t *testing.T) {
+	got := metricRefs(`sum by (reason) (rate(ballet_gateway_auth_failures_total{job=~"$job", reason!="x"}[5m])) / go_goroutines`)
+	want := []metricRef{
+		{name: "ballet_gateway_auth_failures_total", labels: []string{"job", "reason"}, sel: `{job=~"$job", reason!="x"}`},
+		{name: "go_goroutines"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+}
+
+func TestDashboardMetricsExist(t *testing.T) {
+	var d dashboard
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join("grafana", "ballet-gateway.json"))), &d); err != nil {
+		t.Fatal(err)
+	}
+	used := checkExprs(t, "dashboard", d.exprs())
+	// Every gateway metric and every planned one has a panel.
+	fams := gatewayMetrics(t)
+	for name := range plannedMetrics {
+		fams[name] = metricInfo{}
+	}
+	for name := range fams {
+		if strings.HasPrefix(name, "ballet_gateway_") && !used[name] {
+			t.Errorf("no dashboard panel queries %s", name)
+		}
+	}
+}
+
+func TestAlertMetricsExist(t *testing.T) {
+	rules := alertRules(t)
+	var exprs []string
+	for _, r := range rules {
+		exprs = append(exprs, r.expr)
+	}
+	used := checkExprs(t, "alerts.yml", exprs)
+	for _, name := range []string{
+		"ballet_gateway_lagging_closes_total", "ballet_gateway_events_delivered_total",
+		"ballet_gateway_delivery_latency_seconds", "ballet_gateway_log_head", "ballet_gateway_tailer_position",
+		"ballet_gateway_auth_failures_total", "ballet_gateway_planner_provider_errors_total",
+		"ballet_gateway_planner_turns_total",
+	} {
+		if !used[name] {
+			t.Errorf("no alert rule uses %s", name)
+		}
+	}
+	if !slices.ContainsFunc(exprs, func(e string) bool { return strings.Contains(e, `up{job="ballet-gateway"} == 0`) }) {
+		t.Error(`no alert on up{job="ballet-gateway"} == 0`)
+	}
+}
