@@ -16,7 +16,7 @@ import (
 // gathered by corkConn, so small buffers cost nothing but save 7 KiB per
 // idle connection.
 const (
-	leanReadBuffer  = 1024
+	leanReadBuffer  = 512
 	leanWriteBuffer = 512
 )
 

@@ -32,7 +32,8 @@ type session struct {
 	codec  codec.Codec
 	conn   *rpc.Conn
 	id     string
-	logp   atomic.Pointer[slog.Logger] // gains the subject once authenticated
+	remote string
+	trace  string // W3C trace id of the upgrade request, if any
 	codecL string
 
 	lastRecv atomic.Int64 // Unix ns of the last frame from the peer
@@ -69,11 +70,8 @@ func newSession(srv *Server, ws *websocket.Conn, cork *corkConn, c codec.Codec, 
 	if c.Binary() {
 		s.codecL = "msgpack"
 	}
-	lg := srv.logger.With("conn", s.id, "codec", s.codecL, "remote", r.RemoteAddr)
-	if tid := traceID(r.Header.Get("traceparent")); tid != "" {
-		lg = lg.With("trace_id", tid)
-	}
-	s.logp.Store(lg)
+	s.remote = r.RemoteAddr
+	s.trace = traceID(r.Header.Get("traceparent"))
 	typ := websocket.MessageText
 	if c.Binary() {
 		typ = websocket.MessageBinary
@@ -85,7 +83,9 @@ func newSession(srv *Server, ws *websocket.Conn, cork *corkConn, c codec.Codec, 
 		Handler:   rpc.HandlerFunc(s.handle),
 		Inline:    func(m string) bool { return m == "auth" },
 		OnMessage: func() { s.lastRecv.Store(time.Now().UnixNano()) },
-		Logger:    lg,
+		// When the peer closes or the transport fails, finish without a code.
+		OnDone: func(error) { s.closeWith(0, "") },
+		Logger: srv.logger,
 	})
 	return s
 }
@@ -108,8 +108,6 @@ func (s *session) start() {
 		s.hbTimer = time.AfterFunc(s.srv.cfg.HeartbeatInterval, s.heartbeat)
 	}
 	s.mu.Unlock()
-	// When the peer closes or the transport fails, finish without a code.
-	context.AfterFunc(s.conn.Context(), func() { s.closeWith(0, "") })
 	s.lg().Debug("connection opened")
 }
 
@@ -327,7 +325,6 @@ func (s *session) auth(ctx context.Context, req *rpc.Request) (any, error) {
 	s.mu.Lock()
 	s.principal = p
 	s.mu.Unlock()
-	s.logp.Store(s.lg().With("subject", p.Subject))
 	s.setExpiry(p.ExpiresAt)
 	s.lg().Info("authenticated", "human", p.Human)
 	s.mu.Lock()
@@ -553,7 +550,19 @@ func (s *session) unsubscribe(req *rpc.Request) (any, error) {
 	return struct{}{}, nil
 }
 
-func (s *session) lg() *slog.Logger { return s.logp.Load() }
+// lg returns a logger with the connection's attributes. It is built on use
+// (logging is rare) rather than kept: an idle connection should not hold one.
+func (s *session) lg() *slog.Logger {
+	attrs := make([]any, 0, 10)
+	attrs = append(attrs, "conn", s.id, "codec", s.codecL, "remote", s.remote)
+	if s.trace != "" {
+		attrs = append(attrs, "trace_id", s.trace)
+	}
+	if p := s.getPrincipal(); p != nil {
+		attrs = append(attrs, "subject", p.Subject)
+	}
+	return s.srv.logger.With(attrs...)
+}
 
 // TrySendSpliced queues one stream.event frame for a subscription and
 // counts it (streams.Sender).

@@ -25,14 +25,21 @@ var (
 	_ rpc.Batcher   = (*wsTransport)(nil)
 )
 
+// Close drops the connection; the graceful close handshake, when there is
+// one, has happened before.
+func (t *wsTransport) Close() error { return t.ws.CloseNow() }
+
 // Cork gathers the frames written until Uncork into one write.
 func (t *wsTransport) Cork() { t.cork.Cork() }
 
 // Uncork writes the gathered frames.
 func (t *wsTransport) Uncork() error { return t.cork.Uncork() }
 
-func (t *wsTransport) Read(ctx context.Context) ([]byte, error) {
-	typ, data, err := t.ws.Read(ctx)
+// Read ignores ctx: a cancellable context costs the WebSocket library a
+// registration per read. The rpc.Conn closes the transport as it ends,
+// which ends a pending read (io.Closer).
+func (t *wsTransport) Read(_ context.Context) ([]byte, error) {
+	typ, data, err := t.ws.Read(context.Background())
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"runtime/debug"
 	"sync"
@@ -13,7 +14,9 @@ import (
 )
 
 // Transport carries whole messages (WebSocket frames, or an in-memory pipe).
-// Read must return when ctx is cancelled. Write is called from one goroutine.
+// Read must return when ctx is cancelled, or, for a transport that is also
+// an io.Closer, when the Conn closes it as it ends. Write is called from one
+// goroutine.
 type Transport interface {
 	Read(ctx context.Context) ([]byte, error)
 	Write(ctx context.Context, frame []byte) error
@@ -79,6 +82,9 @@ type Options struct {
 	Inline func(method string) bool
 	// OnMessage is called for every frame received, before decoding.
 	OnMessage func()
+	// OnDone, when set, is called once as the connection ends, with the
+	// reason (see Err), on a goroutine of its own.
+	OnDone func(err error)
 	// Logger receives internal errors. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -90,6 +96,7 @@ type Conn struct {
 	handler Handler
 	inline  func(string) bool
 	onMsg   func()
+	onDone  func(error)
 	log     *slog.Logger
 
 	ctx    context.Context
@@ -162,7 +169,7 @@ func NewConn(t Transport, c codec.Codec, opts *Options) *Conn {
 		o.Logger = slog.Default()
 	}
 	return &Conn{
-		t: t, codec: c, handler: o.Handler, inline: o.Inline, onMsg: o.OnMessage, log: o.Logger,
+		t: t, codec: c, handler: o.Handler, inline: o.Inline, onMsg: o.OnMessage, onDone: o.OnDone, log: o.Logger,
 		sem:     make(chan struct{}, o.MaxConcurrent),
 		space:   make(chan struct{}, o.OutQueue),
 		maxTry:  o.MaxTrySend,
@@ -183,7 +190,18 @@ func (c *Conn) Start(ctx context.Context) {
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
 	c.wg.Add(1)
 	go c.readLoop()
-	context.AfterFunc(c.ctx, c.failPending)
+	context.AfterFunc(c.ctx, c.ended)
+}
+
+// ended runs once when the connection's context is done.
+func (c *Conn) ended() {
+	c.failPending()
+	if cl, ok := c.t.(io.Closer); ok {
+		_ = cl.Close()
+	}
+	if c.onDone != nil {
+		c.onDone(context.Cause(c.ctx))
+	}
 }
 
 // Context is cancelled when the connection ends (Start must have been called).
@@ -254,7 +272,17 @@ func (c *Conn) readLoop() {
 		default:
 			req := &Request{Conn: c, Method: m.Method, ID: m.ID, Params: m.Params}
 			if c.inline(m.Method) {
-				c.serve(req)
+				// Served before reading on, but on its own goroutine, so
+				// that the reader's stack stays small for the idle life
+				// of the connection.
+				done := make(chan struct{})
+				c.wg.Add(1)
+				go func() {
+					defer c.wg.Done()
+					defer close(done)
+					c.serve(req)
+				}()
+				<-done
 				continue
 			}
 			select {

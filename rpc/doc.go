@@ -10,6 +10,7 @@
 // match by code, so handlers return fmt.Errorf("...: %w", ErrInvalidParams)
 // or Errorf(ErrNotFound, "...").
 //
-// Caveat: Transport.Read must return when its context is cancelled; Close
-// relies on it to stop the reader.
+// Caveat: Transport.Read must return when its context is cancelled, or,
+// when the transport is an io.Closer, once the Conn closes it as it ends;
+// Close relies on that to stop the reader.
 package rpc
