@@ -49,7 +49,10 @@ type Options struct {
 	Hub      *streams.Hub
 	Roles    Roles
 	// Items, when set, makes item:<KEY> subscriptions to unknown items -32004.
-	Items   Items
+	Items Items
+	// Planner serves planner.send, planner.cancel and planner.watch; without
+	// it they are not found.
+	Planner Planner
 	Metrics *Metrics // nil: a new set on its own registry
 	Logger  *slog.Logger
 	// Ready reports whether the gateway's dependencies are up (for /readyz).
@@ -73,6 +76,7 @@ type Server struct {
 	hub      *streams.Hub
 	roles    Roles
 	items    Items
+	planner  Planner
 	metrics  *Metrics
 	logger   *slog.Logger
 	ready    func(ctx context.Context) error
@@ -95,7 +99,7 @@ func NewServer(o *Options) (*Server, error) {
 		return nil, errors.New("gateway: Verifier, Log, Hub and Roles are required")
 	}
 	s := &Server{
-		cfg: o.Config, verifier: o.Verifier, log: o.Log, hub: o.Hub, roles: o.Roles, items: o.Items,
+		cfg: o.Config, verifier: o.Verifier, log: o.Log, hub: o.Hub, roles: o.Roles, items: o.Items, planner: o.Planner,
 		metrics: o.Metrics, logger: o.Logger, ready: o.Ready, api: o.API, root: o.Root, now: o.Now,
 		sessions: make(map[*session]struct{}),
 	}

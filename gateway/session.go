@@ -282,6 +282,18 @@ func (s *session) handle(ctx context.Context, req *rpc.Request) (result any, err
 		return s.subscribe(ctx, req, p)
 	case "stream.unsubscribe":
 		return s.unsubscribe(req)
+	case "planner.send", "planner.cancel", "planner.watch":
+		if s.srv.planner == nil {
+			break
+		}
+		switch req.Method {
+		case "planner.send":
+			return s.plannerSend(ctx, req, p)
+		case "planner.cancel":
+			return s.plannerCancel(ctx, req, p)
+		default:
+			return s.plannerWatch(ctx, req, p)
+		}
 	}
 	return nil, rpc.Errorf(rpc.ErrMethodNotFound, "method %s not found", req.Method)
 }
@@ -519,17 +531,7 @@ func (s *session) subClosed(sub *streams.Subscription, reason string) {
 	if !mine || !s.forget(sub.ID(), cs) {
 		return
 	}
-	s.srv.metrics.ServerCloses.WithLabelValues(reason).Inc()
-	if reason == streams.ReasonLagging {
-		s.srv.metrics.LaggingCloses.Inc()
-	}
-	frame, err := s.notification("stream.closed", closedParams{Subscription: sub.ID(), Reason: reason})
-	if err != nil || !s.conn.TrySend(frame, nil) {
-		// A client that cannot take even this notice is hopelessly behind.
-		s.closeWith(websocket.StatusTryAgainLater, "client too slow")
-		return
-	}
-	s.srv.metrics.MessagesOut.WithLabelValues("stream.closed").Inc()
+	s.serverClosed(sub.ID(), reason)
 }
 
 type unsubscribeParams struct {

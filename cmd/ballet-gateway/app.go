@@ -32,6 +32,8 @@ type app struct {
 	api http.Handler
 	// items checks item:<KEY> subscriptions.
 	items gateway.Items
+	// planner serves planner chat on /rpc, when set.
+	planner gateway.Planner
 	// ready adds dependency checks to /readyz (the database).
 	ready func(ctx context.Context) error
 	// routes adds handlers to the client port (the development issuer).
@@ -72,7 +74,7 @@ func (a *app) run(ctx context.Context) error {
 
 	srv, err := gateway.NewServer(&gateway.Options{
 		Config: a.cfg, Verifier: a.verifier, Log: a.store, Hub: hub, Roles: a.store,
-		Metrics: metrics, Logger: a.logger, API: a.api, Items: a.items,
+		Metrics: metrics, Logger: a.logger, API: a.api, Items: a.items, Planner: a.planner,
 		Ready: func(ctx context.Context) error {
 			if a.ready != nil {
 				return a.ready(ctx)

@@ -15,6 +15,8 @@ import (
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/planner"
+	plannermem "github.com/ballet/gateway/planner/memstore"
 	"github.com/ballet/gateway/streams/memlog"
 	"github.com/ballet/gateway/tracker"
 	"github.com/ballet/gateway/tracker/memstore"
@@ -42,6 +44,9 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 		return err
 	}
 	cfg.OIDCAudience = devAudience
+	if cfg.PlannerProvider == "" {
+		cfg.PlannerProvider = "scripted"
+	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -74,9 +79,20 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 		return err
 	}
 	verifier := &lazyVerifier{ready: make(chan struct{})}
+	model, err := newProvider(&cfg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	plannerSvc := planner.New(plannermem.New(store), svc, &planner.Options{
+		Provider: model, Lease: cfg.PlannerLease, MaxRounds: cfg.PlannerMaxRounds, Logger: logger,
+	})
+	defer plannerSvc.Close()
+	logger.Info("planner enabled", "provider", model.Name())
 	a := &app{
-		cfg: cfg, logger: logger, store: store, verifier: verifier, clientLn: ln, items: svc,
-		api: tracker.NewHandler(svc, verifier, &tracker.HandlerOptions{Logger: logger}),
+		cfg: cfg, logger: logger, store: store, verifier: verifier, clientLn: ln, items: svc, planner: plannerSvc,
+		api: apiMux(tracker.NewHandler(svc, verifier, &tracker.HandlerOptions{Logger: logger}),
+			planner.NewHandler(plannerSvc, verifier, &planner.HandlerOptions{Logger: logger})),
 		routes: func(mux *http.ServeMux) {
 			mux.Handle(devIssuer+"/", issuer)
 			mux.HandleFunc("GET /dev/token", devTokenHandler(issuer))

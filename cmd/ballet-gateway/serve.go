@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/planner"
+	plannerpg "github.com/ballet/gateway/planner/pgstore"
 	"github.com/ballet/gateway/streams/migrations"
 	"github.com/ballet/gateway/streams/pglog"
 	"github.com/ballet/gateway/tracker"
@@ -61,15 +64,37 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		return fmt.Errorf("BALLET_OIDC_ISSUER: %w", err)
 	}
 	svc := tracker.NewService(pgstore.New(pool), &tracker.Options{AdminSubjects: cfg.AdminSubjects})
+	model, err := newProvider(&cfg)
+	if err != nil {
+		return err
+	}
+	var plannerSvc *planner.Service
+	var plannerAPI http.Handler
+	if model != nil {
+		bus, err := plannerpg.OpenBus(ctx, pool, &plannerpg.BusOptions{Logger: logger})
+		if err != nil {
+			return fmt.Errorf("planner bus: %w", err)
+		}
+		defer bus.Close()
+		plannerSvc = planner.New(plannerpg.New(pool), svc, &planner.Options{
+			Provider: model, Bus: bus, Lease: cfg.PlannerLease, MaxRounds: cfg.PlannerMaxRounds, Logger: logger,
+		})
+		defer plannerSvc.Close()
+		plannerAPI = planner.NewHandler(plannerSvc, verifier, &planner.HandlerOptions{Logger: logger})
+		logger.Info("planner enabled", "provider", model.Name())
+	}
 	a := &app{
 		cfg: cfg, logger: logger, store: log, verifier: verifier, items: svc,
-		api: tracker.NewHandler(svc, verifier, &tracker.HandlerOptions{Logger: logger}),
+		api: apiMux(tracker.NewHandler(svc, verifier, &tracker.HandlerOptions{Logger: logger}), plannerAPI),
 		ready: func(ctx context.Context) error {
 			if err := pool.Ping(ctx); err != nil {
 				return errors.New("database unreachable")
 			}
 			return nil
 		},
+	}
+	if plannerSvc != nil {
+		a.planner = plannerSvc
 	}
 	return a.run(ctx)
 }

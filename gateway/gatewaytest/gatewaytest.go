@@ -16,6 +16,10 @@ import (
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/auth/authtest"
 	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/planner"
+	plannermem "github.com/ballet/gateway/planner/memstore"
+	plannerpg "github.com/ballet/gateway/planner/pgstore"
+	"github.com/ballet/gateway/planner/provider"
 	"github.com/ballet/gateway/streams"
 	"github.com/ballet/gateway/streams/memlog"
 	"github.com/ballet/gateway/streams/migrations"
@@ -51,6 +55,11 @@ type Options struct {
 	Tracker bool
 	// AdminSubjects may create projects through the tracker.
 	AdminSubjects []string
+	// Planner runs the planner (implies Tracker) with this provider; its
+	// sessions REST API is mounted next to the tracker's.
+	Planner provider.Provider
+	// PlannerOptions adjust the planner (Provider and Bus are set here).
+	PlannerOptions planner.Options
 }
 
 // Env is a running gateway.
@@ -71,6 +80,8 @@ type Env struct {
 	Pool *pgxpool.Pool
 	// Tracker is the tracker service when Options.Tracker is set.
 	Tracker *tracker.Service
+	// Planner is the planner service when Options.Planner is set.
+	Planner *planner.Service
 	api     *swapHandler
 }
 
@@ -79,6 +90,9 @@ func Start(t testing.TB, o *Options) *Env {
 	t.Helper()
 	if o == nil {
 		o = &Options{}
+	}
+	if o.Planner != nil {
+		o.Tracker = true
 	}
 	env := &Env{Issuer: authtest.NewIssuer(t), api: &swapHandler{}}
 	ctx := context.Background()
@@ -122,15 +136,43 @@ func Start(t testing.TB, o *Options) *Env {
 	}
 	t.Cleanup(func() { env.Tailer.Close() })
 	var items gateway.Items
+	var plan gateway.Planner
 	if env.Tracker != nil {
 		items = env.Tracker
-		env.api.set(tracker.NewHandler(env.Tracker, verifier, &tracker.HandlerOptions{Logger: quiet}))
+		var api http.Handler = tracker.NewHandler(env.Tracker, verifier, &tracker.HandlerOptions{Logger: quiet})
+		if o.Planner != nil {
+			po := o.PlannerOptions
+			po.Provider = o.Planner
+			po.Logger = quiet
+			var store planner.Store
+			if env.Pool != nil {
+				bus, err := plannerpg.OpenBus(ctx, env.Pool, &plannerpg.BusOptions{Logger: quiet})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { bus.Close() })
+				po.Bus = bus
+				store = plannerpg.New(env.Pool)
+			} else {
+				store = plannermem.New(env.Store.(*memlog.Log))
+			}
+			env.Planner = planner.New(store, env.Tracker, &po)
+			t.Cleanup(func() { env.Planner.Close() })
+			plan = env.Planner
+			pAPI := planner.NewHandler(env.Planner, verifier, &planner.HandlerOptions{Logger: quiet})
+			mux := http.NewServeMux()
+			mux.Handle("/api/v1/planner/", pAPI)
+			mux.Handle("/api/v1/projects/{project}/planner/", pAPI)
+			mux.Handle("/api/v1/", api)
+			api = mux
+		}
+		env.api.set(api)
 	}
 	if o.API != nil {
 		env.api.set(o.API)
 	}
 	srv, err := gateway.NewServer(&gateway.Options{
-		Config: cfg, Verifier: verifier, Log: env.Store, Hub: env.Hub, Roles: env.Store, API: env.api, Items: items,
+		Config: cfg, Verifier: verifier, Log: env.Store, Hub: env.Hub, Roles: env.Store, API: env.api, Items: items, Planner: plan,
 		Logger: quiet,
 	})
 	if err != nil {

@@ -1,0 +1,181 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/coder/websocket"
+
+	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/planner"
+	"github.com/ballet/gateway/rpc"
+	"github.com/ballet/gateway/streams"
+)
+
+// Planner serves planner chat (planner.Service).
+type Planner interface {
+	Send(ctx context.Context, c planner.Caller, session, text string) (int64, error)
+	Cancel(ctx context.Context, c planner.Caller, session string) error
+	Watch(ctx context.Context, c planner.Caller, session string, fn func(planner.Output) bool) (running bool, stop func(), err error)
+}
+
+var _ Planner = (*planner.Service)(nil)
+
+type sendParams struct {
+	Session string `json:"session"`
+	Text    string `json:"text"`
+}
+
+type sessionParams struct {
+	Session string `json:"session"`
+}
+
+type watchParams struct {
+	Subscription string `json:"subscription"`
+	Session      string `json:"session"`
+}
+
+// plannerError maps the planner's errors onto the spec's codes.
+func plannerError(method string, err error) error {
+	msg := planner.Detail(err)
+	switch {
+	case errors.Is(err, planner.ErrNotFound):
+		return rpc.Errorf(rpc.ErrNotFound, "%s", msg)
+	case errors.Is(err, planner.ErrForbidden):
+		return rpc.Errorf(rpc.ErrForbidden, "%s", msg)
+	case errors.Is(err, planner.ErrConflict):
+		return rpc.Errorf(rpc.ErrConflict, "%s", msg)
+	case errors.Is(err, planner.ErrInvalid):
+		return rpc.Errorf(rpc.ErrInvalidParams, "%s", msg)
+	}
+	return fmt.Errorf("%s: %w", method, err)
+}
+
+func (s *session) plannerSend(ctx context.Context, req *rpc.Request, p *auth.Principal) (any, error) {
+	var sp sendParams
+	if err := req.Decode(&sp); err != nil {
+		return nil, err
+	}
+	if sp.Session == "" {
+		return nil, rpc.Errorf(rpc.ErrInvalidParams, "session is required")
+	}
+	seq, err := s.srv.planner.Send(ctx, planner.CallerFor(p), sp.Session, sp.Text)
+	if err != nil {
+		return nil, plannerError(req.Method, err)
+	}
+	return map[string]int64{"seq": seq}, nil
+}
+
+func (s *session) plannerCancel(ctx context.Context, req *rpc.Request, p *auth.Principal) (any, error) {
+	var cp sessionParams
+	if err := req.Decode(&cp); err != nil {
+		return nil, err
+	}
+	if cp.Session == "" {
+		return nil, rpc.Errorf(rpc.ErrInvalidParams, "session is required")
+	}
+	if err := s.srv.planner.Cancel(ctx, planner.CallerFor(p), cp.Session); err != nil {
+		return nil, plannerError(req.Method, err)
+	}
+	return struct{}{}, nil
+}
+
+// plannerWatch delivers planner.output for a session under a subscription id
+// of the connection's namespace, until stream.unsubscribe. A watcher that
+// cannot keep up gets stream.closed lagging, as the spec says.
+func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Principal) (any, error) {
+	var wp watchParams
+	if err := req.Decode(&wp); err != nil {
+		return nil, err
+	}
+	if err := checkSubID(wp.Subscription); err != nil {
+		return nil, err
+	}
+	if wp.Session == "" {
+		return nil, rpc.Errorf(rpc.ErrInvalidParams, "session is required")
+	}
+	cs := &clientSub{kind: "planner"}
+	if err := s.reserve(wp.Subscription, cs); err != nil {
+		return nil, err
+	}
+	var (
+		mu      sync.Mutex
+		stopped bool
+		stop    func()
+	)
+	// Frames the client has not taken yet; like a stream subscription's queue.
+	var pending int
+	limit := s.srv.cfg.SubscriberQueue
+	written := func() {
+		mu.Lock()
+		pending--
+		mu.Unlock()
+	}
+	lagging := func() {
+		if s.forget(wp.Subscription, cs) {
+			s.serverClosed(wp.Subscription, streams.ReasonLagging)
+		}
+	}
+	fn := func(o planner.Output) bool {
+		if o.Type == planner.OutputLagging {
+			go lagging()
+			return false
+		}
+		body, err := s.codec.Marshal(o)
+		if err != nil {
+			return true
+		}
+		mu.Lock()
+		if stopped || pending >= limit {
+			mu.Unlock()
+			go lagging()
+			return false
+		}
+		pending++
+		mu.Unlock()
+		if !s.conn.TrySendSpliced("planner.output", wp.Subscription, body, written) {
+			go lagging()
+			return false
+		}
+		s.srv.metrics.MessagesOut.WithLabelValues("planner.output").Inc()
+		return true
+	}
+	running, stopWatch, err := s.srv.planner.Watch(ctx, planner.CallerFor(p), wp.Session, fn)
+	if err != nil {
+		s.forget(wp.Subscription, cs)
+		return nil, plannerError(req.Method, err)
+	}
+	stop = func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+		stopWatch()
+	}
+	s.mu.Lock()
+	current := s.subs[wp.Subscription] == cs
+	if current {
+		cs.cancel = stop
+	}
+	s.mu.Unlock()
+	if !current {
+		stop()
+	}
+	return map[string]any{"subscription": wp.Subscription, "running": running}, nil
+}
+
+// serverClosed tells the client the server ended a subscription.
+func (s *session) serverClosed(id, reason string) {
+	s.srv.metrics.ServerCloses.WithLabelValues(reason).Inc()
+	if reason == streams.ReasonLagging {
+		s.srv.metrics.LaggingCloses.Inc()
+	}
+	frame, err := s.notification("stream.closed", closedParams{Subscription: id, Reason: reason})
+	if err != nil || !s.conn.TrySend(frame, nil) {
+		// A client that cannot take even this notice is hopelessly behind.
+		s.closeWith(websocket.StatusTryAgainLater, "client too slow")
+		return
+	}
+	s.srv.metrics.MessagesOut.WithLabelValues("stream.closed").Inc()
+}

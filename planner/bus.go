@@ -1,0 +1,73 @@
+package planner
+
+import (
+	"context"
+	"sync"
+)
+
+// Note is what the Bus carries between replicas: a turn's Output, a request to cancel a
+// session's turn, or a marker. Its JSON form is {"session", "output"} or {"session", "cancel"}.
+type Note struct {
+	Session string  `json:"session,omitempty"`
+	Output  *Output `json:"output,omitempty"`
+	// Cancel asks the replica running the session's turn to stop it.
+	Cancel bool `json:"cancel,omitempty"`
+	// Sync is a marker a replica publishes to learn when its earlier notes were delivered.
+	Sync string `json:"sync,omitempty"`
+	// Lost is set by a Bus, never published: notes may have been lost before this one (the
+	// connection that receives them was re-established).
+	Lost bool `json:"-"`
+}
+
+// Bus carries notes to every replica that shares a Store, this one included: all watchers
+// receive output the same way, so every replica sees the same sequence.
+type Bus interface {
+	// Publish sends n to every subscriber of every replica. Notes published one after the
+	// other (one Publish returning before the next starts, on any replica) are delivered in
+	// that order everywhere.
+	Publish(ctx context.Context, n Note) error
+	// Subscribe calls fn for every note, in order, on one goroutine, until cancel is called
+	// (after cancel returns fn is not called any more). fn must not block.
+	Subscribe(fn func(Note)) (cancel func())
+}
+
+// MemoryBus is the Bus of one process: Publish delivers to the subscribers before it
+// returns. It starts no goroutine and needs no Close.
+type MemoryBus struct {
+	mu   sync.Mutex
+	next int
+	subs map[int]func(Note)
+}
+
+var _ Bus = (*MemoryBus)(nil)
+
+// NewMemoryBus returns an empty in-process bus.
+func NewMemoryBus() *MemoryBus { return &MemoryBus{subs: map[int]func(Note){}} }
+
+// Publish calls every subscriber with n; ctx only matters for its error.
+func (b *MemoryBus) Publish(ctx context.Context, n Note) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	n.Lost = false
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, fn := range b.subs {
+		fn(n)
+	}
+	return nil
+}
+
+// Subscribe registers fn.
+func (b *MemoryBus) Subscribe(fn func(Note)) func() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	id := b.next
+	b.next++
+	b.subs[id] = fn
+	return func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		delete(b.subs, id)
+	}
+}

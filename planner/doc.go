@@ -1,0 +1,30 @@
+// Package planner runs the AI planner's chat sessions: transcripts, turns, tools acting on the
+// tracker, compaction of long contexts, and live output shared by every replica.
+//
+// Entry points: New returns a Service over a Store (pgstore, or memstore for `dev`), the
+// tracker's Service and Options (provider, Bus, lease, max rounds, context budget). The
+// gateway calls Send, Cancel and Watch for planner.send, planner.cancel and planner.watch;
+// NewHandler serves the sessions' REST routes. Errors match ErrNotFound, ErrForbidden,
+// ErrConflict and ErrInvalid (-32004, -32003, -32009, -32602).
+//
+// A turn: the model answers (streamed as text and tool_call outputs), its answer is stored,
+// the tools it called run for the human who sent the message (tracker.Actor{Kind: "agent"},
+// that human's permissions checked at each call; failures go back to the model as error
+// results), their results are stored, and so on until the model stops or MaxRounds. Each
+// stored message emits "message" and appends a planner.message event in the same transaction.
+// Every turn ends with exactly one "done" (end_turn, cancelled, error, max_rounds, or the
+// model's stop reason), published after the session is free again. When a model call's
+// context would exceed the budget (bytes/4 tokens), older messages are summarized by the model
+// up to a human message, the summary is stored beside the transcript, "compacted" is emitted,
+// and later calls use the summary and the newer messages; the transcript never changes.
+//
+// Across replicas: one turn per session is a lease row taken atomically and renewed every
+// Lease/3; output and cancel requests travel on the Bus (Postgres LISTEN/NOTIFY in pgstore),
+// which also delivers a replica's own output to its local watchers. A replica that dies
+// mid-turn stops renewing; a replica with watchers of the session, or the next Send, takes the
+// expired lease over and publishes error (StaleText) and done "error" exactly once.
+//
+// Caveats: live output is not replayed, and a watch that misses output (a full queue, a bus
+// reconnect) ends with OutputLagging so the client watches again and reloads the transcript.
+// A tool call that started completes even when its turn is cancelled, and its result is stored.
+package planner

@@ -1,0 +1,279 @@
+package memstore
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ballet/gateway/planner"
+	"github.com/ballet/gateway/streams/memlog"
+)
+
+// Store is the in-memory planner store. It is safe for concurrent use.
+type Store struct {
+	log *memlog.Log
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	leases   map[string]planner.Lease
+}
+
+type session struct {
+	planner.Session
+	msgs      []planner.Message
+	summaries []planner.Summary // by UpTo
+}
+
+var _ planner.Store = (*Store)(nil)
+
+// New returns an empty store whose events go to log.
+func New(log *memlog.Log) *Store {
+	return &Store{log: log, sessions: map[string]*session{}, leases: map[string]planner.Lease{}}
+}
+
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+func notFound(id string) error {
+	return planner.Errorf(planner.ErrNotFound, "session %s not found", id)
+}
+
+func (s *Store) CreateSession(ctx context.Context, sess *planner.Session) error {
+	_, exists, err := s.log.Role(ctx, sess.Project, "")
+	if err != nil {
+		return fmt.Errorf("memstore: project %s: %w", sess.Project, err)
+	}
+	if !exists {
+		return planner.Errorf(planner.ErrNotFound, "project %s not found", sess.Project)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.sessions[sess.ID]; dup {
+		return fmt.Errorf("memstore: session %s exists", sess.ID)
+	}
+	c := *sess
+	c.Running = false
+	s.sessions[sess.ID] = &session{Session: c}
+	return nil
+}
+
+// runningLocked reports whether the session's lease is held.
+func (s *Store) runningLocked(id string) bool {
+	l, ok := s.leases[id]
+	return ok && time.Now().Before(l.ExpiresAt)
+}
+
+func (s *Store) Session(ctx context.Context, id string) (*planner.Session, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.sessions[id]
+	if sess == nil {
+		return nil, notFound(id)
+	}
+	out := sess.Session
+	out.Running = s.runningLocked(id)
+	return &out, nil
+}
+
+func (s *Store) Sessions(ctx context.Context, project string) ([]planner.Session, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []planner.Session{}
+	for id, sess := range s.sessions {
+		if sess.Project == project {
+			c := sess.Session
+			c.Running = s.runningLocked(id)
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b planner.Session) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.ID, a.ID)
+	})
+	return out, nil
+}
+
+func (s *Store) Messages(ctx context.Context, id string, after int64) ([]planner.Message, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.sessions[id]
+	if sess == nil {
+		return nil, notFound(id)
+	}
+	var out []planner.Message
+	for _, m := range sess.msgs {
+		if m.Seq > after {
+			m.Content = bytes.Clone(m.Content)
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) AppendMessage(ctx context.Context, id string, m planner.NewMessage) (*planner.Message, error) {
+	if err := check(m); err != nil {
+		return nil, err
+	}
+	var content bytes.Buffer
+	if err := json.Compact(&content, m.Content); err != nil {
+		return nil, fmt.Errorf("memstore: message content: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.sessions[id]
+	if sess == nil {
+		return nil, notFound(id)
+	}
+	msg := planner.Message{Session: id, Seq: int64(len(sess.msgs)) + 1, Role: m.Role, Content: content.Bytes(), CreatedAt: now()}
+	ev := planner.MessageEvent(sess.Project, id, msg.Seq, m.Role, m.Actor, msg.CreatedAt)
+	if _, err := s.log.Append(ctx, ev); err != nil {
+		return nil, fmt.Errorf("memstore: append message event: %w", err)
+	}
+	sess.msgs = append(sess.msgs, msg)
+	out := msg
+	out.Content = bytes.Clone(msg.Content)
+	return &out, nil
+}
+
+// check refuses what the Postgres store's constraints refuse.
+func check(m planner.NewMessage) error {
+	switch m.Role {
+	case planner.RoleHuman, planner.RoleAssistant, planner.RoleTool:
+	default:
+		return fmt.Errorf("memstore: message role %q: %w", m.Role, planner.ErrInvalid)
+	}
+	if !json.Valid(m.Content) {
+		return fmt.Errorf("memstore: message content is not JSON: %w", planner.ErrInvalid)
+	}
+	return nil
+}
+
+func (s *Store) Summary(ctx context.Context, id string) (*planner.Summary, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.sessions[id]
+	if sess == nil {
+		return nil, notFound(id)
+	}
+	if len(sess.summaries) == 0 {
+		return nil, nil
+	}
+	sum := sess.summaries[len(sess.summaries)-1]
+	return &sum, nil
+}
+
+func (s *Store) SaveSummary(ctx context.Context, sum *planner.Summary) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.sessions[sum.Session]
+	if sess == nil {
+		return notFound(sum.Session)
+	}
+	if sum.UpTo < 1 || sum.UpTo > int64(len(sess.msgs)) {
+		return fmt.Errorf("memstore: summary up to %d of %d messages: %w", sum.UpTo, len(sess.msgs), planner.ErrInvalid)
+	}
+	c := *sum
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt = now()
+	}
+	i, found := slices.BinarySearchFunc(sess.summaries, c.UpTo, func(e planner.Summary, upTo int64) int { return cmp.Compare(e.UpTo, upTo) })
+	if found {
+		sess.summaries[i] = c
+	} else {
+		sess.summaries = slices.Insert(sess.summaries, i, c)
+	}
+	return nil
+}
+
+func (s *Store) Acquire(ctx context.Context, id, owner string, ttl time.Duration) (bool, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sessions[id] == nil {
+		return false, false, notFound(id)
+	}
+	t := time.Now()
+	l, held := s.leases[id]
+	if held && t.Before(l.ExpiresAt) {
+		return false, false, nil
+	}
+	s.leases[id] = planner.Lease{Session: id, Owner: owner, ExpiresAt: t.Add(ttl)}
+	return true, held, nil
+}
+
+func (s *Store) Renew(ctx context.Context, id, owner string, ttl time.Duration) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, held := s.leases[id]
+	if !held || l.Owner != owner {
+		return false, nil
+	}
+	l.ExpiresAt = time.Now().Add(ttl)
+	s.leases[id] = l
+	return true, nil
+}
+
+func (s *Store) Release(ctx context.Context, id, owner string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l, held := s.leases[id]; held && l.Owner == owner {
+		delete(s.leases, id)
+	}
+	return nil
+}
+
+func (s *Store) Expired(ctx context.Context, sessions []string) ([]planner.Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := time.Now()
+	var out []planner.Lease
+	for _, id := range sessions {
+		if l, held := s.leases[id]; held && !t.Before(l.ExpiresAt) {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) ReleaseExpired(ctx context.Context, l planner.Lease) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, held := s.leases[l.Session]
+	if !held || cur.Owner != l.Owner || !cur.ExpiresAt.Equal(l.ExpiresAt) || time.Now().Before(cur.ExpiresAt) {
+		return false, nil
+	}
+	delete(s.leases, l.Session)
+	return true, nil
+}

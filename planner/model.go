@@ -1,0 +1,247 @@
+package planner
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/streams"
+	"github.com/ballet/gateway/tracker"
+)
+
+// Message roles.
+const (
+	RoleHuman     = "human"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+)
+
+// Limits.
+const (
+	MaxText  = 32 << 10 // bytes of one human message
+	MaxTitle = 200      // characters of a session title
+)
+
+// EventMessage is the event type appended for every stored message.
+const EventMessage = "planner.message"
+
+// EntitySession is the entity_type of planner events.
+const EntitySession = "planner_session"
+
+// Caller is who calls the Service: an authenticated subject, human or not.
+type Caller struct {
+	Subject string
+	Human   bool
+}
+
+// CallerFor returns the caller of an authenticated principal.
+func CallerFor(p *auth.Principal) Caller { return Caller{Subject: p.Subject, Human: p.Human} }
+
+// actor is the tracker actor whose permissions the caller has.
+func (c Caller) actor() tracker.Actor {
+	if c.Human {
+		return tracker.Actor{Kind: tracker.ActorHuman, Subject: c.Subject}
+	}
+	return tracker.Actor{Kind: tracker.ActorService, Subject: c.Subject}
+}
+
+// Session is a planner conversation in a project.
+type Session struct {
+	ID        string // UUIDv7
+	Project   string
+	Title     string
+	CreatedBy string // subject of the human who created it
+	CreatedAt time.Time
+	Running   bool // a turn holds the session's lease now
+}
+
+// MarshalJSON renders {"id", "project", "title", "created_by", "created_at", "running"}.
+func (s Session) MarshalJSON() ([]byte, error) {
+	return json.Marshal(s.json())
+}
+
+func (s *Session) json() sessionJSON {
+	return sessionJSON{s.ID, s.Project, s.Title, s.CreatedBy, tracker.FormatTime(s.CreatedAt), s.Running}
+}
+
+type sessionJSON struct {
+	ID        string `json:"id"`
+	Project   string `json:"project"`
+	Title     string `json:"title"`
+	CreatedBy string `json:"created_by"`
+	CreatedAt string `json:"created_at"`
+	Running   bool   `json:"running"`
+}
+
+// Message is one stored message of a transcript. Content is JSON, by role:
+//
+//	human      "the text"                                   (a JSON string)
+//	assistant  {"text": "...", "tool_calls": [{"id", "name", "input"}]}
+//	tool       {"results": [{"tool_use_id", "tool", "text", "is_error"}]}
+//
+// "text" of an assistant message joins its text blocks; "tool_calls" is never null; a tool
+// message answers the tool calls of the assistant message before it, in their order.
+type Message struct {
+	Session   string
+	Seq       int64 // position in the transcript: 1, 2, 3, ...
+	Role      string
+	Content   json.RawMessage
+	CreatedAt time.Time
+}
+
+// MarshalJSON renders {"seq", "role", "content", "created_at"}.
+func (m Message) MarshalJSON() ([]byte, error) {
+	content := m.Content
+	if len(content) == 0 {
+		content = json.RawMessage("null")
+	}
+	return json.Marshal(struct {
+		Seq       int64           `json:"seq"`
+		Role      string          `json:"role"`
+		Content   json.RawMessage `json:"content"`
+		CreatedAt string          `json:"created_at"`
+	}{m.Seq, m.Role, content, tracker.FormatTime(m.CreatedAt)})
+}
+
+// ToolCall is a tool the assistant called.
+type ToolCall struct {
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+// AssistantContent is the content of an assistant message.
+type AssistantContent struct {
+	Text      string     `json:"text"`
+	ToolCalls []ToolCall `json:"tool_calls"`
+}
+
+// ToolResult is what one tool call returned.
+type ToolResult struct {
+	ToolUseID string `json:"tool_use_id"`
+	Tool      string `json:"tool"`
+	Text      string `json:"text"`
+	IsError   bool   `json:"is_error"`
+}
+
+// ToolContent is the content of a tool message.
+type ToolContent struct {
+	Results []ToolResult `json:"results"`
+}
+
+// NewMessage is a message to append; the store assigns its seq and time.
+type NewMessage struct {
+	Role    string
+	Content json.RawMessage
+	// Actor is recorded on the planner.message event: the human for human messages, an agent
+	// acting for that human otherwise.
+	Actor tracker.Actor
+}
+
+// MessageEvent is the planner.message event of a stored message; stores append it in the
+// same transaction as the message. A zero at leaves the time to the log.
+func MessageEvent(project, session string, seq int64, role string, a tracker.Actor, at time.Time) streams.NewEvent {
+	payload, err := json.Marshal(struct {
+		Session string `json:"session"`
+		Seq     int64  `json:"seq"`
+		Role    string `json:"role"`
+	}{session, seq, role})
+	if err != nil {
+		panic(err) // a struct of strings and an integer always marshals
+	}
+	return streams.NewEvent{
+		ProjectKey: project, Type: EventMessage, EntityType: EntitySession, EntityID: session,
+		OccurredAt: at, ActorKind: a.Kind, ActorSubject: a.Subject, Payload: payload,
+	}
+}
+
+// Summary is a model-written summary of a transcript's messages up to UpTo, which later
+// model calls use instead of those messages.
+type Summary struct {
+	Session   string
+	UpTo      int64
+	Text      string
+	CreatedAt time.Time
+}
+
+// Output types.
+const (
+	OutputText       = "text"        // a piece of the answer (Text)
+	OutputToolCall   = "tool_call"   // the planner called Tool (ToolUseID, Input)
+	OutputToolResult = "tool_result" // the tool returned Text (IsError)
+	OutputMessage    = "message"     // message Seq was stored
+	OutputCompacted  = "compacted"   // messages up to Seq were summarized for the model
+	OutputError      = "error"       // the turn failed (Text explains)
+	OutputDone       = "done"        // the turn ended; Text is the reason
+	// OutputLagging is never published: it is the last Output a watch's fn receives when
+	// the watch ended because output was lost (its queue overflowed, or this replica's
+	// connection to the other replicas was re-established). The gateway closes the
+	// subscription with stream.closed "lagging"; the client watches again and reloads.
+	OutputLagging = "lagging"
+)
+
+// Reasons of done.
+const (
+	DoneEndTurn   = "end_turn"
+	DoneCancelled = "cancelled"
+	DoneError     = "error"
+	DoneMaxRounds = "max_rounds"
+)
+
+// Output is one piece of a turn's live output: the params of planner.output without
+// "subscription".
+type Output struct {
+	Session   string        `json:"session"`
+	Type      string        `json:"type"`
+	Text      string        `json:"text,omitempty"`
+	Tool      string        `json:"tool,omitempty"`
+	ToolUseID string        `json:"tool_use_id,omitempty"`
+	Input     codec.RawJSON `json:"input,omitempty"`
+	IsError   *bool         `json:"is_error,omitempty"` // set on every tool_result
+	Seq       int64         `json:"seq,omitempty"`
+}
+
+// checkText validates a human message.
+func checkText(text string) error {
+	switch {
+	case strings.TrimSpace(text) == "":
+		return Errorf(ErrInvalid, "text must not be empty")
+	case len(text) > MaxText:
+		return Errorf(ErrInvalid, "text is longer than %d bytes", MaxText)
+	case !streams.ValidText(text):
+		return Errorf(ErrInvalid, "text must be UTF-8 without NUL characters")
+	}
+	return nil
+}
+
+// checkTitle validates a session title.
+func checkTitle(title string) error {
+	if utf8.RuneCountInString(title) > MaxTitle || !streams.ValidText(title) {
+		return Errorf(ErrInvalid, "title must be UTF-8 text of at most %d characters", MaxTitle)
+	}
+	return nil
+}
+
+// ValidID reports whether id has the form of a session id (a UUID in lower-case hex).
+func ValidID(id string) bool {
+	if len(id) != 36 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+				return false
+			}
+		}
+	}
+	return true
+}

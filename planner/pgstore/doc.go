@@ -1,0 +1,15 @@
+// Package pgstore keeps the planner in Postgres (migration 0003_planner) and carries its
+// live output between replicas with LISTEN/NOTIFY.
+//
+// Store: sessions, transcripts, summaries and turn leases. AppendMessage numbers the message
+// from its session row (whose lock serializes one transcript's appends) and inserts the
+// message and its planner.message event in one transaction. Lease expiry is judged by the
+// database's clock.
+//
+// Bus: Publish is one NOTIFY on channel "ballet_planner" whose payload is the note's JSON
+// ({"session", "output"} or {"session", "cancel"}); a note too long for NOTIFY's 8000 bytes is
+// sent as base64 fragments in one transaction and reassembled. Each Bus keeps one dedicated
+// listening connection, reconnecting with backoff; after a reconnect it delivers a Note with
+// Lost set, since notifications sent meanwhile are gone. Notifications are delivered in commit
+// order, so notes published one after the other arrive in that order on every replica.
+package pgstore

@@ -1,0 +1,6 @@
+// Package plannertest is the suite every planner.Store passes: sessions, transcripts with
+// their planner.message events, summaries and turn leases, including concurrent appends and
+// concurrent takeovers of an expired lease.
+//
+//	plannertest.Run(t, func(t *testing.T) plannertest.Env { ... })
+package plannertest

@@ -1,0 +1,419 @@
+package planner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/planner/provider"
+	"github.com/ballet/gateway/tracker"
+)
+
+// Defaults of Options.
+const (
+	DefaultLease         = 15 * time.Second
+	DefaultMaxRounds     = 16
+	DefaultContextBudget = 100_000
+	DefaultWatchQueue    = 4096
+	DefaultToolTimeout   = 30 * time.Second
+)
+
+// Options configure a Service. A nil *Options means defaults.
+type Options struct {
+	// Provider is the model. Default provider.NewScripted(nil), the development script.
+	Provider provider.Provider
+	// Bus carries output and cancel requests between replicas. Default a new MemoryBus,
+	// which is right for one process only. The Service does not close it: close it after
+	// the Service.
+	Bus Bus
+	// Lease is how long a turn's lease lasts without renewal (BALLET_PLANNER_LEASE); it is
+	// renewed every Lease/3, and expired leases of watched sessions are looked for as often.
+	// Default DefaultLease.
+	Lease time.Duration
+	// MaxRounds bounds the model calls of one turn (BALLET_PLANNER_MAX_ROUNDS). Default
+	// DefaultMaxRounds.
+	MaxRounds int
+	// ContextBudget is the size, in tokens estimated as bytes/4, that the context of a model
+	// call may reach before older messages are summarized. Default DefaultContextBudget.
+	ContextBudget int
+	// MaxTokens bounds one model answer. Default provider.DefaultMaxTokens.
+	MaxTokens int
+	// SystemPrompt replaces the planner's instructions (the project and the human are
+	// appended to it). Default DefaultSystemPrompt.
+	SystemPrompt string
+	// WatchQueue is how many outputs a watch queues before it ends with OutputLagging.
+	// Default DefaultWatchQueue.
+	WatchQueue int
+	// ToolTimeout bounds one tool call. Default DefaultToolTimeout.
+	ToolTimeout time.Duration
+	// ReplicaID names this replica in lease rows. Default a random id.
+	ReplicaID string
+	// Logger receives failures that callers do not see. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Causes of a turn's end other than its own completion.
+var (
+	errCancelled = errors.New("planner: turn cancelled")
+	errShutdown  = errors.New("planner: shutting down")
+	errLeaseLost = errors.New("planner: lease lost")
+	errKilled    = errors.New("planner: replica abandoned")
+)
+
+// Service runs planner sessions: their transcripts, one turn at a time per session across
+// all replicas sharing the Store and Bus, the tools acting on the tracker, and live output.
+type Service struct {
+	store       Store
+	trk         *tracker.Service
+	prov        provider.Provider
+	bus         Bus
+	logger      *slog.Logger
+	lease       time.Duration
+	maxRounds   int
+	budget      int
+	maxTokens   int
+	system      string
+	watchQueue  int
+	toolTimeout time.Duration
+	replica     string
+
+	unsubscribe func()
+	keeperStop  context.CancelFunc
+	keeperDone  chan struct{}
+	turnsWG     sync.WaitGroup // running turns, and Sends between their checks and the turn
+	watchWG     sync.WaitGroup // watch goroutines
+
+	mu        sync.Mutex
+	closed    bool
+	killed    bool
+	turns     map[string]*turn // by session: turns started here
+	watches   map[string]map[*watch]struct{}
+	syncs     map[string]chan struct{}
+	closeOnce sync.Once
+}
+
+// turn is a turn started on this replica.
+type turn struct {
+	session   *Session
+	human     string // subject of the human who sent the message
+	owner     string // lease owner: replica and turn
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	renewedAt time.Time // last successful lease renewal; keeper only
+	leased    bool      // the lease was taken; under Service.mu
+}
+
+// New returns a Service over store whose tools act through trk. It subscribes to the bus and
+// starts the lease keeper; Close stops them.
+func New(store Store, trk *tracker.Service, opts *Options) *Service {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	s := &Service{
+		store: store, trk: trk, prov: o.Provider, bus: o.Bus, logger: o.Logger,
+		lease: o.Lease, maxRounds: o.MaxRounds, budget: o.ContextBudget, maxTokens: o.MaxTokens,
+		system: o.SystemPrompt, watchQueue: o.WatchQueue, toolTimeout: o.ToolTimeout, replica: o.ReplicaID,
+		turns: map[string]*turn{}, watches: map[string]map[*watch]struct{}{}, syncs: map[string]chan struct{}{},
+		keeperDone: make(chan struct{}),
+	}
+	if s.prov == nil {
+		s.prov = provider.NewScripted(nil)
+	}
+	if s.bus == nil {
+		s.bus = NewMemoryBus()
+	}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	if s.lease <= 0 {
+		s.lease = DefaultLease
+	}
+	if s.maxRounds <= 0 {
+		s.maxRounds = DefaultMaxRounds
+	}
+	if s.budget <= 0 {
+		s.budget = DefaultContextBudget
+	}
+	if s.system == "" {
+		s.system = DefaultSystemPrompt
+	}
+	if s.watchQueue <= 0 {
+		s.watchQueue = DefaultWatchQueue
+	}
+	if s.toolTimeout <= 0 {
+		s.toolTimeout = DefaultToolTimeout
+	}
+	if s.replica == "" {
+		s.replica = randomID()
+	}
+	s.unsubscribe = s.bus.Subscribe(s.deliver)
+	ctx, cancel := context.WithCancel(context.Background())
+	s.keeperStop = cancel
+	go s.keep(ctx)
+	return s
+}
+
+func randomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Send stores the human's message and starts the planner's turn in the background; it
+// returns the message's seq. It needs tracker.write on the session's project and a human
+// caller (ErrForbidden), an existing session (ErrNotFound), non-empty text of at most
+// MaxText bytes (ErrInvalid) and no turn of the session running on any replica
+// (ErrConflict).
+func (s *Service) Send(ctx context.Context, c Caller, session, text string) (int64, error) {
+	if err := checkText(text); err != nil {
+		return 0, err
+	}
+	sess, err := s.session(ctx, c, session, auth.PermWrite)
+	if err != nil {
+		return 0, err
+	}
+	if !c.Human {
+		return 0, Errorf(ErrForbidden, "only a person can talk to the planner")
+	}
+	tctx, cancel := context.WithCancelCause(context.Background())
+	t := &turn{session: sess, human: c.Subject, owner: s.replica + "/" + randomID(), ctx: tctx, cancel: cancel}
+
+	s.mu.Lock()
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		cancel(nil)
+		return 0, ErrClosed
+	case s.turns[session] != nil:
+		s.mu.Unlock()
+		cancel(nil)
+		return 0, Errorf(ErrConflict, "the planner is still answering in this session")
+	}
+	s.turns[session] = t
+	s.turnsWG.Add(1)
+	s.mu.Unlock()
+
+	seq, err := s.begin(ctx, c, t, text)
+	if err != nil {
+		s.forget(t)
+		t.cancel(nil)
+		s.turnsWG.Done()
+		return 0, err
+	}
+	go s.run(t)
+	return seq, nil
+}
+
+// begin takes the lease and stores the human message.
+func (s *Service) begin(ctx context.Context, c Caller, t *turn, text string) (int64, error) {
+	id := t.session.ID
+	taken, stale, err := s.store.Acquire(ctx, id, t.owner, s.lease)
+	if err != nil {
+		return 0, fmt.Errorf("planner: take the lease of session %s: %w", id, err)
+	}
+	if !taken {
+		return 0, Errorf(ErrConflict, "the planner is still answering in this session")
+	}
+	s.mu.Lock()
+	t.leased = true
+	t.renewedAt = time.Now()
+	s.mu.Unlock()
+	if stale {
+		s.publishStale(id)
+	}
+	content, _ := json.Marshal(text)
+	m, err := s.store.AppendMessage(ctx, id, NewMessage{Role: RoleHuman, Content: content, Actor: c.actor()})
+	if err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if rerr := s.store.Release(rctx, id, t.owner); rerr != nil {
+			s.logger.Warn("planner: release lease", "session", id, "err", rerr)
+		}
+		return 0, fmt.Errorf("planner: store message: %w", err)
+	}
+	s.emit(t, Output{Type: OutputMessage, Seq: m.Seq})
+	return m.Seq, nil
+}
+
+// forget removes t from the running turns, if it is still there.
+func (s *Service) forget(t *turn) {
+	s.mu.Lock()
+	if s.turns[t.session.ID] == t {
+		delete(s.turns, t.session.ID)
+	}
+	s.mu.Unlock()
+}
+
+// Cancel stops the session's running turn, wherever it runs; without one it does nothing.
+// It needs tracker.write on the session's project. The turn ends with done "cancelled".
+func (s *Service) Cancel(ctx context.Context, c Caller, session string) error {
+	sess, err := s.session(ctx, c, session, auth.PermWrite)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	t := s.turns[session]
+	local := t != nil && t.leased
+	s.mu.Unlock()
+	if t != nil {
+		t.cancel(errCancelled)
+	}
+	if local || !sess.Running {
+		return nil
+	}
+	if err := s.bus.Publish(ctx, Note{Session: session, Cancel: true}); err != nil {
+		return fmt.Errorf("planner: cancel session %s: %w", session, err)
+	}
+	return nil
+}
+
+// Watch registers fn for the session's live output, then reports whether a turn runs now
+// (no output between the two is lost). It needs tracker.read on the session's project.
+// fn is called in order, from one goroutine per watch, and must not block; when it returns
+// false the watch ends. stop ends the watch (idempotent). ctx bounds this call only. If
+// output is lost (see OutputLagging), fn's last call has that type.
+func (s *Service) Watch(ctx context.Context, c Caller, session string, fn func(Output) bool) (running bool, stop func(), err error) {
+	if _, err := s.session(ctx, c, session, auth.PermRead); err != nil {
+		return false, nil, err
+	}
+	w := &watch{svc: s, session: session, fn: fn, ch: make(chan Output, s.watchQueue)}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return false, nil, ErrClosed
+	}
+	set := s.watches[session]
+	if set == nil {
+		set = map[*watch]struct{}{}
+		s.watches[session] = set
+	}
+	set[w] = struct{}{}
+	s.watchWG.Add(1)
+	s.mu.Unlock()
+	go w.run()
+
+	sess, err := s.store.Session(ctx, session)
+	if err != nil {
+		w.stop()
+		return false, nil, err
+	}
+	return sess.Running, w.stop, nil
+}
+
+// Close stops the turns running here (their watchers get error and done), delivers what is
+// still on its way to local watchers, ends the watches and the background work, and waits
+// for all of it. It is safe to call twice.
+func (s *Service) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		killed := s.killed
+		for _, t := range s.turns {
+			t.cancel(errShutdown)
+		}
+		s.mu.Unlock()
+		s.turnsWG.Wait()
+		if !killed {
+			s.sync(5 * time.Second)
+		}
+		s.keeperStop()
+		<-s.keeperDone
+		s.unsubscribe()
+		s.mu.Lock()
+		for _, set := range s.watches {
+			for w := range set {
+				s.dropLocked(w, false)
+			}
+		}
+		s.mu.Unlock()
+		s.watchWG.Wait()
+	})
+	return nil
+}
+
+// abandon stops the Service as if its process died: running turns stop without storing,
+// publishing or releasing anything, leases are no longer renewed, watches end silently and
+// the bus is left. Close still waits for the goroutines afterwards.
+func (s *Service) abandon() {
+	s.mu.Lock()
+	s.killed = true
+	for _, t := range s.turns {
+		t.cancel(errKilled)
+	}
+	s.mu.Unlock()
+	s.keeperStop()
+	<-s.keeperDone
+	s.unsubscribe()
+	s.mu.Lock()
+	for _, set := range s.watches {
+		for w := range set {
+			s.dropLocked(w, false)
+		}
+	}
+	s.mu.Unlock()
+}
+
+// sync publishes a marker and waits until it comes back, so that the notes published before
+// it reached this replica's watchers.
+func (s *Service) sync(limit time.Duration) {
+	id := randomID()
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.syncs[id] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.syncs, id)
+		s.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	if err := s.bus.Publish(ctx, Note{Sync: id}); err != nil {
+		s.logger.Warn("planner: flush output on close", "err", err)
+		return
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		s.logger.Warn("planner: output still in flight on close")
+	}
+}
+
+// deliver handles a note from the bus. It never blocks.
+func (s *Service) deliver(n Note) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case n.Lost:
+		for _, set := range s.watches {
+			for w := range set {
+				s.dropLocked(w, true)
+			}
+		}
+	case n.Sync != "":
+		if ch := s.syncs[n.Sync]; ch != nil {
+			close(ch)
+			delete(s.syncs, n.Sync)
+		}
+	case n.Cancel:
+		if t := s.turns[n.Session]; t != nil {
+			t.cancel(errCancelled)
+		}
+	case n.Output != nil:
+		for w := range s.watches[n.Session] {
+			select {
+			case w.ch <- *n.Output:
+			default:
+				s.dropLocked(w, true)
+			}
+		}
+	}
+}

@@ -1,0 +1,94 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/tracker"
+)
+
+// CreateSession starts a session in project: a human caller with tracker.write on it.
+func (s *Service) CreateSession(ctx context.Context, c Caller, project, title string) (*Session, error) {
+	if err := checkTitle(title); err != nil {
+		return nil, err
+	}
+	if err := s.authorize(ctx, c, project, auth.PermWrite); err != nil {
+		return nil, err
+	}
+	if !c.Human {
+		return nil, Errorf(ErrForbidden, "only a person can start a planner session")
+	}
+	sess := &Session{
+		ID: tracker.NewID(time.Now()), Project: project, Title: title, CreatedBy: c.Subject,
+		CreatedAt: time.Now().UTC().Truncate(time.Microsecond),
+	}
+	if err := s.store.CreateSession(ctx, sess); err != nil {
+		return nil, err
+	}
+	return sess, nil
+}
+
+// Sessions lists a project's sessions, newest first: tracker.read.
+func (s *Service) Sessions(ctx context.Context, c Caller, project string) ([]Session, error) {
+	if err := s.authorize(ctx, c, project, auth.PermRead); err != nil {
+		return nil, err
+	}
+	return s.store.Sessions(ctx, project)
+}
+
+// Transcript returns a session and all its messages: tracker.read on its project.
+func (s *Service) Transcript(ctx context.Context, c Caller, session string) (*Session, []Message, error) {
+	sess, err := s.session(ctx, c, session, auth.PermRead)
+	if err != nil {
+		return nil, nil, err
+	}
+	msgs, err := s.store.Messages(ctx, session, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sess, msgs, nil
+}
+
+// Summary returns the session's latest summary (nil when it has none): tracker.read.
+func (s *Service) Summary(ctx context.Context, c Caller, session string) (*Summary, error) {
+	if _, err := s.session(ctx, c, session, auth.PermRead); err != nil {
+		return nil, err
+	}
+	return s.store.Summary(ctx, session)
+}
+
+// session returns the session after checking perm on its project.
+func (s *Service) session(ctx context.Context, c Caller, id string, perm auth.Perm) (*Session, error) {
+	if !ValidID(id) {
+		return nil, Errorf(ErrNotFound, "session %s not found", id)
+	}
+	sess, err := s.store.Session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.authorize(ctx, c, sess.Project, perm); err != nil {
+		return nil, err
+	}
+	return sess, nil
+}
+
+// authorize checks that the caller's role in project grants perm.
+func (s *Service) authorize(ctx context.Context, c Caller, project string, perm auth.Perm) error {
+	p, err := s.trk.Project(ctx, c.actor(), project)
+	switch tracker.HTTPStatus(err) {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		return Errorf(ErrNotFound, "project %s not found", project)
+	case http.StatusForbidden, http.StatusUnprocessableEntity:
+		return Errorf(ErrForbidden, "%s on project %s is required", perm, project)
+	default:
+		return fmt.Errorf("planner: role in project %s: %w", project, err)
+	}
+	if !auth.Role(p.Role).Has(perm) {
+		return Errorf(ErrForbidden, "%s on project %s is required", perm, project)
+	}
+	return nil
+}

@@ -1,0 +1,56 @@
+package planner
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps sessions, transcripts, summaries and turn leases. Every appended message
+// appends its planner.message event (MessageEvent) to the event log in the same transaction.
+// It does not check permissions: Service does. Errors match the package sentinels (an
+// unknown or malformed session id is ErrNotFound).
+type Store interface {
+	// CreateSession stores a new session; ID, Project, Title, CreatedBy and CreatedAt are
+	// set. ErrNotFound when the project does not exist.
+	CreateSession(ctx context.Context, s *Session) error
+	// Session returns one session, Running set from its lease.
+	Session(ctx context.Context, id string) (*Session, error)
+	// Sessions lists a project's sessions, newest first, Running set.
+	Sessions(ctx context.Context, project string) ([]Session, error)
+	// Messages returns the session's messages with seq > after, by seq.
+	Messages(ctx context.Context, session string, after int64) ([]Message, error)
+	// AppendMessage stores m as the session's next message and appends its planner.message
+	// event, all or nothing.
+	AppendMessage(ctx context.Context, session string, m NewMessage) (*Message, error)
+	// Summary returns the session's summary with the highest UpTo, nil when it has none.
+	Summary(ctx context.Context, session string) (*Summary, error)
+	// SaveSummary stores a summary (replacing one with the same UpTo).
+	SaveSummary(ctx context.Context, s *Summary) error
+
+	Leases
+}
+
+// Lease is a session's turn lease: while it has not expired, Owner runs the session's turn.
+type Lease struct {
+	Session   string
+	Owner     string
+	ExpiresAt time.Time
+}
+
+// Leases is the one-turn-per-session rule, kept where every replica sees it. Expiry is judged
+// by the store's clock (the database's in Postgres), so replicas' clocks need not agree.
+type Leases interface {
+	// Acquire takes the session's lease for owner until ttl from now, when it is free or
+	// expired; taken is false when an unexpired lease holds it. stale reports that an expired
+	// lease was replaced (its turn died without ending).
+	Acquire(ctx context.Context, session, owner string, ttl time.Duration) (taken, stale bool, err error)
+	// Renew extends owner's lease to ttl from now; false when owner no longer holds it.
+	Renew(ctx context.Context, session, owner string, ttl time.Duration) (bool, error)
+	// Release removes owner's lease, if it still holds it.
+	Release(ctx context.Context, session, owner string) error
+	// Expired returns the expired leases among the sessions'.
+	Expired(ctx context.Context, sessions []string) ([]Lease, error)
+	// ReleaseExpired removes l when it is still exactly that expired lease (same owner, same
+	// expiry); of several callers for the same lease, exactly one gets true.
+	ReleaseExpired(ctx context.Context, l Lease) (bool, error)
+}
