@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"encoding/json"
+	"github.com/coder/websocket"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The first matching rule plays; a human message after a turn that stored no
+// answer reaches the model together with the earlier one, so "hello" comes first.
+const slowScript = `{"chunk": 4, "rules": [
+ {"match": "hello", "steps": [[{"text": "Hello from the planner."}]]},
+ {"match": "slow", "steps": [[{"text": "Thinking it over"}, {"pause_ms": 60000}, {"text": "never"}]]},
+ {"match": "", "steps": [[{"text": "Hello from the planner."}]]}
+]}`
+
+func plannerCluster(t *testing.T) *cluster {
+	script := filepath.Join(t.TempDir(), "script.json")
+	if err := os.WriteFile(script, []byte(slowScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return newCluster(t, 3, "BALLET_PLANNER_PROVIDER=scripted", "BALLET_PLANNER_SCRIPT="+script, "BALLET_PLANNER_LEASE=2s")
+}
+
+func (c *cluster) session(r *replica, token string) string {
+	c.t.Helper()
+	req, _ := http.NewRequest("POST", "http://"+r.addr+"/api/v1/projects/WEB/planner/sessions", strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var s struct {
+		ID string `json:"id"`
+	}
+	if resp.StatusCode != 201 || json.Unmarshal(b, &s) != nil {
+		c.t.Fatalf("create session: %d %s", resp.StatusCode, b)
+	}
+	return s.ID
+}
+
+// outputs reads planner.output notifications until done; it returns them as
+// "type:text" strings.
+func (k *jsonClient) outputs() []string {
+	k.t.Helper()
+	var outs []string
+	for {
+		m := readJSON(k.t, k.ws)
+		if m["method"] != "planner.output" {
+			continue
+		}
+		p := m["params"].(map[string]any)
+		outs = append(outs, fmt.Sprint(p["type"], ":", p["text"]))
+		if p["type"] == "done" {
+			return outs
+		}
+	}
+}
+
+func (k *jsonClient) callErr(method string, params any) float64 {
+	k.t.Helper()
+	k.id++
+	req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": k.id, "method": method, "params": params})
+	if err := k.ws.Write(context.Background(), websocket.MessageText, req); err != nil {
+		k.t.Fatal(err)
+	}
+	for {
+		m := readFrame(k.t, k.ws)
+		if m["method"] != nil {
+			stashed[k.ws] = append(stashed[k.ws], m)
+			continue
+		}
+		if e, ok := m["error"].(map[string]any); ok {
+			return e["code"].(float64)
+		}
+		return 0
+	}
+}
+
+// TestPlannerAcrossReplicas: a turn runs on A; B refuses a second send with
+// -32009; a cancel sent to C stops it; watchers on all three see the same
+// output and one done. Then the replica running a turn is killed: after its
+// lease expires the others' watchers get error + done, and the session
+// accepts the next send.
+func TestPlannerAcrossReplicas(t *testing.T) {
+	c := plannerCluster(t)
+	a, b, cc := c.replicas[0], c.replicas[1], c.replicas[2]
+	tok := c.token("alice")
+	session := c.session(a, tok)
+	var watchers []*jsonClient
+	for _, r := range c.replicas {
+		k := c.dialJSON(r, "alice")
+		k.call("planner.watch", map[string]any{"subscription": "w", "session": session})
+		watchers = append(watchers, k)
+	}
+	onA, onB, onC := c.dialJSON(a, "alice"), c.dialJSON(b, "alice"), c.dialJSON(cc, "alice")
+	onA.call("planner.send", map[string]any{"session": session, "text": "a slow question"})
+	time.Sleep(300 * time.Millisecond)
+	if code := onB.callErr("planner.send", map[string]any{"session": session, "text": "me too"}); code != -32009 {
+		t.Fatalf("send on B while A runs: %v, want -32009", code)
+	}
+	onC.call("planner.cancel", map[string]any{"session": session})
+	var first []string
+	for i, k := range watchers {
+		outs := k.outputs()
+		if outs[len(outs)-1] != "done:cancelled" {
+			t.Fatalf("watcher %d: %v", i, outs)
+		}
+		if i == 0 {
+			first = outs
+		} else if strings.Join(outs, "|") != strings.Join(first, "|") {
+			t.Fatalf("watcher %d saw %v, watcher 0 saw %v", i, outs, first)
+		}
+	}
+
+	// Kill the replica that runs the next turn.
+	onA.call("planner.send", map[string]any{"session": session, "text": "slow again"})
+	time.Sleep(300 * time.Millisecond)
+	if err := a.p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("replica B:\n%s", b.p.output())
+		}
+	})
+	for i, k := range watchers[1:] {
+		outs := k.outputs()
+		n := len(outs)
+		if n < 2 || outs[n-1] != "done:error" || !strings.HasPrefix(outs[n-2], "error:") {
+			t.Fatalf("watcher on replica %d after the kill: %v", i+1, outs)
+		}
+	}
+	onB.call("planner.send", map[string]any{"session": session, "text": "hello"})
+	if outs := watchers[2].outputs(); outs[len(outs)-1] != "done:end_turn" {
+		t.Fatalf("turn after the takeover: %v", outs)
+	}
+}
