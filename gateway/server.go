@@ -150,7 +150,7 @@ func (s *Server) Handler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	if s.api != nil {
-		mux.Handle("/api/v1/", s.api)
+		mux.Handle("/api/v1/", s.accessLog(s.api))
 	}
 	if s.root != nil {
 		mux.Handle("/", s.root)
@@ -309,3 +309,32 @@ func newConnID() string {
 	_, _ = crand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// accessLog logs each REST request with its outcome and, when the request
+// carries a W3C traceparent, its trace id (a malformed header is ignored).
+func (s *Server) accessLog(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		attrs := []any{"method", r.Method, "path", r.URL.Path, "status", sw.status,
+			"duration_ms", float64(time.Since(start).Microseconds()) / 1000, "remote", r.RemoteAddr}
+		if tid := traceID(r.Header.Get("traceparent")); tid != "" {
+			attrs = append(attrs, "trace_id", tid)
+		}
+		s.logger.Info("http request", attrs...)
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -60,6 +60,8 @@ type Options struct {
 	Planner provider.Provider
 	// PlannerOptions adjust the planner (Provider and Bus are set here).
 	PlannerOptions planner.Options
+	// Logger receives the server's logs. Default: discarded.
+	Logger *slog.Logger
 }
 
 // Env is a running gateway.
@@ -128,7 +130,10 @@ func Start(t testing.TB, o *Options) *Env {
 		cfg.HeartbeatInterval = time.Minute
 	}
 	verifier := authtest.NewVerifier(t, env.Issuer, Audience)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := o.Logger
+	if quiet == nil {
+		quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	env.Hub = streams.NewHub(nil)
 	env.Tailer = streams.NewTailer(env.Store, env.Hub.Dispatch, nil)
 	if err := env.Tailer.Start(ctx); err != nil {
