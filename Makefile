@@ -30,9 +30,10 @@ fuzz:
 	  done; \
 	done
 
-## bench: Go micro-benchmarks
+## bench: Go micro-benchmarks (codec, splice, hub fan-out) and a short load run (commit → client over WebSocket; needs Postgres)
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./codec/... ./streams/...
+	$(GO) test -run '^$$' -bench . -benchmem ./codec/ ./streams/
+	$(GO) test -run '^$$' -bench CommitToClient -benchtime 200x ./gateway/
 
 clean:
 	rm -rf bin

@@ -1,0 +1,74 @@
+package streams
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ballet/gateway/codec"
+)
+
+// countingSender takes every frame; flush reports them written, as a
+// connection's writer would after the dispatch.
+type countingSender struct {
+	n     int
+	dones []func()
+}
+
+func (c *countingSender) TrySendSpliced(_, _ string, _ []byte, done func()) bool {
+	c.n++
+	c.dones = append(c.dones, done)
+	return true
+}
+
+func (c *countingSender) flush() {
+	for _, d := range c.dones {
+		d()
+	}
+	c.dones = c.dones[:0]
+}
+
+type emptyLog struct{}
+
+func (emptyLog) Head(context.Context) (int64, error)                    { return 0, nil }
+func (emptyLog) ReadAfter(context.Context, int64, int) ([]Event, error) { return nil, nil }
+func (emptyLog) Wait(context.Context, int64) error                      { return nil }
+func (emptyLog) ReadStream(context.Context, Stream, int64, int64, int) ([]Event, error) {
+	return nil, nil
+}
+
+// BenchmarkHubFanout dispatches one event to N subscriptions of one stream
+// (half of each codec): the hub's cost per delivery, without the network.
+func BenchmarkHubFanout(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("subscribers=%d", n), func(b *testing.B) {
+			h := NewHub(nil)
+			out := &countingSender{}
+			for i := 0; i < n; i++ {
+				c := codec.MsgPack
+				if i%2 == 1 {
+					c = codec.JSON
+				}
+				if _, _, err := h.Subscribe(context.Background(), emptyLog{}, SubscribeRequest{
+					ID: fmt.Sprint("s", i), Subject: "alice", Stream: Stream{Kind: StreamProject, Key: "WEB"},
+					Codec: c, Out: out,
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			evs := make([]Event, 1)
+			now := time.Now()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				evs[0] = Event{Seq: int64(i + 1), ProjectKey: "WEB", Type: "item.updated", EntityType: "item",
+					EntityID: "0199", EntityKey: "WEB-1", OccurredAt: now, ActorKind: "human", ActorSubject: "alice",
+					Payload: []byte(`{"version":2}`)}
+				h.Dispatch(evs)
+				out.flush()
+			}
+			b.ReportMetric(float64(out.n)/b.Elapsed().Seconds(), "deliveries/s")
+		})
+	}
+}
