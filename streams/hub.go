@@ -20,6 +20,7 @@ type Hub struct {
 	// onEvent, when set, sees every event after its fan-out (on the
 	// dispatching goroutine), e.g. to react to permission changes.
 	onEvent func(ev *Event)
+	cache   bodyCache
 }
 
 type hubShard struct {
@@ -37,6 +38,9 @@ type HubOptions struct {
 // NewHub returns an empty hub.
 func NewHub(opts *HubOptions) *Hub {
 	h := &Hub{seed: maphash.MakeSeed()}
+	for i := range h.cache.slots {
+		h.cache.slots[i].seq = -1
+	}
 	for i := range h.shards {
 		h.shards[i].subs = make(map[Stream]map[*Subscription]struct{})
 	}
@@ -116,7 +120,7 @@ func (h *Hub) deliver(s Stream, p *Prepared, closed []*Subscription) []*Subscrip
 	sh := h.shard(s)
 	sh.mu.RLock()
 	for sub := range sh.subs[s] {
-		if !sub.deliver(p) {
+		if !sub.deliver(p, &h.cache) {
 			closed = append(closed, sub)
 		}
 	}

@@ -147,7 +147,7 @@ func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Su
 		}
 		for i := range evs {
 			p := Prepared{Event: &evs[i]}
-			body, err := p.Body(sub.codec)
+			body, err := h.cache.body(&p, sub.codec)
 			if err != nil {
 				continue
 			}
@@ -213,14 +213,14 @@ func (s *Subscription) goLive(head int64) bool {
 
 // deliver offers one dispatched event; it returns false when the
 // subscription overflowed and must be removed.
-func (s *Subscription) deliver(p *Prepared) bool {
+func (s *Subscription) deliver(p *Prepared, cache *bodyCache) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	seq := p.Event.Seq
 	if s.state == subClosed || seq <= s.last {
 		return true
 	}
-	body, err := p.Body(s.codec)
+	body, err := cache.body(p, s.codec)
 	if err != nil {
 		return true
 	}
