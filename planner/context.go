@@ -99,7 +99,7 @@ func (s *Service) summarize(ctx context.Context, prev *Summary, msgs []Message) 
 		Messages:  []provider.Message{{Role: provider.RoleUser, Content: []provider.Block{{Type: provider.BlockText, Text: b.String()}}}},
 		MaxTokens: s.maxTokens,
 	}
-	resp, err := s.prov.Stream(ctx, req, nil)
+	resp, err := s.stream(ctx, req, nil)
 	if err != nil {
 		return "", fmt.Errorf("summarize: %w", err)
 	}

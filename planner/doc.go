@@ -2,10 +2,11 @@
 // tracker, compaction of long contexts, and live output shared by every replica.
 //
 // Entry points: New returns a Service over a Store (pgstore, or memstore for `dev`), the
-// tracker's Service and Options (provider, Bus, lease, max rounds, context budget). The
-// gateway calls Send, Cancel and Watch for planner.send, planner.cancel and planner.watch;
-// NewHandler serves the sessions' REST routes. Errors match ErrNotFound, ErrForbidden,
-// ErrConflict and ErrInvalid (-32004, -32003, -32009, -32602).
+// tracker's Service and Options (provider, Bus, lease, max rounds, context budget, an
+// Observer for metrics). The gateway calls Send, Cancel and Watch for planner.send,
+// planner.cancel and planner.watch; NewHandler serves the sessions' REST routes. Errors
+// match ErrNotFound, ErrForbidden, ErrConflict and ErrInvalid (-32004, -32003, -32009,
+// -32602).
 //
 // A turn: the model answers (streamed as text and tool_call outputs), its answer is stored,
 // the tools it called run for the human who sent the message (tracker.Actor{Kind: "agent"},

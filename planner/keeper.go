@@ -93,6 +93,7 @@ func (s *Service) reap(ctx context.Context) {
 // publishStale ends, for watchers, a turn whose replica died.
 func (s *Service) publishStale(session string) {
 	s.logger.Warn("planner: a turn's replica stopped without ending it", "session", session)
+	s.obs.TurnEnded(DoneError, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, o := range []Output{{Session: session, Type: OutputError, Text: StaleText}, {Session: session, Type: OutputDone, Text: DoneError}} {

@@ -57,6 +57,8 @@ type Options struct {
 	ReplicaID string
 	// Logger receives failures that callers do not see. Default slog.Default().
 	Logger *slog.Logger
+	// Observer is told how turns and model calls went, for metrics. Default none.
+	Observer Observer
 }
 
 // Causes of a turn's end other than its own completion.
@@ -75,6 +77,7 @@ type Service struct {
 	prov        provider.Provider
 	bus         Bus
 	logger      *slog.Logger
+	obs         Observer
 	lease       time.Duration
 	maxRounds   int
 	budget      int
@@ -106,6 +109,7 @@ type turn struct {
 	owner     string // lease owner: replica and turn
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
+	started   time.Time
 	renewedAt time.Time // last successful lease renewal; keeper only
 	leased    bool      // the lease was taken; under Service.mu
 }
@@ -118,7 +122,7 @@ func New(store Store, trk *tracker.Service, opts *Options) *Service {
 		o = *opts
 	}
 	s := &Service{
-		store: store, trk: trk, prov: o.Provider, bus: o.Bus, logger: o.Logger,
+		store: store, trk: trk, prov: o.Provider, bus: o.Bus, logger: o.Logger, obs: o.Observer,
 		lease: o.Lease, maxRounds: o.MaxRounds, budget: o.ContextBudget, maxTokens: o.MaxTokens,
 		system: o.SystemPrompt, watchQueue: o.WatchQueue, toolTimeout: o.ToolTimeout, replica: o.ReplicaID,
 		turns: map[string]*turn{}, watches: map[string]map[*watch]struct{}{}, syncs: map[string]chan struct{}{},
@@ -132,6 +136,9 @@ func New(store Store, trk *tracker.Service, opts *Options) *Service {
 	}
 	if s.logger == nil {
 		s.logger = slog.Default()
+	}
+	if s.obs == nil {
+		s.obs = nopObserver{}
 	}
 	if s.lease <= 0 {
 		s.lease = DefaultLease
@@ -184,7 +191,7 @@ func (s *Service) Send(ctx context.Context, c Caller, session, text string) (int
 		return 0, Errorf(ErrForbidden, "only a person can talk to the planner")
 	}
 	tctx, cancel := context.WithCancelCause(context.Background())
-	t := &turn{session: sess, human: c.Subject, owner: s.replica + "/" + randomID(), ctx: tctx, cancel: cancel}
+	t := &turn{session: sess, human: c.Subject, owner: s.replica + "/" + randomID(), ctx: tctx, cancel: cancel, started: time.Now()}
 
 	s.mu.Lock()
 	switch {

@@ -38,6 +38,7 @@ func (s *Service) finish(t *turn, reason, text string) {
 		s.logger.Warn("planner: release lease", "session", t.session.ID, "err", err)
 	}
 	s.forget(t)
+	s.obs.TurnEnded(reason, time.Since(t.started))
 	s.publish(ctx, t, Output{Type: OutputDone, Text: reason})
 }
 
@@ -75,7 +76,7 @@ func (s *Service) play(t *turn) (reason, errText string) {
 		if err != nil {
 			return s.failure(t, "prepare the model call", err)
 		}
-		resp, err := s.prov.Stream(ctx, req, func(d provider.Delta) error {
+		resp, err := s.stream(ctx, req, func(d provider.Delta) error {
 			switch d.Type {
 			case provider.DeltaText:
 				s.publish(ctx, t, Output{Type: OutputText, Text: d.Text})

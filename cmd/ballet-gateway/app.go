@@ -34,6 +34,8 @@ type app struct {
 	items gateway.Items
 	// planner serves planner chat on /rpc, when set.
 	planner gateway.Planner
+	// metrics, when set, are the gateway's metrics (the planner's observer feeds them).
+	metrics *gateway.Metrics
 	// ready adds dependency checks to /readyz (the database).
 	ready func(ctx context.Context) error
 	// routes adds handlers to the client port (the development issuer).
@@ -45,7 +47,10 @@ type app struct {
 }
 
 func (a *app) run(ctx context.Context) error {
-	metrics := gateway.NewMetrics()
+	metrics := a.metrics
+	if metrics == nil {
+		metrics = gateway.NewMetrics()
+	}
 	hub := streams.NewHub(&streams.HubOptions{OnEvent: func(ev *streams.Event) {
 		metrics.DeliveryLatency.Observe(time.Since(ev.OccurredAt).Seconds())
 	}})

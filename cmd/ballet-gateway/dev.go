@@ -84,13 +84,15 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 		ln.Close()
 		return err
 	}
+	metrics := gateway.NewMetrics()
 	plannerSvc := planner.New(plannermem.New(store), svc, &planner.Options{
 		Provider: model, Lease: cfg.PlannerLease, MaxRounds: cfg.PlannerMaxRounds, Logger: logger,
+		Observer: metrics.PlannerObserver(model.Name()),
 	})
 	defer plannerSvc.Close()
 	logger.Info("planner enabled", "provider", model.Name())
 	a := &app{
-		cfg: cfg, logger: logger, store: store, verifier: verifier, clientLn: ln, items: svc, planner: plannerSvc,
+		cfg: cfg, logger: logger, store: store, verifier: verifier, clientLn: ln, items: svc, planner: plannerSvc, metrics: metrics,
 		api: apiMux(tracker.NewHandler(svc, verifier, &tracker.HandlerOptions{Logger: logger}),
 			planner.NewHandler(plannerSvc, verifier, &planner.HandlerOptions{Logger: logger})),
 		routes: func(mux *http.ServeMux) {

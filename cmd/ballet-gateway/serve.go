@@ -68,6 +68,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	if err != nil {
 		return err
 	}
+	metrics := gateway.NewMetrics()
 	var plannerSvc *planner.Service
 	var plannerAPI http.Handler
 	if model != nil {
@@ -78,13 +79,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		defer bus.Close()
 		plannerSvc = planner.New(plannerpg.New(pool), svc, &planner.Options{
 			Provider: model, Bus: bus, Lease: cfg.PlannerLease, MaxRounds: cfg.PlannerMaxRounds, Logger: logger,
+			Observer: metrics.PlannerObserver(model.Name()),
 		})
 		defer plannerSvc.Close()
 		plannerAPI = planner.NewHandler(plannerSvc, verifier, &planner.HandlerOptions{Logger: logger})
 		logger.Info("planner enabled", "provider", model.Name())
 	}
 	a := &app{
-		cfg: cfg, logger: logger, store: log, verifier: verifier, items: svc,
+		cfg: cfg, logger: logger, store: log, verifier: verifier, items: svc, metrics: metrics,
 		api: apiMux(tracker.NewHandler(svc, verifier, &tracker.HandlerOptions{Logger: logger}), plannerAPI),
 		ready: func(ctx context.Context) error {
 			if err := pool.Ping(ctx); err != nil {

@@ -62,6 +62,8 @@ type Options struct {
 	PlannerOptions planner.Options
 	// Logger receives the server's logs. Default: discarded.
 	Logger *slog.Logger
+	// Metrics are the server's metrics. Default: a new set.
+	Metrics *gateway.Metrics
 }
 
 // Env is a running gateway.
@@ -178,7 +180,7 @@ func Start(t testing.TB, o *Options) *Env {
 	}
 	srv, err := gateway.NewServer(&gateway.Options{
 		Config: cfg, Verifier: verifier, Log: env.Store, Hub: env.Hub, Roles: env.Store, API: env.api, Items: items, Planner: plan,
-		Logger: quiet,
+		Logger: quiet, Metrics: o.Metrics,
 	})
 	if err != nil {
 		t.Fatal(err)

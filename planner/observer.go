@@ -1,0 +1,40 @@
+package planner
+
+import (
+	"context"
+	"time"
+
+	"github.com/ballet/gateway/planner/provider"
+)
+
+// Observer is told how turns and model calls went, for metrics. Its methods are called
+// from the turns' goroutines, concurrently; they must be quick and must not block.
+type Observer interface {
+	// TurnEnded reports a turn ended on this replica with done's reason (DoneEndTurn,
+	// DoneCancelled, DoneError, DoneMaxRounds) after running for d. A turn whose replica
+	// stopped without ending it is reported by the replica that ends it for watchers, as
+	// DoneError with d zero (its start is unknown there).
+	TurnEnded(reason string, d time.Duration)
+	// ModelCalled reports one model call: the provider's name, the time from the request
+	// to the complete response or the error, and one of them. Calls cut short because
+	// their turn was cancelled or stopped are not reported.
+	ModelCalled(provider string, d time.Duration, resp *provider.Response, err error)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) TurnEnded(string, time.Duration)                              {}
+func (nopObserver) ModelCalled(string, time.Duration, *provider.Response, error) {}
+
+// stream makes one model call and reports it to the observer.
+func (s *Service) stream(ctx context.Context, req *provider.Request, onDelta func(provider.Delta) error) (*provider.Response, error) {
+	start := time.Now()
+	resp, err := s.prov.Stream(ctx, req, onDelta)
+	if ctx.Err() == nil {
+		if err != nil {
+			resp = nil
+		}
+		s.obs.ModelCalled(s.prov.Name(), time.Since(start), resp, err)
+	}
+	return resp, err
+}
