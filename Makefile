@@ -2,7 +2,7 @@
 GO       ?= go
 FUZZTIME ?= 30s
 
-.PHONY: run test vet build fuzz bench clean
+.PHONY: run test vet build fuzz bench web clean
 
 ## run: the development server (in-memory store, built-in OIDC issuer, demo project)
 run:
@@ -34,6 +34,10 @@ fuzz:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./codec/ ./streams/
 	$(GO) test -run '^$$' -bench CommitToClient -benchtime 200x ./gateway/
+
+## web: rebuild the board's embedded assets (web/dist) with npm and esbuild
+web:
+	$(MAKE) -C web
 
 clean:
 	rm -rf bin

@@ -32,6 +32,8 @@ type app struct {
 	api http.Handler
 	// items checks item:<KEY> subscriptions.
 	items gateway.Items
+	// root serves / on the client port (the board, in dev).
+	root http.Handler
 	// planner serves planner chat on /rpc, when set.
 	planner gateway.Planner
 	// metrics, when set, are the gateway's metrics (the planner's observer feeds them).
@@ -79,7 +81,7 @@ func (a *app) run(ctx context.Context) error {
 
 	srv, err := gateway.NewServer(&gateway.Options{
 		Config: a.cfg, Verifier: a.verifier, Log: a.store, Hub: hub, Roles: a.store,
-		Metrics: metrics, Logger: a.logger, API: a.api, Items: a.items, Planner: a.planner,
+		Metrics: metrics, Logger: a.logger, API: a.api, Root: a.root, Items: a.items, Planner: a.planner,
 		Ready: func(ctx context.Context) error {
 			if a.ready != nil {
 				return a.ready(ctx)

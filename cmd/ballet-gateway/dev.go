@@ -20,6 +20,7 @@ import (
 	"github.com/ballet/gateway/streams/memlog"
 	"github.com/ballet/gateway/tracker"
 	"github.com/ballet/gateway/tracker/memstore"
+	"github.com/ballet/gateway/web"
 )
 
 // The development setup: one demo project, a human user who administers
@@ -92,7 +93,8 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 	defer plannerSvc.Close()
 	logger.Info("planner enabled", "provider", model.Name())
 	a := &app{
-		cfg: cfg, logger: logger, store: store, verifier: verifier, clientLn: ln, items: svc, planner: plannerSvc, metrics: metrics,
+		cfg: cfg, logger: logger, store: store, verifier: verifier, clientLn: ln, items: svc, planner: plannerSvc,
+		root: web.Handler(), metrics: metrics,
 		api: apiMux(tracker.NewHandler(svc, verifier, &tracker.HandlerOptions{Logger: logger}),
 			planner.NewHandler(plannerSvc, verifier, &planner.HandlerOptions{Logger: logger})),
 		routes: func(mux *http.ServeMux) {
@@ -151,6 +153,7 @@ func printDevBanner(w io.Writer, hostport, issuerURL, token string) {
   ballet-gateway DEVELOPMENT MODE — NOT FOR PRODUCTION
   In-memory store (lost on exit), built-in OIDC issuer, demo data.
 =====================================================================
+  board:    http://%[1]s/   (the live project board)
   /rpc:     ws://%[1]s/rpc
   issuer:   %[2]s   (audience %[3]s)
   project:  %[4]s   (you are %[5]s, its admin)

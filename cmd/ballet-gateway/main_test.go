@@ -243,6 +243,16 @@ func TestDevEndToEndAndSIGTERM(t *testing.T) {
 	if !strings.Contains(p.output(), "NOT FOR PRODUCTION") {
 		t.Fatal("dev does not warn that it is not for production")
 	}
+	// The board is served at /.
+	page, err := http.Get(strings.Replace(strings.TrimSuffix(url, "/rpc"), "ws://", "http://", 1) + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	html, _ := io.ReadAll(page.Body)
+	page.Body.Close()
+	if page.StatusCode != 200 || !strings.Contains(strings.ToLower(string(html)), "<!doctype html") {
+		t.Fatalf("GET /: %d %.200s", page.StatusCode, html)
+	}
 	ws := wsDial(t, url, codec.JSON)
 	res := rpcCall(t, ws, 1, "auth", map[string]string{"token": token})
 	if res["result"].(map[string]any)["subject"] != "dev-user" {

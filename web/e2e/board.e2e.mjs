@@ -1,0 +1,315 @@
+// End-to-end test of the board in headless Chromium, run by TestBrowserBoard
+// (web/e2e_test.go) against a real `ballet-gateway dev` behind a test server.
+//
+// Environment: BOARD_URL (the test server), CHROMIUM (the browser),
+// ARTIFACTS (where board.png goes). POST $BOARD_URL/__test/proxy/down|up
+// cuts and restores /rpc.
+
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+
+import { chromium } from 'playwright-core';
+
+const BASE = process.env.BOARD_URL ?? 'http://127.0.0.1:8080';
+const ARTIFACTS = process.env.ARTIFACTS ?? path.resolve('test-artifacts');
+const PROJECT = 'DEMO';
+const WAIT = 10_000;
+const REPLAY_LIMIT = Number(process.env.REPLAY_LIMIT ?? 1000);
+
+let passed = 0;
+let failed = 0;
+const started = Date.now();
+
+/** @param {string} msg */
+function log(msg) {
+  console.log(`[${((Date.now() - started) / 1000).toFixed(1).padStart(5)}s] ${msg}`);
+}
+
+// ---- REST, as another user of the tracker would write ----
+
+let token = '';
+async function rest(method, p, body, headers = {}) {
+  if (!token) token = (await (await fetch(`${BASE}/dev/token?subject=dev-user`)).json()).token;
+  const res = await fetch(BASE + p, {
+    method,
+    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json', ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${p}: ${res.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+const createItem = (title, state) => rest('POST', `/api/v1/projects/${PROJECT}/items`, { title, state });
+const snapshot = () => rest('GET', `/api/v1/projects/${PROJECT}/items`);
+const control = async (op) => {
+  const res = await fetch(`${BASE}/__test/proxy/${op}`, { method: 'POST' });
+  assert.equal(res.status, 200, `proxy ${op}`);
+};
+
+// ---- page helpers ----
+
+/** @param {import('playwright-core').Page} page @param {string} key */
+const card = (page, key) => page.locator(`#columns .card[data-key="${key}"]`);
+
+/**
+ * inColumn waits until key's card is in state's column on page.
+ * @param {import('playwright-core').Page} page @param {string} key @param {string} state
+ */
+async function inColumn(page, key, state) {
+  await page.locator(`#columns .column[data-state="${state}"] .card[data-key="${key}"]`).waitFor({ timeout: WAIT });
+}
+
+/** @param {import('playwright-core').Page} page @param {string} state */
+async function status(page, state) {
+  await page.locator(`#status[data-state="${state}"]`).waitFor({ timeout: WAIT });
+}
+
+/**
+ * matchesServer waits until the page's board equals the REST snapshot:
+ * every item with its state, version and blockers, and the same log
+ * position (nothing lost, nothing applied twice).
+ * @param {import('playwright-core').Page} page
+ */
+async function matchesServer(page) {
+  const deadline = Date.now() + WAIT;
+  for (;;) {
+    const snap = await snapshot();
+    const want = snap.items.map((i) => ({ key: i.key, state: i.state, version: i.version, title: i.title, blocked_by: i.blocked_by }))
+      .sort((a, b) => a.key.localeCompare(b.key));
+    const got = await page.evaluate(() => window.__ballet.snapshot());
+    got.items.sort((a, b) => a.key.localeCompare(b.key));
+    try {
+      assert.deepEqual(got.items, want);
+      assert.equal(got.seq, snap.seq, 'the page reflects the log up to the snapshot position');
+      return;
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+    }
+    await page.waitForTimeout(100);
+  }
+}
+
+/**
+ * step runs one named check; the first failure ends the run.
+ * @param {string} name @param {() => Promise<void>} fn
+ */
+async function step(name, fn) {
+  log(`${name} …`);
+  try {
+    await fn();
+    passed++;
+    log(`${name}: ok`);
+  } catch (err) {
+    failed++;
+    log(`${name}: FAILED`);
+    throw err;
+  }
+}
+
+// ---- the run ----
+
+for (const f of ['board.png', 'failure-a.png', 'failure-b.png']) await rm(path.join(ARTIFACTS, f), { force: true });
+const userDataDir = await mkdtemp(path.join(os.tmpdir(), 'ballet-chromium-'));
+const context = await chromium.launchPersistentContext(userDataDir, {
+  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+  headless: true,
+  args: [
+    '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  ],
+  viewport: { width: 1440, height: 900 },
+});
+/** @type {string[]} */
+const consoleErrors = [];
+const pages = [];
+let a;
+let b;
+try {
+  a = await context.newPage();
+  b = await context.newPage();
+  for (const [name, page] of [['A', a], ['B', b]]) {
+    pages.push(page);
+    page.on('pageerror', (err) => consoleErrors.push(`${name}: ${err.message}`));
+    page.on('console', (msg) => {
+      if (msg.type() === 'error') consoleErrors.push(`${name}: ${msg.text()}`);
+    });
+  }
+
+  await step('both pages open the board live', async () => {
+    // Page B speaks JSON and gets tokens that expire after 3 s: it must refresh them.
+    await Promise.all([a.goto(`${BASE}/?project=${PROJECT}`), b.goto(`${BASE}/?project=${PROJECT}&codec=json&ttl=3s`)]);
+    for (const page of [a, b]) {
+      await status(page, 'connected');
+      await inColumn(page, 'DEMO-1', 'done');
+      await inColumn(page, 'DEMO-2', 'in_progress');
+      await inColumn(page, 'DEMO-3', 'ready');
+      await card(page, 'DEMO-3').locator('.badge[data-blocker="DEMO-2"]').waitFor({ timeout: WAIT });
+      await matchesServer(page);
+    }
+  });
+
+  let key = '';
+  await step('an item created over REST appears live on both pages', async () => {
+    const it = await createItem('Created through the REST API');
+    key = it.key;
+    await Promise.all([inColumn(a, key, 'backlog'), inColumn(b, key, 'backlog')]);
+  });
+
+  await step('a move button on one page moves the card on both (PATCH with If-Match)', async () => {
+    await a.getByRole('button', { name: `Move ${key} to Ready` }).click();
+    await Promise.all([inColumn(a, key, 'ready'), inColumn(b, key, 'ready')]);
+    const it = await rest('GET', `/api/v1/items/${key}`);
+    assert.equal(it.state, 'ready');
+    assert.equal(it.version, 2);
+  });
+
+  await step('dragging a card to another column moves it', async () => {
+    await card(b, key).dragTo(b.locator('#columns .column[data-state="in_progress"]'));
+    await Promise.all([inColumn(a, key, 'in_progress'), inColumn(b, key, 'in_progress')]);
+  });
+
+  await step('a change made elsewhere moves the card on both pages', async () => {
+    await rest('PATCH', `/api/v1/items/${key}`, { state: 'done' }, { 'If-Match': '"3"' });
+    await Promise.all([inColumn(a, key, 'done'), inColumn(b, key, 'done')]);
+  });
+
+  await step('dependencies appear as blocked-by badges', async () => {
+    const blocker = await createItem('Blocks the REST item', 'ready');
+    await rest('PUT', `/api/v1/items/DEMO-4/dependencies/${blocker.key}`);
+    for (const page of [a, b]) {
+      const badge = card(page, 'DEMO-4').locator(`.badge-open[data-blocker="${blocker.key}"]`);
+      await badge.waitFor({ timeout: WAIT });
+      await card(page, 'DEMO-4').locator('.blocked-flag').waitFor({ state: 'visible', timeout: WAIT });
+    }
+    // Done blockers stop blocking.
+    await rest('PATCH', `/api/v1/items/${blocker.key}`, { state: 'done' });
+    await card(b, 'DEMO-4').locator(`.badge-resolved[data-blocker="${blocker.key}"]`).waitFor({ timeout: WAIT });
+    // Remove it from page A.
+    await a.getByRole('button', { name: `Remove: ${blocker.key} blocks DEMO-4` }).click();
+    await card(b, 'DEMO-4').locator('.badge').waitFor({ state: 'detached', timeout: WAIT });
+  });
+
+  await step('the create form adds an item', async () => {
+    await a.getByLabel('Title of the new item').fill('Typed into the form');
+    await a.getByLabel('Column').selectOption('ready');
+    await a.getByRole('button', { name: 'Add item' }).click();
+    for (const page of [a, b]) {
+      await page.locator('#columns .column[data-state="ready"] .card', { hasText: 'Typed into the form' }).waitFor({ timeout: WAIT });
+    }
+  });
+
+  await step('the planner streams its answer and its tool creates an item on both boards', async () => {
+    // Record the live bubble's text as it grows, and tool calls as they appear.
+    await a.evaluate(() => {
+      const seen = { texts: [], tools: [], results: [] };
+      window.__seen = seen;
+      new MutationObserver(() => {
+        const live = document.querySelector('#planner .msg.assistant.live');
+        if (!live) return;
+        const t = live.querySelector('.live-text')?.textContent ?? '';
+        if (t && seen.texts[seen.texts.length - 1] !== t) seen.texts.push(t);
+        seen.tools = [...live.querySelectorAll('.tool-call .tool-name')].map((e) => e.textContent);
+        seen.results = [...live.querySelectorAll('.tool-result pre')].map((e) => e.textContent);
+      }).observe(document.querySelector('#planner'), { subtree: true, childList: true, characterData: true });
+    });
+    await a.getByLabel('Message to the planner').fill('create Planner made this');
+    await a.locator('#planner').getByRole('button', { name: 'Send' }).click();
+    // done: the turn is over and the stored transcript replaces the live bubble.
+    await a.locator('#planner .msg.assistant:not(.live)', { hasText: 'Done. The tracker answered' }).waitFor({ timeout: WAIT });
+    await a.locator('#planner .msg.tool .tool-result').waitFor({ timeout: WAIT });
+    await a.locator('#planner[data-running="false"]').waitFor({ timeout: WAIT });
+    const seen = await a.evaluate(() => window.__seen);
+    assert.ok(seen.texts.length >= 2, `the answer arrived in pieces: ${JSON.stringify(seen.texts)}`);
+    assert.ok(seen.texts.some((t) => t.startsWith('Creating')), JSON.stringify(seen.texts));
+    assert.deepEqual(seen.tools, ['create_item']);
+    assert.equal(seen.results.length, 1);
+    for (const page of [a, b]) {
+      await page.locator('#columns .card', { hasText: 'Planner made this' }).waitFor({ timeout: WAIT });
+    }
+    // Page B follows the conversation started on page A.
+    await b.locator('#planner .msg.human', { hasText: 'create Planner made this' }).waitFor({ timeout: WAIT });
+    await b.locator('#planner .msg.assistant', { hasText: 'Done. The tracker answered' }).waitFor({ timeout: WAIT });
+    await b.locator('#planner[data-running="false"]').waitFor({ timeout: WAIT });
+    // A second turn, listing the items, streams on both pages now that B watches too.
+    await b.getByLabel('Message to the planner').fill('list');
+    await b.locator('#planner').getByRole('button', { name: 'Send' }).click();
+    for (const page of [a, b]) {
+      await page.locator('#planner .msg.assistant:not(.live)', { hasText: 'Here is what the tracker has' }).waitFor({ timeout: WAIT });
+      await page.locator('#planner .msg.tool', { hasText: 'list_items answered' }).filter({ hasText: 'Planner made this' }).waitFor({ timeout: WAIT });
+    }
+  });
+
+  await step('a dropped connection recovers without losing an event', async () => {
+    await a.evaluate(() => window.__ballet.dropConnection());
+    const it = await createItem('Created while page A reconnects');
+    await status(a, 'connected');
+    await inColumn(a, it.key, 'backlog');
+    await matchesServer(a);
+  });
+
+  await step('an outage of /rpc on both pages loses nothing', async () => {
+    await control('down');
+    await Promise.all([status(a, 'reconnecting'), status(b, 'reconnecting')]);
+    const made = [];
+    for (let i = 1; i <= 3; i++) made.push(await createItem(`Created during the outage ${i}`));
+    await rest('PATCH', `/api/v1/items/${made[0].key}`, { state: 'in_progress' });
+    await rest('PUT', `/api/v1/items/${made[1].key}/dependencies/${made[0].key}`);
+    await rest('PATCH', `/api/v1/items/${made[2].key}`, { title: 'Renamed during the outage' });
+    // Page A is behind: its move is refused (412) and it shows the item as it is.
+    await rest('PATCH', `/api/v1/items/${key}`, { state: 'ready' });
+    await a.getByRole('button', { name: `Move ${key} to In progress` }).click();
+    await a.locator('.toast', { hasText: `${key} was changed meanwhile` }).waitFor({ timeout: WAIT });
+    await inColumn(a, key, 'ready');
+    await control('up');
+    await Promise.all([status(a, 'connected'), status(b, 'connected')]);
+    for (const page of [a, b]) {
+      await inColumn(page, made[0].key, 'in_progress');
+      await card(page, made[1].key).locator(`.badge[data-blocker="${made[0].key}"]`).waitFor({ timeout: WAIT });
+      await card(page, made[2].key).locator('.title', { hasText: 'Renamed during the outage' }).waitFor({ timeout: WAIT });
+      await matchesServer(page);
+    }
+  });
+
+  await step('an outage longer than the replay limit resyncs from a fresh snapshot', async () => {
+    await control('down');
+    await Promise.all([status(a, 'reconnecting'), status(b, 'reconnecting')]);
+    const edits = REPLAY_LIMIT + 5;
+    for (let i = 1; i <= edits; i++) await rest('PATCH', '/api/v1/items/DEMO-4', { title: `Keyboard shortcuts, edit ${i}` });
+    await control('up');
+    for (const page of [a, b]) {
+      await page.locator('.toast', { hasText: 'missed too much' }).waitFor({ timeout: WAIT });
+      await card(page, 'DEMO-4').locator('.title', { hasText: `edit ${edits}` }).waitFor({ timeout: WAIT });
+      await matchesServer(page);
+    }
+  });
+
+  await step('page B refreshed its short-lived token on the open connection', async () => {
+    await b.waitForFunction(() => window.__ballet.stats.refreshes > 0, null, { timeout: WAIT });
+    const stats = await b.evaluate(() => window.__ballet.stats);
+    assert.ok(!stats.states.some((s) => /4001/.test(s)), `closed for an expired token: ${stats.states.join(' | ')}`);
+  });
+
+  await step('the page reports no script errors', async () => {
+    // Failed WebSocket handshakes during the outage are logged by the browser itself.
+    const real = consoleErrors.filter((e) => !/WebSocket connection to .* failed|Failed to load resource/.test(e));
+    assert.deepEqual(real, []);
+  });
+
+  await a.bringToFront();
+  await a.evaluate(() => document.querySelectorAll('.toast').forEach((t) => t.remove()));
+  await a.screenshot({ path: path.join(ARTIFACTS, 'board.png'), fullPage: false });
+  log(`screenshot: ${path.join(ARTIFACTS, 'board.png')}`);
+} catch (err) {
+  console.error(err);
+  for (const [i, page] of pages.entries()) {
+    await page.screenshot({ path: path.join(ARTIFACTS, `failure-${i === 0 ? 'a' : 'b'}.png`) }).catch(() => {});
+  }
+  if (consoleErrors.length) console.error(`page console errors:\n${consoleErrors.join('\n')}`);
+  process.exitCode = 1;
+} finally {
+  await context.close();
+  await rm(userDataDir, { recursive: true, force: true });
+}
+console.log(`board e2e: ${passed} passed, ${failed} failed`);

@@ -1,0 +1,127 @@
+// The REST API the board uses: the tracker (/api/v1/projects, /items) and
+// planner sessions. Errors are RFC 7807 problems.
+
+/** An HTTP error answered as application/problem+json (or anything else). */
+export class ApiError extends Error {
+  /** @param {number} status @param {string} title @param {string} [detail] */
+  constructor(status, title, detail) {
+    super(detail ? `${title}: ${detail}` : title);
+    this.name = 'ApiError';
+    this.status = status;
+    this.title = title;
+    this.detail = detail ?? '';
+  }
+}
+
+/**
+ * @typedef {import('./model.js').Item} Item
+ * @typedef {{key: string, name: string, role?: string, created_at: string}} Project
+ * @typedef {{id: string, project: string, title: string, created_by: string, created_at: string, running: boolean}} Session
+ * @typedef {{seq: number, role: 'human'|'assistant'|'tool', content: any, created_at: string}} Message
+ */
+
+export class Api {
+  /**
+   * @param {{token: (opts?: {fresh?: boolean}) => Promise<string>, base?: string, fetch?: typeof fetch}} o
+   */
+  constructor(o) {
+    this.token = o.token;
+    this.base = o.base ?? '';
+    this.fetch = o.fetch ?? ((/** @type {any} */ u, /** @type {any} */ i) => fetch(u, i));
+  }
+
+  /**
+   * request sends one call; a 401 is tried once more with a fresh token.
+   * @param {string} method @param {string} path
+   * @param {{body?: object, ifMatch?: number}} [opts]
+   * @returns {Promise<{status: number, body: any, etag: string|null}>}
+   */
+  async request(method, path, opts = {}) {
+    for (let attempt = 0; ; attempt++) {
+      /** @type {Record<string, string>} */
+      const headers = { Authorization: `Bearer ${await this.token({ fresh: attempt > 0 })}`, Accept: 'application/json' };
+      if (opts.body !== undefined) headers['Content-Type'] = 'application/json';
+      if (opts.ifMatch !== undefined) headers['If-Match'] = `"${opts.ifMatch}"`;
+      const res = await this.fetch(this.base + path, {
+        method, headers, body: opts.body === undefined ? undefined : JSON.stringify(opts.body), cache: 'no-store',
+      });
+      if (res.status === 401 && attempt === 0) continue;
+      const text = await res.text();
+      let body = null;
+      if (text) {
+        try {
+          body = JSON.parse(text);
+        } catch {
+          body = text;
+        }
+      }
+      if (!res.ok) {
+        const p = body && typeof body === 'object' ? body : {};
+        throw new ApiError(res.status, String(p.title ?? res.statusText ?? 'Error'), p.detail ?? (typeof body === 'string' ? body : ''));
+      }
+      return { status: res.status, body, etag: res.headers.get('ETag') };
+    }
+  }
+
+  /** @returns {Promise<Project[]>} */
+  async projects() {
+    return (await this.request('GET', '/api/v1/projects')).body.projects;
+  }
+
+  /** @param {string} key @returns {Promise<{seq: number, items: Item[]}>} */
+  async snapshot(key) {
+    return (await this.request('GET', `/api/v1/projects/${encodeURIComponent(key)}/items`)).body;
+  }
+
+  /** @param {string} key @returns {Promise<Item>} */
+  async item(key) {
+    return (await this.request('GET', `/api/v1/items/${encodeURIComponent(key)}`)).body;
+  }
+
+  /**
+   * @param {string} project @param {{title: string, description?: string, state?: string}} input
+   * @returns {Promise<Item>}
+   */
+  async createItem(project, input) {
+    return (await this.request('POST', `/api/v1/projects/${encodeURIComponent(project)}/items`, { body: input })).body;
+  }
+
+  /**
+   * patchItem changes an item if it is still at version (412 otherwise).
+   * @param {string} key @param {{title?: string, description?: string, state?: string}} patch @param {number} version
+   * @returns {Promise<Item>}
+   */
+  async patchItem(key, patch, version) {
+    return (await this.request('PATCH', `/api/v1/items/${encodeURIComponent(key)}`, { body: patch, ifMatch: version })).body;
+  }
+
+  /** @param {string} key @param {number} version */
+  async deleteItem(key, version) {
+    await this.request('DELETE', `/api/v1/items/${encodeURIComponent(key)}`, { ifMatch: version });
+  }
+
+  /** addDependency records that blocker blocks key. @param {string} key @param {string} blocker @returns {Promise<Item>} */
+  async addDependency(key, blocker) {
+    return (await this.request('PUT', `/api/v1/items/${encodeURIComponent(key)}/dependencies/${encodeURIComponent(blocker)}`)).body;
+  }
+
+  /** @param {string} key @param {string} blocker @returns {Promise<Item>} */
+  async removeDependency(key, blocker) {
+    return (await this.request('DELETE', `/api/v1/items/${encodeURIComponent(key)}/dependencies/${encodeURIComponent(blocker)}`)).body;
+  }
+
+  /** @param {string} project @returns {Promise<Session[]>} newest first */
+  async sessions(project) {
+    return (await this.request('GET', `/api/v1/projects/${encodeURIComponent(project)}/planner/sessions`)).body.sessions;
+  }
+
+  /** @param {string} project @param {string} title @returns {Promise<Session>} */
+  async createSession(project, title) {
+    return (await this.request('POST', `/api/v1/projects/${encodeURIComponent(project)}/planner/sessions`, { body: { title } })).body;
+  }
+
+  /** @param {string} id @returns {Promise<Session & {messages: Message[]}>} */
+  async session(id) {
+    return (await this.request('GET', `/api/v1/planner/sessions/${encodeURIComponent(id)}`)).body;
+  }
+}

@@ -1,0 +1,435 @@
+// Stream subscriptions and planner watches: ids in the connection's
+// subscription namespace that the client re-establishes after every
+// reconnect.
+
+import { ClosedError, Code, ConnectionLostError, OverflowError, RpcError, StreamClosedError } from './errors.js';
+
+/**
+ * @typedef {object} Actor
+ * @property {string} kind "human", "agent", "service", …
+ * @property {string} subject
+ *
+ * @typedef {object} StreamEvent one stream.event: an event of the log
+ * @property {string} subscription
+ * @property {number} seq
+ * @property {string} type e.g. "item.state_changed"
+ * @property {string} entity_type
+ * @property {string} entity_id
+ * @property {string|null} entity_key
+ * @property {number} occurred_at Unix milliseconds
+ * @property {Actor} actor
+ * @property {Record<string, any>} payload
+ *
+ * @typedef {object} PlannerOutput one planner.output notification
+ * @property {string} subscription
+ * @property {string} session
+ * @property {'text'|'tool_call'|'tool_result'|'message'|'compacted'|'error'|'done'} type
+ * @property {string} [text] a piece of the answer; the tool's result; the error; the reason of done
+ * @property {string} [tool]
+ * @property {string} [tool_use_id]
+ * @property {any} [input] the tool call's input
+ * @property {boolean} [is_error]
+ * @property {number} [seq] the stored message (message, compacted)
+ *
+ * @typedef {object} SubscribeOptions
+ * @property {number} [fromSeq] Replay the stream's events after it first.
+ *   Too old a fromSeq rejects with RpcError ResyncRequired.
+ * @property {(ev: StreamEvent) => void} [onEvent] Each event, exactly once, in seq order.
+ * @property {(seq: number) => void} [onResync] Called when, after a reconnect
+ *   or a lagging close, the server can no longer replay from the last
+ *   delivered seq (-32010). The client has subscribed again without from_seq;
+ *   seq is the position it returned. Events after seq follow, none before
+ *   onResync returns; events in between are missed: reload the snapshot and
+ *   apply events idempotently. Without onResync such a subscription ends
+ *   with that RpcError.
+ * @property {(err: Error|null) => void} [onEnd] Called once when the
+ *   subscription ends: null after unsubscribe, ClosedError after close(),
+ *   StreamClosedError, or the error of a failed resubscribe.
+ * @property {number} [buffer] Events held while the subscription is being
+ *   re-established; more end it with OverflowError. Default 4096.
+ * @property {AbortSignal} [signal] Abandons the first subscribe.
+ *
+ * @typedef {object} WatchOptions
+ * @property {(out: PlannerOutput) => void} [onOutput] The session's live output, in order.
+ * @property {(running: boolean) => void} [onResume] Called after the watch was
+ *   established again on a new connection (or after a lagging close), before
+ *   any new output: output in between is lost, so reload the transcript.
+ *   running tells whether a turn is in progress.
+ * @property {(err: Error|null) => void} [onEnd] As for SubscribeOptions.
+ * @property {number} [buffer] As for SubscribeOptions.
+ * @property {AbortSignal} [signal] Abandons the first planner.watch.
+ */
+
+/**
+ * Entry is what subscriptions and watches share: an id on the client, the
+ * connection the server serves it on, and delivery that can be held while
+ * it is re-established.
+ * @template T
+ */
+class Entry {
+  /**
+   * @param {import('./client.js').Client} client
+   * @param {string} id
+   * @param {{onEnd?: (err: Error|null) => void, buffer?: number}} opts
+   */
+  constructor(client, id, opts) {
+    this.client = client;
+    this.id = id;
+    this.onEnd = opts.onEnd;
+    this.limit = opts.buffer ?? 4096;
+    this.done = false;
+    /** @type {Error|null} */
+    this.error = null;
+    this.gen = 0; // connection the server serves it on; 0 for none
+    this.epoch = 0; // counts lagging closes, to detect one during a subscribe
+    this.active = false; // the first subscribe succeeded: restore after gaps
+    this.holding = false;
+    /** @type {T[]} */
+    this.held = [];
+  }
+
+  /** Why the subscription ended (null while it runs, and after unsubscribe). */
+  get err() { return this.error; }
+
+  /** unsubscribe ends the subscription; the server stops sending. */
+  unsubscribe() {
+    if (this.done) return Promise.resolve();
+    return this.client.unsubscribe(this.id);
+  }
+
+  /** @param {number} gen */
+  _needsRestore(gen) {
+    return this.active && !this.done && this.gen !== gen;
+  }
+
+  /** @param {T} item @returns {void} */
+  _emit(item) { void item; }
+
+  /** @param {T} item */
+  _offer(item) {
+    if (!this.holding) {
+      this._emit(item);
+      return;
+    }
+    if (this.held.length >= this.limit) {
+      this._fail(new OverflowError());
+      return;
+    }
+    this.held.push(item);
+  }
+
+  _release() {
+    const held = this.held;
+    this.holding = false;
+    this.held = [];
+    for (const item of held) {
+      if (this.done) return;
+      this._emit(item);
+    }
+  }
+
+  /**
+   * _end ends delivery with err and returns the connection the server still
+   * serves the subscription on (0 for none).
+   * @param {Error|null} err
+   */
+  _end(err) {
+    const gen = this.gen;
+    this.gen = 0;
+    if (this.done) return gen;
+    this.done = true;
+    this.error = err;
+    this.held = [];
+    this.holding = false;
+    try {
+      this.onEnd?.(err);
+    } catch (e) {
+      this.client.log.warn('onEnd failed', { subscription: this.id, err: String(e) });
+    }
+    return gen;
+  }
+
+  /**
+   * _fail ends the subscription with err and forgets it, unsubscribing it
+   * if the server may still serve it.
+   * @param {Error} err
+   */
+  _fail(err) {
+    const gen = this._end(err);
+    if (this.client._subs.get(this.id) === this) this.client._subs.delete(this.id);
+    const cn = this.client._cur;
+    if (gen && cn && cn.gen === gen) {
+      cn.call('stream.unsubscribe', { subscription: this.id }).catch(() => {});
+    }
+  }
+
+  /**
+   * _serverClosed handles stream.closed: lagging is repaired by subscribing
+   * again from where the application is; any other reason ends it.
+   * @param {number} gen @param {string} reason
+   */
+  _serverClosed(gen, reason) {
+    if (this.done) return;
+    if (reason === 'lagging') {
+      if (this.gen === gen) this.gen = 0;
+      this.epoch++;
+      this.client._kick();
+      return;
+    }
+    this.gen = 0;
+    this._end(new StreamClosedError(this.id, reason));
+    if (this.client._subs.get(this.id) === this) this.client._subs.delete(this.id);
+  }
+
+  /**
+   * _settled records a successful subscribe on cn sent at epoch. It returns
+   * false when the subscription ended meanwhile; the server's side is then
+   * unsubscribed.
+   * @param {import('./conn.js').Conn} cn @param {number} epoch
+   */
+  _settled(cn, epoch) {
+    if (this.done) {
+      cn.call('stream.unsubscribe', { subscription: this.id }).catch(() => {});
+      return false;
+    }
+    this.active = true;
+    if (this.epoch === epoch) {
+      this.gen = cn.gen;
+    } else {
+      this.client._kick(); // closed lagging while subscribing: again
+    }
+    return true;
+  }
+
+  /**
+   * _callFailed handles a resubscribe that got no answer: a connection that
+   * still runs but does not answer in time is given up, so that the next
+   * one restores the subscription. It returns false.
+   * @param {import('./conn.js').Conn} cn @param {unknown} err
+   */
+  _callFailed(cn, err) {
+    if (!cn.error) cn.die(new ConnectionLostError(`resubscribe ${this.id} failed: ${String(err)}`, err), 4000);
+    return false;
+  }
+
+  /**
+   * _subscribeLoop makes the first subscribe, on the next connection again when
+   * the connection ends before the answer.
+   * @param {AbortSignal|undefined} signal
+   * @param {(cn: import('./conn.js').Conn) => Promise<void>} call sends the request and records its result
+   */
+  async _subscribeLoop(signal, call) {
+    for (;;) {
+      const cn = await this.client._waitConn(signal);
+      const epoch = this.epoch;
+      try {
+        await call(cn);
+      } catch (err) {
+        if (err instanceof ConnectionLostError && !signal?.aborted && !this.client.closed) continue;
+        if (!(err instanceof RpcError)) this.gen = cn.gen; // the server may have it
+        throw err;
+      }
+      if (!this._settled(cn, epoch)) throw this.error ?? new ClosedError();
+      this.client._kick(); // the connection may have been replaced meanwhile
+      return;
+    }
+  }
+}
+
+/**
+ * Subscription is a subscription to one change stream.
+ * @extends {Entry<StreamEvent>}
+ */
+export class Subscription extends Entry {
+  /**
+   * @param {import('./client.js').Client} client
+   * @param {string} id
+   * @param {string} stream
+   * @param {SubscribeOptions} opts
+   */
+  constructor(client, id, stream, opts) {
+    super(client, id, opts);
+    this.stream = stream;
+    this.onEvent = opts.onEvent;
+    this.onResync = opts.onResync;
+    /** The log position the first subscribe returned. */
+    this.seq = 0;
+    /** The seq of the last event delivered, or the subscribe position: where the client resumes from. */
+    this.lastSeq = 0;
+    this.hasLast = false;
+    if (opts.fromSeq !== undefined) {
+      this.lastSeq = opts.fromSeq;
+      this.hasLast = true;
+    }
+  }
+
+  /** @param {AbortSignal|undefined} signal */
+  _first(signal) {
+    return this._subscribeLoop(signal, async (cn) => {
+      /** @type {{subscription: string, stream: string, from_seq?: number}} */
+      const p = { subscription: this.id, stream: this.stream };
+      if (this.hasLast) p.from_seq = this.lastSeq;
+      /** @type {{seq: number}} */
+      const res = await cn.call('stream.subscribe', p, signal);
+      this.seq = res.seq;
+      if (p.from_seq === undefined) this.lastSeq = Math.max(this.lastSeq, res.seq);
+      this.hasLast = true;
+    });
+  }
+
+  /** @param {StreamEvent} ev */
+  _deliver(ev) {
+    if (this.done || (this.hasLast && ev.seq <= this.lastSeq)) return;
+    this.lastSeq = ev.seq;
+    this.hasLast = true;
+    this._offer(ev);
+  }
+
+  /** @param {StreamEvent} ev */
+  _emit(ev) {
+    try {
+      this.onEvent?.(ev);
+    } catch (err) {
+      this.client.log.warn('onEvent failed', { subscription: this.id, seq: ev.seq, err: String(err) });
+    }
+  }
+
+  /**
+   * _restore subscribes again on cn from the last delivered seq. It returns
+   * false only when the connection is gone.
+   * @param {import('./conn.js').Conn} cn
+   */
+  async _restore(cn) {
+    if (this.done || !this.active || this.gen === cn.gen) return true;
+    const from = this.lastSeq;
+    const epoch = this.epoch;
+    try {
+      await cn.call('stream.subscribe', { subscription: this.id, stream: this.stream, from_seq: from },
+        AbortSignal.timeout(this.client.o.callTimeout));
+      this._settled(cn, epoch);
+      return true;
+    } catch (err) {
+      if (!(err instanceof RpcError)) return this._callFailed(cn, err);
+      if (err.code === Code.ResyncRequired && this.onResync) return this._resync(cn);
+      err.message = `resubscribe ${this.stream} from seq ${from}: ${err.message}`;
+      this._fail(err);
+      return true;
+    }
+  }
+
+  /**
+   * _resync subscribes without from_seq and runs onResync before any new
+   * event is delivered.
+   * @param {import('./conn.js').Conn} cn
+   */
+  async _resync(cn) {
+    const old = this.lastSeq;
+    const epoch = this.epoch;
+    this.holding = true;
+    this.hasLast = false; // the log may have been reset: take what comes, filter below
+    /** @type {{seq: number}} */
+    let res;
+    try {
+      res = await cn.call('stream.subscribe', { subscription: this.id, stream: this.stream },
+        AbortSignal.timeout(this.client.o.callTimeout));
+    } catch (err) {
+      this.holding = false;
+      this.held = [];
+      this.lastSeq = old;
+      this.hasLast = true;
+      if (!(err instanceof RpcError)) return this._callFailed(cn, err);
+      err.message = `resubscribe ${this.stream}: ${err.message}`;
+      this._fail(err);
+      return true;
+    }
+    this.held = this.held.filter((ev) => ev.seq > res.seq);
+    this.lastSeq = this.held.length ? this.held[this.held.length - 1].seq : res.seq;
+    this.hasLast = true;
+    if (!this._settled(cn, epoch)) return true;
+    this.client.log.info('stream resync: events were missed', { subscription: this.id, stream: this.stream, lastDelivered: old, seq: res.seq });
+    try {
+      this.onResync?.(res.seq);
+    } catch (err) {
+      this.client.log.warn('onResync failed', { subscription: this.id, err: String(err) });
+    }
+    if (!this.done) this._release();
+    return true;
+  }
+}
+
+/**
+ * Watch is a planner.watch: the live output of one planner session.
+ * @extends {Entry<PlannerOutput>}
+ */
+export class Watch extends Entry {
+  /**
+   * @param {import('./client.js').Client} client
+   * @param {string} id
+   * @param {string} session
+   * @param {WatchOptions} opts
+   */
+  constructor(client, id, session, opts) {
+    super(client, id, opts);
+    this.session = session;
+    this.onOutput = opts.onOutput;
+    this.onResume = opts.onResume;
+    /** Whether a turn was in progress when the watch was last established. */
+    this.running = false;
+  }
+
+  /** @param {AbortSignal|undefined} signal */
+  _first(signal) {
+    return this._subscribeLoop(signal, async (cn) => {
+      /** @type {{running: boolean}} */
+      const res = await cn.call('planner.watch', { subscription: this.id, session: this.session }, signal);
+      this.running = !!res.running;
+    });
+  }
+
+  /** @param {PlannerOutput} out */
+  _deliver(out) {
+    if (!this.done) this._offer(out);
+  }
+
+  /** @param {PlannerOutput} out */
+  _emit(out) {
+    try {
+      this.onOutput?.(out);
+    } catch (err) {
+      this.client.log.warn('onOutput failed', { subscription: this.id, err: String(err) });
+    }
+  }
+
+  /**
+   * _restore watches again on cn and runs onResume before new output is
+   * delivered.
+   * @param {import('./conn.js').Conn} cn
+   */
+  async _restore(cn) {
+    if (this.done || !this.active || this.gen === cn.gen) return true;
+    const epoch = this.epoch;
+    this.holding = true;
+    /** @type {{running: boolean}} */
+    let res;
+    try {
+      res = await cn.call('planner.watch', { subscription: this.id, session: this.session },
+        AbortSignal.timeout(this.client.o.callTimeout));
+    } catch (err) {
+      this.holding = false;
+      this.held = [];
+      if (!(err instanceof RpcError)) return this._callFailed(cn, err);
+      err.message = `planner.watch ${this.session} again: ${err.message}`;
+      this._fail(err);
+      return true;
+    }
+    this.running = !!res.running;
+    if (!this._settled(cn, epoch)) return true;
+    try {
+      this.onResume?.(this.running);
+    } catch (err) {
+      this.client.log.warn('onResume failed', { subscription: this.id, err: String(err) });
+    }
+    if (!this.done) this._release();
+    return true;
+  }
+}

@@ -1,0 +1,112 @@
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import { after, before, describe, it } from 'node:test';
+
+import { Api, ApiError } from '../src/board/api.js';
+import { DevAuth } from '../src/board/auth.js';
+
+// A loopback server standing in for the gateway's REST: /dev/token mints
+// numbered tokens, /api/v1/items/{key} checks the token and If-Match.
+let base = '';
+let minted = 0;
+/** @type {Array<{method: string, url: string, headers: import('node:http').IncomingHttpHeaders, body: string}>} */
+const seen = [];
+const server = createServer((req, res) => {
+  let body = '';
+  req.on('data', (c) => { body += c; });
+  req.on('end', () => {
+    seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body });
+    const url = new URL(req.url ?? '/', 'http://x');
+    if (url.pathname === '/dev/token') {
+      minted++;
+      const ttl = url.searchParams.get('ttl') === '30s' ? 30 : 3600;
+      res.setHeader('Content-Type', 'application/json');
+      res.end(JSON.stringify({ token: `t${minted}`, subject: url.searchParams.get('subject'), expires_at: Math.floor(Date.now() / 1000) + ttl }));
+      return;
+    }
+    const problem = (/** @type {number} */ status, /** @type {string} */ title, /** @type {string} */ detail) => {
+      res.statusCode = status;
+      res.setHeader('Content-Type', 'application/problem+json');
+      res.end(JSON.stringify({ type: 'about:blank', title, status, detail }));
+    };
+    if (req.headers.authorization === 'Bearer t1' && url.pathname === '/api/v1/items/P-401') {
+      problem(401, 'Unauthorized', 'the access token is not valid (expired)');
+      return;
+    }
+    if (url.pathname === '/api/v1/items/P-1' && req.method === 'PATCH') {
+      if (req.headers['if-match'] !== '"3"') {
+        problem(412, 'Precondition Failed', 'P-1 is at version 3');
+        return;
+      }
+      res.setHeader('Content-Type', 'application/json');
+      res.setHeader('ETag', '"4"');
+      res.end(JSON.stringify({ key: 'P-1', version: 4, ...JSON.parse(body) }));
+      return;
+    }
+    if (url.pathname === '/api/v1/items/P-401') {
+      res.setHeader('Content-Type', 'application/json');
+      res.end(JSON.stringify({ key: 'P-401', version: 1 }));
+      return;
+    }
+    res.statusCode = 502;
+    res.end('bad gateway');
+  });
+});
+before(async () => {
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(undefined)));
+  base = `http://127.0.0.1:${/** @type {any} */ (server.address()).port}`;
+});
+after(() => new Promise((resolve) => server.close(() => resolve(undefined))));
+
+describe('DevAuth', () => {
+  it('caches a token while it is valid and mints a fresh one on demand', async () => {
+    const auth = new DevAuth('alice', { base });
+    const first = await auth.token();
+    assert.equal(await auth.token(), first);
+    const fresh = await auth.token({ fresh: true });
+    assert.notEqual(fresh, first);
+    assert.equal(await auth.token(), fresh);
+    assert.match(seen.find((r) => r.url.startsWith('/dev/token'))?.url ?? '', /subject=alice/);
+  });
+
+  it('renews tokens about to expire', async () => {
+    const auth = new DevAuth('bob', { base, ttl: '30s' });
+    const a = await auth.token();
+    const b = await auth.token();
+    assert.notEqual(a, b); // 30 s is within the renewal margin
+    assert.match(seen[seen.length - 1].url, /ttl=30s/);
+  });
+});
+
+describe('Api', () => {
+  it('sends If-Match with the version and the bearer token', async () => {
+    const api = new Api({ base, token: async () => 'tok' });
+    const it = await api.patchItem('P-1', { state: 'done' }, 3);
+    assert.equal(it.version, 4);
+    const req = seen[seen.length - 1];
+    assert.equal(req.headers['if-match'], '"3"');
+    assert.equal(req.headers.authorization, 'Bearer tok');
+    assert.equal(req.headers['content-type'], 'application/json');
+    assert.deepEqual(JSON.parse(req.body), { state: 'done' });
+  });
+
+  it('turns problems into ApiError with status and detail', async () => {
+    const api = new Api({ base, token: async () => 'tok' });
+    await assert.rejects(api.patchItem('P-1', { state: 'done' }, 2), (err) => {
+      assert.ok(err instanceof ApiError);
+      assert.equal(err.status, 412);
+      assert.equal(err.detail, 'P-1 is at version 3');
+      return true;
+    });
+    await assert.rejects(api.item('P-2'), (err) => err instanceof ApiError && err.status === 502 && err.detail === 'bad gateway');
+  });
+
+  it('tries once more with a fresh token after a 401', async () => {
+    /** @type {boolean[]} */
+    const asked = [];
+    const api = new Api({ base, token: async (o) => { asked.push(!!o?.fresh); return o?.fresh ? 't2' : 't1'; } });
+    const it = await api.item('P-401');
+    assert.equal(it.key, 'P-401');
+    assert.deepEqual(asked, [false, true]);
+  });
+});

@@ -1,0 +1,242 @@
+// A small realtime API server for the client's unit tests, over the ws
+// package on loopback: auth, ping, change streams with replay from
+// from_seq (and -32010 beyond a replay limit), planner watches, and hooks to
+// misbehave.
+
+import { decode, encode } from '@msgpack/msgpack';
+import { WebSocketServer } from 'ws';
+
+export const PROTOCOLS = ['ballet.v1.msgpack', 'ballet.v1.json'];
+
+/**
+ * @typedef {object} FakeConn
+ * @property {import('ws').WebSocket} ws
+ * @property {string} protocol
+ * @property {any[]} received messages received, decoded
+ * @property {boolean} authed
+ * @property {Map<string, {stream?: string, session?: string}>} subs
+ * @property {(msg: object) => void} send
+ * @property {(method: string, params: object) => void} notify
+ */
+
+export class FakeServer {
+  /**
+   * @param {{protocols?: string[]|null, replayLimit?: number, subject?: string, ttl?: number}} [opts]
+   *   protocols: null accepts without any subprotocol; ttl: token lifetime in seconds
+   */
+  constructor(opts = {}) {
+    this.protocols = opts.protocols === undefined ? PROTOCOLS : opts.protocols;
+    this.replayLimit = opts.replayLimit ?? 1000;
+    this.subject = opts.subject ?? 'u1';
+    this.ttl = opts.ttl ?? 3600;
+    /** @type {any[]} the event log; seq = index + 1 */
+    this.log = [];
+    /** @type {FakeConn[]} */
+    this.conns = [];
+    /** @type {Set<string>} tokens refused by auth */
+    this.badTokens = new Set();
+    /** @type {Record<string, (conn: FakeConn, params: any, msg: any) => any>} extra or replaced methods */
+    this.methods = {};
+    /** @type {Map<string, boolean>} planner sessions: running */
+    this.sessions = new Map();
+    this.accepting = true;
+    /** @type {Array<(conn: FakeConn) => void>} */
+    this.waiters = [];
+  }
+
+  async start() {
+    this.wss = new WebSocketServer({
+      host: '127.0.0.1', port: 0,
+      handleProtocols: (offered) => {
+        if (this.protocols === null) return false;
+        for (const p of this.protocols) if (offered.has(p)) return p;
+        return false;
+      },
+      verifyClient: (_info, cb) => cb(this.accepting, 503),
+    });
+    await new Promise((resolve) => this.wss.on('listening', resolve));
+    this.url = `ws://127.0.0.1:${/** @type {any} */ (this.wss.address()).port}/rpc`;
+    this.wss.on('connection', (ws) => this.accept(ws));
+    return this;
+  }
+
+  async stop() {
+    for (const c of this.conns) c.ws.terminate();
+    await new Promise((resolve) => this.wss.close(resolve));
+  }
+
+  /** @param {import('ws').WebSocket} ws */
+  accept(ws) {
+    const protocol = ws.protocol;
+    const binary = protocol !== 'ballet.v1.json';
+    /** @type {FakeConn} */
+    const conn = {
+      ws, protocol, received: [], authed: false, subs: new Map(),
+      send: (msg) => {
+        if (ws.readyState !== 1) return;
+        if (binary) ws.send(encode(msg));
+        else ws.send(JSON.stringify(msg));
+      },
+      notify: (method, params) => conn.send({ jsonrpc: '2.0', method, params }),
+    };
+    this.conns.push(conn);
+    if (protocol === '') {
+      ws.close(1008, 'no supported subprotocol');
+      return;
+    }
+    ws.on('message', (data, isBinary) => {
+      if (isBinary !== binary) {
+        ws.close(1003, 'wrong frame kind');
+        return;
+      }
+      const msg = binary ? decode(/** @type {Buffer} */ (data)) : JSON.parse(data.toString());
+      conn.received.push(msg);
+      this.handle(conn, msg);
+    });
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w(conn);
+  }
+
+  /** nextConn resolves with the next connection accepted. */
+  nextConn() {
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  /** The latest connection. */
+  get last() {
+    return this.conns[this.conns.length - 1];
+  }
+
+  /** @param {FakeConn} conn @param {any} msg */
+  handle(conn, msg) {
+    if (msg.id === undefined) return; // notifications: $/heartbeat
+    const reply = (/** @type {any} */ result) => conn.send({ jsonrpc: '2.0', id: msg.id, result });
+    const fail = (/** @type {number} */ code, /** @type {string} */ message) => conn.send({ jsonrpc: '2.0', id: msg.id, error: { code, message } });
+    const p = msg.params ?? {};
+    if (!conn.authed && msg.method !== 'auth') {
+      fail(-32001, 'auth first');
+      conn.ws.close(4001, 'unauthenticated');
+      return;
+    }
+    const custom = this.methods[msg.method];
+    if (custom) {
+      const r = custom(conn, p, msg);
+      if (r !== undefined) reply(r);
+      return;
+    }
+    switch (msg.method) {
+      case 'auth':
+      case 'auth.refresh':
+        if (this.badTokens.has(p.token)) {
+          fail(-32001, 'invalid token');
+          if (msg.method === 'auth') conn.ws.close(4001, 'unauthenticated');
+          return;
+        }
+        conn.authed = true;
+        reply({ subject: this.subject, expires_at: Math.floor(Date.now() / 1000) + this.ttl });
+        return;
+      case 'system.ping':
+        reply({ time: Date.now(), subject: this.subject });
+        return;
+      case 'stream.subscribe': {
+        if (conn.subs.has(p.subscription)) return fail(-32602, 'duplicate subscription');
+        const head = this.log.length;
+        if (p.from_seq !== undefined) {
+          if (head - p.from_seq > this.replayLimit || p.from_seq > head) return fail(-32010, 'resync required');
+          for (const ev of this.log.slice(p.from_seq)) {
+            if (ev.stream === p.stream) conn.notify('stream.event', { ...ev.event, subscription: p.subscription });
+          }
+        }
+        conn.subs.set(p.subscription, { stream: p.stream });
+        reply({ subscription: p.subscription, seq: head });
+        return;
+      }
+      case 'stream.unsubscribe':
+        if (!conn.subs.delete(p.subscription)) return fail(-32004, 'not found');
+        reply({});
+        return;
+      case 'planner.watch':
+        if (conn.subs.has(p.subscription)) return fail(-32602, 'duplicate subscription');
+        conn.subs.set(p.subscription, { session: p.session });
+        reply({ subscription: p.subscription, running: this.sessions.get(p.session) ?? false });
+        return;
+      case 'planner.send':
+        if (this.sessions.get(p.session)) return fail(-32009, 'a turn is running');
+        this.sessions.set(p.session, true);
+        reply({ seq: 1 });
+        return;
+      case 'planner.cancel':
+        this.sessions.set(p.session, false);
+        reply({});
+        return;
+      default:
+        fail(-32601, `method ${msg.method} not found`);
+    }
+  }
+
+  /**
+   * append records an event on stream and sends it to live subscribers.
+   * @param {string} stream @param {string} type @param {object} [payload]
+   * @returns {number} its seq
+   */
+  append(stream, type, payload = {}) {
+    const seq = this.log.length + 1;
+    const event = {
+      seq, type, entity_type: 'item', entity_id: `id-${seq}`, entity_key: `K-${seq}`,
+      occurred_at: Date.now(), actor: { kind: 'human', subject: this.subject }, payload,
+    };
+    this.log.push({ stream, event });
+    for (const c of this.conns) {
+      if (!c.authed || c.ws.readyState !== 1) continue;
+      for (const [id, s] of c.subs) {
+        if (s.stream === stream) c.notify('stream.event', { ...event, subscription: id });
+      }
+    }
+    return seq;
+  }
+
+  /**
+   * output sends planner.output to every watcher of session.
+   * @param {string} session @param {object} out
+   */
+  output(session, out) {
+    for (const c of this.conns) {
+      if (c.ws.readyState !== 1) continue;
+      for (const [id, s] of c.subs) {
+        if (s.session === session) c.notify('planner.output', { subscription: id, session, ...out });
+      }
+    }
+  }
+
+  /** dropAll ends every connection abruptly. */
+  dropAll() {
+    for (const c of this.conns) c.ws.terminate();
+  }
+
+  /**
+   * received returns the messages with method received on every connection.
+   * @param {string} method
+   */
+  requests(method) {
+    return this.conns.flatMap((c) => c.received.filter((m) => m.method === method));
+  }
+}
+
+/**
+ * waitFor polls cond until it is truthy (or throws after timeoutMs).
+ * @template T
+ * @param {() => T} cond @param {number} [timeoutMs] @param {string} [what]
+ * @returns {Promise<T>}
+ */
+export async function waitFor(cond, timeoutMs = 3000, what = 'condition') {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = cond();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+export const silent = { debug() {}, info() {}, warn() {} };
