@@ -13,6 +13,8 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ballet/gateway/gateway"
 )
 
@@ -28,6 +30,9 @@ type metricInfo struct {
 var registeredInCmd = map[string]metricInfo{
 	"ballet_gateway_log_head": {kind: dto.MetricType_GAUGE},
 }
+
+// poolDescRE reads a Desc's name and variable labels from its String form.
+var poolDescRE = regexp.MustCompile(`fqName: "([^"]+)".*variableLabels: \{([^}]*)\}`)
 
 // plannedMetrics are metrics the dashboard and the alert rules query before
 // the gateway exports them; when one is registered, delete it from this list.
@@ -80,6 +85,25 @@ func gatewayMetrics(t *testing.T) map[string]metricInfo {
 			t.Fatalf("cmd/ballet-gateway/app.go no longer registers %s: update registeredInCmd", name)
 		}
 		out[name] = info
+	}
+	// The Postgres pool's collector (registered by serve) describes its
+	// families without a pool.
+	descs := make(chan *prometheus.Desc, 16)
+	gateway.NewPoolCollector(nil).Describe(descs)
+	close(descs)
+	for d := range descs {
+		m := poolDescRE.FindStringSubmatch(d.String())
+		if m == nil {
+			t.Fatalf("cannot read %s", d)
+		}
+		info := metricInfo{kind: dto.MetricType_GAUGE, labels: map[string]bool{}}
+		if strings.HasSuffix(m[1], "_total") {
+			info.kind = dto.MetricType_COUNTER
+		}
+		for _, l := range strings.Fields(strings.NewReplacer(",", " ").Replace(m[2])) {
+			info.labels[l] = true
+		}
+		out[m[1]] = info
 	}
 	for name := range plannedMetrics {
 		if _, ok := out[name]; ok {

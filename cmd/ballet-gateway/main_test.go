@@ -373,6 +373,19 @@ func TestServeEndToEnd(t *testing.T) {
 	if ev["method"] != "stream.event" || params["entity_key"] != "WEB-1" || params["subscription"] != "s" {
 		t.Fatalf("got %v", ev)
 	}
+	// Postgres pool statistics are on the admin port.
+	admin := adminRe.FindStringSubmatch(srv.output())[1]
+	mresp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mbody, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	for _, want := range []string{"ballet_gateway_db_pool_max_connections", `ballet_gateway_db_pool_connections{state="idle"}`, "ballet_gateway_log_head"} {
+		if !strings.Contains(string(mbody), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 	// Logs are JSON lines, and never carry the token.
 	if strings.Contains(srv.output(), tok) {
 		t.Fatal("a token was logged")

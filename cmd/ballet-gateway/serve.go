@@ -85,6 +85,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		plannerAPI = planner.NewHandler(plannerSvc, verifier, &planner.HandlerOptions{Logger: logger})
 		logger.Info("planner enabled", "provider", model.Name())
 	}
+	metrics.Registry.MustRegister(gateway.NewPoolCollector(pool))
 	a := &app{
 		cfg: cfg, logger: logger, store: log, verifier: verifier, items: svc, metrics: metrics,
 		api: apiMux(tracker.NewHandler(svc, verifier, &tracker.HandlerOptions{Logger: logger}), plannerAPI),
