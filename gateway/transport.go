@@ -25,9 +25,14 @@ var (
 	_ rpc.Batcher   = (*wsTransport)(nil)
 )
 
-// Close drops the connection; the graceful close handshake, when there is
-// one, has happened before.
-func (t *wsTransport) Close() error { return t.ws.CloseNow() }
+// Close ends the connection as the rpc.Conn ends. Usually the close
+// handshake has happened already and this returns at once. When the
+// WebSocket library has sent a close frame itself (a frame over the read
+// limit: 1009), it waits for the peer's close so that the peer reads that
+// code rather than a reset.
+func (t *wsTransport) Close() error {
+	return t.ws.Close(websocket.StatusGoingAway, "")
+}
 
 // Cork gathers the frames written until Uncork into one write.
 func (t *wsTransport) Cork() { t.cork.Cork() }
