@@ -373,18 +373,26 @@ func appendStr(dst []byte, s string) []byte {
 	return append(dst, s...)
 }
 
-// appendInt appends n in the most compact MessagePack integer form.
+// appendInt appends n in the most compact MessagePack integer form, as
+// MessagePack libraries do: unsigned formats for non-negative values.
 func appendInt(dst []byte, n int64) []byte {
 	switch {
-	case n >= 0 && n <= 127:
+	case n >= 0 && n <= 127, n < 0 && n >= -32:
 		return append(dst, byte(n))
-	case n < 0 && n >= -32:
-		return append(dst, byte(n))
-	case n >= math.MinInt8 && n <= math.MaxInt8:
+	case n > 0 && n <= math.MaxUint8:
+		return append(dst, msgpcode.Uint8, byte(n))
+	case n > 0 && n <= math.MaxUint16:
+		return append(dst, msgpcode.Uint16, byte(n>>8), byte(n))
+	case n > 0 && n <= math.MaxUint32:
+		return append(dst, msgpcode.Uint32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	case n > 0:
+		return append(dst, msgpcode.Uint64, byte(n>>56), byte(n>>48), byte(n>>40), byte(n>>32),
+			byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	case n >= math.MinInt8:
 		return append(dst, msgpcode.Int8, byte(n))
-	case n >= math.MinInt16 && n <= math.MaxInt16:
+	case n >= math.MinInt16:
 		return append(dst, msgpcode.Int16, byte(n>>8), byte(n))
-	case n >= math.MinInt32 && n <= math.MaxInt32:
+	case n >= math.MinInt32:
 		return append(dst, msgpcode.Int32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
 	default:
 		return append(dst, msgpcode.Int64, byte(n>>56), byte(n>>48), byte(n>>40), byte(n>>32),

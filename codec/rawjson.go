@@ -1,11 +1,9 @@
 package codec
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -43,15 +41,11 @@ func (r RawJSON) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if len(r) == 0 {
 		return enc.EncodeNil()
 	}
-	dec := json.NewDecoder(bytes.NewReader(r))
-	dec.UseNumber()
-	if err := transcode(dec, enc, 0); err != nil {
+	b, err := appendJSONAsMsgpack(nil, r)
+	if err != nil {
 		return fmt.Errorf("codec: transcode JSON: %w", err)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errTrailingJSON
-	}
-	return nil
+	return enc.Encode(msgpack.RawMessage(b))
 }
 
 // DecodeMsgpack decodes any MessagePack value into its JSON text.
@@ -87,96 +81,4 @@ func jsonable(v any) any {
 // ToMsgpack converts a JSON text to the equivalent MessagePack encoding.
 func ToMsgpack(js []byte) ([]byte, error) {
 	return MsgPack.Marshal(RawJSON(js))
-}
-
-func transcode(dec *json.Decoder, enc *msgpack.Encoder, depth int) error {
-	if depth > maxDepth {
-		return errors.New("nested too deeply")
-	}
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	switch t := tok.(type) {
-	case json.Delim:
-		switch t {
-		case '{':
-			// Keys and values are buffered so the map length can be written first.
-			var kv [][]byte
-			for dec.More() {
-				k, err := dec.Token()
-				if err != nil {
-					return err
-				}
-				ks, ok := k.(string)
-				if !ok {
-					return errors.New("object key is not a string")
-				}
-				sub, err := transcodeOne(dec, depth+1)
-				if err != nil {
-					return err
-				}
-				kv = append(kv, appendStr(nil, ks), sub)
-			}
-			if _, err := dec.Token(); err != nil {
-				return err
-			}
-			if err := enc.EncodeMapLen(len(kv) / 2); err != nil {
-				return err
-			}
-			return writeRaw(enc, kv)
-		case '[':
-			var items [][]byte
-			for dec.More() {
-				sub, err := transcodeOne(dec, depth+1)
-				if err != nil {
-					return err
-				}
-				items = append(items, sub)
-			}
-			if _, err := dec.Token(); err != nil {
-				return err
-			}
-			if err := enc.EncodeArrayLen(len(items)); err != nil {
-				return err
-			}
-			return writeRaw(enc, items)
-		}
-		return fmt.Errorf("unexpected %v", t)
-	case string:
-		return enc.EncodeString(t)
-	case json.Number:
-		if n, err := t.Int64(); err == nil {
-			return enc.EncodeInt(n)
-		}
-		f, err := t.Float64()
-		if err != nil {
-			return err
-		}
-		return enc.EncodeFloat64(f)
-	case bool:
-		return enc.EncodeBool(t)
-	case nil:
-		return enc.EncodeNil()
-	}
-	return fmt.Errorf("unexpected token %v", tok)
-}
-
-func transcodeOne(dec *json.Decoder, depth int) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
-	enc.UseCompactInts(true)
-	if err := transcode(dec, enc, depth); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
-func writeRaw(enc *msgpack.Encoder, parts [][]byte) error {
-	for _, p := range parts {
-		if err := enc.Encode(msgpack.RawMessage(p)); err != nil {
-			return err
-		}
-	}
-	return nil
 }
