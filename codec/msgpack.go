@@ -359,18 +359,21 @@ func appendMapHeader(dst []byte, n int) []byte {
 }
 
 func appendStr(dst []byte, s string) []byte {
-	n := len(s)
+	return append(appendStrHeader(dst, len(s)), s...)
+}
+
+// appendStrHeader appends the header of a string of n bytes.
+func appendStrHeader(dst []byte, n int) []byte {
 	switch {
 	case n < 32:
-		dst = append(dst, msgpcode.FixedStrLow|byte(n))
+		return append(dst, msgpcode.FixedStrLow|byte(n))
 	case n <= math.MaxUint8:
-		dst = append(dst, msgpcode.Str8, byte(n))
+		return append(dst, msgpcode.Str8, byte(n))
 	case n <= math.MaxUint16:
-		dst = append(dst, msgpcode.Str16, byte(n>>8), byte(n))
+		return append(dst, msgpcode.Str16, byte(n>>8), byte(n))
 	default:
-		dst = append(dst, msgpcode.Str32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+		return append(dst, msgpcode.Str32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
 	}
-	return append(dst, s...)
 }
 
 // appendInt appends n in the most compact MessagePack integer form, as

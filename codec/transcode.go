@@ -191,18 +191,7 @@ func (p *jsonScanner) str(dst []byte) ([]byte, error) {
 }
 
 func appendStrBytes(dst, s []byte) []byte {
-	n := len(s)
-	switch {
-	case n < 32:
-		dst = append(dst, msgpcode.FixedStrLow|byte(n))
-	case n <= math.MaxUint8:
-		dst = append(dst, msgpcode.Str8, byte(n))
-	case n <= math.MaxUint16:
-		dst = append(dst, msgpcode.Str16, byte(n>>8), byte(n))
-	default:
-		dst = append(dst, msgpcode.Str32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
-	}
-	return append(dst, s...)
+	return append(appendStrHeader(dst, len(s)), s...)
 }
 
 // number encodes a JSON number: an integer when it has no fraction or
