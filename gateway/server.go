@@ -84,9 +84,11 @@ type Server struct {
 	root     http.Handler
 	now      func() time.Time
 
-	ctx      context.Context // ends sessions when the server closes
+	ctx      context.Context // cancelled when Shutdown stops waiting for sessions
 	cancel   context.CancelFunc
 	draining atomic.Bool
+
+	idle *idlePoller // parks idle connections' readers
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}
@@ -101,7 +103,7 @@ func NewServer(o *Options) (*Server, error) {
 	s := &Server{
 		cfg: o.Config, verifier: o.Verifier, log: o.Log, hub: o.Hub, roles: o.Roles, items: o.Items, planner: o.Planner,
 		metrics: o.Metrics, logger: o.Logger, ready: o.Ready, api: o.API, root: o.Root, now: o.Now,
-		sessions: make(map[*session]struct{}),
+		sessions: make(map[*session]struct{}), idle: newIdlePoller(),
 	}
 	def := Defaults()
 	if s.cfg.AuthTimeout <= 0 {
@@ -209,7 +211,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws.SetReadLimit(s.cfg.ReadLimit)
-	sess := newSession(s, ws, lw.conn, c, r)
+	sess := newSession(s, ws, lw, c, r)
 	if !s.track(sess) {
 		_ = ws.Close(websocket.StatusGoingAway, "the gateway is shutting down")
 		return
@@ -298,9 +300,23 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.cancel()
 		return nil
 	case <-ctx.Done():
-		s.cancel() // ends every session's context now
+		s.cancel()
+		s.abortAll() // ends every session now
 		<-done
 		return ctx.Err()
+	}
+}
+
+// abortAll ends every open session at once.
+func (s *Server) abortAll() {
+	s.mu.Lock()
+	open := make([]*session, 0, len(s.sessions))
+	for sess := range s.sessions {
+		open = append(open, sess)
+	}
+	s.mu.Unlock()
+	for _, sess := range open {
+		sess.conn.Abort(ErrServerClosed)
 	}
 }
 

@@ -31,6 +31,7 @@ type session struct {
 	ws     *websocket.Conn
 	codec  codec.Codec
 	conn   *rpc.Conn
+	t      *wsTransport
 	id     string
 	remote string
 	trace  string // W3C trace id of the upgrade request, if any
@@ -61,7 +62,7 @@ type clientSub struct {
 	cancel func()                // ends a planner watch
 }
 
-func newSession(srv *Server, ws *websocket.Conn, cork *corkConn, c codec.Codec, r *http.Request) *session {
+func newSession(srv *Server, ws *websocket.Conn, lw *leanWriter, c codec.Codec, r *http.Request) *session {
 	s := &session{
 		srv: srv, ws: ws, codec: c, id: newConnID(),
 		subs: make(map[string]*clientSub),
@@ -76,9 +77,14 @@ func newSession(srv *Server, ws *websocket.Conn, cork *corkConn, c codec.Codec, 
 	if c.Binary() {
 		typ = websocket.MessageBinary
 	}
-	t := &wsTransport{ws: ws, typ: typ, cork: cork, onKind: func() {
+	t := &wsTransport{ws: ws, typ: typ, cork: lw.conn, br: lw.br, onKind: func() {
 		s.closeWith(websocket.StatusUnsupportedData, "frame kind does not match the subprotocol")
 	}}
+	if !lw.early {
+		// Bytes sent before the 101 wait in a reader Park cannot see.
+		t.pc = srv.idle.conn(lw.conn.Conn)
+	}
+	s.t = t
 	s.conn = rpc.NewConn(t, c, &rpc.Options{
 		Handler:   rpc.HandlerFunc(s.handle),
 		Inline:    func(m string) bool { return m == "auth" },
@@ -96,7 +102,13 @@ func (s *session) start() {
 	now := time.Now()
 	s.lastRecv.Store(now.UnixNano())
 	s.lastSent = now
-	s.conn.Start(s.srv.ctx)
+	// Not derived from a server context: the server ends its sessions one
+	// by one (abort), and a context with no parent to watch costs nothing
+	// per connection.
+	s.conn.Start(context.Background())
+	if s.srv.ctx.Err() != nil {
+		s.conn.Abort(ErrServerClosed) // Shutdown gave up waiting meanwhile
+	}
 	s.mu.Lock()
 	if !s.finished {
 		s.authTimer = time.AfterFunc(s.srv.cfg.AuthTimeout, func() {
@@ -173,6 +185,7 @@ func (s *session) finish() {
 		}
 	}
 	s.mu.Unlock()
+	s.t.beginClose()
 	if code != 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = s.conn.Flush(ctx)
@@ -342,6 +355,7 @@ func (s *session) auth(ctx context.Context, req *rpc.Request) (any, error) {
 	s.mu.Lock()
 	if s.authTimer != nil {
 		s.authTimer.Stop()
+		s.authTimer = nil // an idle connection keeps only what it needs
 	}
 	s.mu.Unlock()
 	return authResult{Subject: p.Subject, ExpiresAt: p.ExpiresAt.Unix()}, nil

@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/coder/websocket"
 
@@ -18,12 +20,48 @@ type wsTransport struct {
 	typ    websocket.MessageType
 	cork   *corkConn // the hijacked connection, for batched writes
 	onKind func()    // called when a frame of the wrong kind arrives
+
+	// Parking between messages (nil pc: never). The WebSocket library's
+	// reader br and cork's read buffer are looked at only by the reader,
+	// and never once closing is set: the library's close handshake reads
+	// them on another goroutine.
+	pc      *pollConn
+	br      *bufio.Reader
+	mu      sync.Mutex
+	closing bool
 }
 
 var (
 	_ rpc.Transport = (*wsTransport)(nil)
 	_ rpc.Batcher   = (*wsTransport)(nil)
+	_ rpc.Parker    = (*wsTransport)(nil)
 )
+
+// Park waits for the next message without a goroutine when nothing is
+// buffered: resume runs once the socket is readable or the session closes.
+func (t *wsTransport) Park(resume func()) bool {
+	if t.pc == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closing || t.br.Buffered() > 0 || t.cork.readPending() {
+		return false
+	}
+	return t.pc.park(resume)
+}
+
+// beginClose stops parking and resumes a parked reader, before anything
+// closes the WebSocket.
+func (t *wsTransport) beginClose() {
+	if t.pc == nil {
+		return
+	}
+	t.mu.Lock()
+	t.closing = true
+	t.mu.Unlock()
+	t.pc.close()
+}
 
 // Close ends the connection as the rpc.Conn ends. Usually the close
 // handshake has happened already and this returns at once. When the
@@ -31,6 +69,7 @@ var (
 // limit: 1009), it waits for the peer's close so that the peer reads that
 // code rather than a reset.
 func (t *wsTransport) Close() error {
+	t.beginClose()
 	return t.ws.Close(websocket.StatusGoingAway, "")
 }
 

@@ -99,15 +99,17 @@ type Conn struct {
 	onDone  func(error)
 	log     *slog.Logger
 
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	wg     sync.WaitGroup
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	endOnce sync.Once
+	wg      sync.WaitGroup
 
 	sem     chan struct{} // request concurrency
 	space   chan struct{} // OutQueue tokens
 	maxTry  int
 	nextID  atomic.Int64
 	started atomic.Bool
+	running atomic.Bool // Start has set ctx and cancel
 
 	mu      sync.Mutex
 	queue   []outFrame
@@ -130,6 +132,17 @@ type outFrame struct {
 	token  bool          // holds an OutQueue token
 	try    bool          // counted in tryLen
 	marker chan struct{} // Flush marker
+}
+
+// Parker is implemented by transports that can wait for the next message
+// without a goroutine of their own (an event poller): between messages the
+// reader asks Park to call resume once a read would not block, or once the
+// transport is closed, and its goroutine returns. Park reports false when it
+// cannot park now (bytes are already buffered, or the transport cannot be
+// polled); the reader then reads as usual. An idle connection that parks
+// costs no goroutine and no stack.
+type Parker interface {
+	Park(resume func()) bool
 }
 
 // Batcher is implemented by transports that can gather several frames into
@@ -181,16 +194,28 @@ func NewConn(t Transport, c codec.Codec, opts *Options) *Conn {
 func (c *Conn) Codec() codec.Codec { return c.codec }
 
 // Start runs the connection until ctx ends, the transport fails, or Close is
-// called. One goroutine reads; a writer goroutine runs only while frames are
-// queued, so an idle connection costs one goroutine.
+// called. One goroutine reads (none while a Parker transport is parked); a
+// writer goroutine runs only while frames are queued, so an idle connection
+// costs at most one goroutine.
 func (c *Conn) Start(ctx context.Context) {
 	if !c.started.CompareAndSwap(false, true) {
 		return
 	}
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
+	if ctx.Done() == nil {
+		// Only the connection itself can end its context: it runs ended
+		// as it cancels, without registering a callback on the context.
+		cancel := c.cancel
+		c.cancel = func(err error) {
+			cancel(err)
+			c.endOnce.Do(func() { go c.ended() })
+		}
+	} else {
+		context.AfterFunc(c.ctx, c.ended)
+	}
 	c.wg.Add(1)
-	go c.readLoop()
-	context.AfterFunc(c.ctx, c.ended)
+	go c.readLoop(false)
+	c.running.Store(true)
 }
 
 // ended runs once when the connection's context is done.
@@ -230,6 +255,14 @@ func (c *Conn) Close() error {
 	return nil
 }
 
+// Abort ends the connection with err as its reason, without waiting.
+// It does nothing before Start has returned.
+func (c *Conn) Abort(err error) {
+	if c.running.Load() {
+		c.cancel(err)
+	}
+}
+
 // Wait blocks until every goroutine of the connection has returned.
 func (c *Conn) Wait() { c.wg.Wait() }
 
@@ -246,9 +279,23 @@ func (c *Conn) failPending() {
 	}
 }
 
-func (c *Conn) readLoop() {
-	defer c.wg.Done()
+// readLoop is the connection's reader. It owns one count of c.wg from Start
+// until the transport fails, also while parked: resume runs it again, with
+// resumed set so that it reads before it parks again.
+func (c *Conn) readLoop(resumed bool) {
+	parked := false
+	defer func() {
+		if !parked {
+			c.wg.Done()
+		}
+	}()
+	parker, _ := c.t.(Parker)
 	for {
+		if parker != nil && !resumed && c.ctx.Err() == nil && parker.Park(c.resume) {
+			parked = true
+			return
+		}
+		resumed = false
 		data, err := c.t.Read(c.ctx)
 		if err != nil {
 			c.fail(fmt.Errorf("rpc: read: %w", err))
@@ -299,6 +346,9 @@ func (c *Conn) readLoop() {
 		}
 	}
 }
+
+// resume continues a parked reader on a new goroutine.
+func (c *Conn) resume() { go c.readLoop(true) }
 
 // serve runs the handler for one request or notification and answers it.
 func (c *Conn) serve(req *Request) {

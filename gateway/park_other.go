@@ -1,0 +1,19 @@
+//go:build !linux
+
+package gateway
+
+import "net"
+
+// idlePoller parks idle connections on Linux; elsewhere every connection
+// reads with a goroutine of its own.
+type idlePoller struct{}
+
+type pollConn struct{}
+
+func newIdlePoller() *idlePoller { return &idlePoller{} }
+
+func (ip *idlePoller) conn(net.Conn) *pollConn { return nil }
+
+func (pc *pollConn) park(func()) bool { return false }
+
+func (pc *pollConn) close() {}
