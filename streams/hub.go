@@ -21,6 +21,7 @@ type Hub struct {
 	// dispatching goroutine), e.g. to react to permission changes.
 	onEvent func(ev *Event)
 	cache   bodyCache
+	recent  recentEvents
 }
 
 type hubShard struct {
@@ -98,6 +99,10 @@ func (h *Hub) Count() int {
 // It must be called from one goroutine at a time, with events in seq order
 // (the tailer's sink).
 func (h *Hub) Dispatch(evs []Event) {
+	// Recorded before the fan-out: a subscriber registered meanwhile
+	// either replays an event from here or receives it live (or both,
+	// and drops the duplicate by seq).
+	h.recent.add(evs)
 	var closed []*Subscription
 	for i := range evs {
 		p := Prepared{Event: &evs[i]}

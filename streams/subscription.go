@@ -136,10 +136,16 @@ func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Su
 			h.remove(sub)
 			return nil, head, fmt.Errorf("subscribe %s: from_seq %d is beyond the log head %d: %w", req.Stream, from, head, ErrResyncRequired)
 		}
-		evs, err := log.ReadStream(ctx, req.Stream, from, head, req.ReplayLimit+1)
-		if err != nil {
-			h.remove(sub)
-			return nil, 0, fmt.Errorf("subscribe %s: replay: %w", req.Stream, err)
+		// Recent events come from memory when the hub has dispatched
+		// every event up to the head; older ones, or a tailer behind the
+		// head, read the log.
+		evs, ok := h.recent.read(req.Stream, from, head, req.ReplayLimit+1)
+		if !ok {
+			evs, err = log.ReadStream(ctx, req.Stream, from, head, req.ReplayLimit+1)
+			if err != nil {
+				h.remove(sub)
+				return nil, 0, fmt.Errorf("subscribe %s: replay: %w", req.Stream, err)
+			}
 		}
 		if len(evs) > req.ReplayLimit {
 			h.remove(sub)

@@ -1,0 +1,148 @@
+package streams
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/ballet/gateway/codec"
+)
+
+// The ring answers exactly what a filter over every dispatched event
+// answers, for every range it claims to hold, through wrap-around, seq
+// gaps and a reset log.
+func TestRecentEventsMatchesTheLog(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var r recentEvents
+	var all []Event
+	seq := int64(100)
+	projects := []string{"A", "B"}
+	keys := []string{"A-1", "A-2", "B-1"}
+	check := func() {
+		t.Helper()
+		for range 50 {
+			s := Stream{Kind: StreamProject, Key: projects[rng.IntN(2)]}
+			if rng.IntN(2) == 0 {
+				s = Stream{Kind: StreamItem, Key: keys[rng.IntN(3)]}
+			}
+			from := all[0].Seq - 3 + rng.Int64N(seq-all[0].Seq+5)
+			to := from + rng.Int64N(3000)
+			limit := 1 + rng.IntN(1500)
+			got, ok := r.read(s, from, to, limit)
+			wantOK := from >= r.floor && to <= r.last && r.n > 0
+			if ok != wantOK {
+				t.Fatalf("read(%v, %d, %d): ok %v, want %v (floor %d, last %d)", s, from, to, ok, wantOK, r.floor, r.last)
+			}
+			if !ok {
+				continue
+			}
+			var want []Event
+			for _, ev := range all {
+				if ev.Seq > from && ev.Seq <= to && s.Matches(&ev) && len(want) < limit {
+					want = append(want, ev)
+				}
+			}
+			if len(got) != len(want) {
+				t.Fatalf("read(%v, %d, %d, %d): %d events, want %d", s, from, to, limit, len(got), len(want))
+			}
+			for i := range got {
+				if got[i].Seq != want[i].Seq || got[i].EntityKey != want[i].EntityKey {
+					t.Fatalf("read(%v, %d, %d): event %d is seq %d, want %d", s, from, to, i, got[i].Seq, want[i].Seq)
+				}
+			}
+		}
+	}
+	for round := range 40 {
+		if round == 30 {
+			if r.n != bodyCacheSize {
+				t.Fatalf("the ring holds %d events, want it full (%d)", r.n, bodyCacheSize)
+			}
+			// A reset log starts again from low seqs.
+			seq, all = 5, nil
+		}
+		batch := make([]Event, 1+rng.IntN(900))
+		for i := range batch {
+			seq += 1 + int64(rng.IntN(3)/2) // some seqs never committed
+			k := keys[rng.IntN(3)]
+			batch[i] = Event{Seq: seq, ProjectKey: k[:1], EntityType: "item", EntityKey: k}
+			if rng.IntN(5) == 0 {
+				batch[i].EntityType, batch[i].EntityKey = "project", ""
+			}
+		}
+		r.add(batch)
+		all = append(all, batch...)
+		check()
+	}
+}
+
+// sliceLog is a log in a slice, counting the replays read from it.
+type sliceLog struct {
+	evs   []Event
+	reads int
+}
+
+func (l *sliceLog) Head(context.Context) (int64, error) { return l.evs[len(l.evs)-1].Seq, nil }
+
+func (l *sliceLog) ReadAfter(context.Context, int64, int) ([]Event, error) { panic("not tailed") }
+
+func (l *sliceLog) Wait(context.Context, int64) error { panic("not tailed") }
+
+func (l *sliceLog) ReadStream(_ context.Context, s Stream, after, upto int64, limit int) ([]Event, error) {
+	l.reads++
+	var out []Event
+	for _, ev := range l.evs {
+		if ev.Seq > after && ev.Seq <= upto && s.Matches(&ev) && len(out) < limit {
+			out = append(out, ev)
+		}
+	}
+	return out, nil
+}
+
+type nullSender struct{}
+
+func (nullSender) TrySendSpliced(_, _ string, _ []byte, done func()) bool {
+	go done()
+	return true
+}
+
+// A replay of events the hub has dispatched comes from memory; one from
+// before them reads the log; both replay the same events.
+func TestReplayOfRecentEventsSkipsTheLog(t *testing.T) {
+	l := &sliceLog{}
+	for i := range bodyCacheSize + 800 {
+		l.evs = append(l.evs, Event{Seq: int64(i + 1), ProjectKey: "P", Type: "item.updated", EntityType: "item",
+			EntityID: fmt.Sprint(i), EntityKey: "P-1", OccurredAt: time.Unix(0, int64(i)), ActorKind: "human", ActorSubject: "a", Payload: []byte(`{}`)})
+	}
+	h := NewHub(nil)
+	// The first 300 were committed before the hub started tailing.
+	for i := 300; i < len(l.evs); i += 1000 {
+		h.Dispatch(l.evs[i:min(i+1000, len(l.evs))])
+	}
+	ctx := context.Background()
+	head, _ := l.Head(ctx)
+	sub := func(from int64) int {
+		t.Helper()
+		s, _, err := h.Subscribe(ctx, l, SubscribeRequest{ID: "s", Stream: Stream{Kind: StreamItem, Key: "P-1"},
+			Codec: codec.MsgPack, Out: nullSender{}, FromSeq: &from, ReplayLimit: 100000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Unsubscribe(s)
+		return s.replayed
+	}
+	for _, tc := range []struct {
+		back      int64
+		wantReads int
+	}{
+		{back: 800, wantReads: 0},
+		{back: bodyCacheSize, wantReads: 0},       // the oldest event the ring holds
+		{back: bodyCacheSize + 1, wantReads: 1},   // one before it
+		{back: bodyCacheSize + 600, wantReads: 2}, // from before the hub's first event
+	} {
+		if n := sub(head - tc.back); n != int(tc.back) || l.reads != tc.wantReads {
+			t.Fatalf("replay of the last %d events: %d events, %d log reads so far; want %d reads", tc.back, n, l.reads, tc.wantReads)
+		}
+	}
+}
