@@ -154,7 +154,8 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 		stopWatch()
 	}
 	s.mu.Lock()
-	current := s.subs[wp.Subscription] == cs
+	cur, _ := s.subs.get(wp.Subscription)
+	current := cur == cs
 	if current {
 		cs.cancel = stop
 	}

@@ -41,7 +41,8 @@ type session struct {
 
 	mu        sync.Mutex
 	principal *auth.Principal // nil until auth succeeds
-	subs      map[string]*clientSub
+	subs      subTable
+	closed    bool // subs is closed to new entries
 
 	// Timers instead of a goroutine per session: an idle connection costs
 	// only its reader.
@@ -49,9 +50,9 @@ type session struct {
 	closeCode websocket.StatusCode
 	closeMsg  string
 	authTimer *time.Timer
-	expTimer  *time.Timer // nil until authenticated
-	hbTimer   *time.Timer
-	lastSent  time.Time // last heartbeat sent; owned by the heartbeat timer
+	hbTimer   *time.Timer // heartbeats, silence and token expiry
+	expAt     time.Time   // the token's expiry; zero until authenticated
+	lastSent  time.Time   // last heartbeat sent
 	finished  bool
 }
 
@@ -65,7 +66,6 @@ type clientSub struct {
 func newSession(srv *Server, ws *websocket.Conn, lw *leanWriter, c codec.Codec, r *http.Request) *session {
 	s := &session{
 		srv: srv, ws: ws, codec: c, id: newConnID(),
-		subs: make(map[string]*clientSub),
 	}
 	s.codecL = "json"
 	if c.Binary() {
@@ -118,6 +118,7 @@ func (s *session) start() {
 			}
 		})
 		s.hbTimer = time.AfterFunc(s.srv.cfg.HeartbeatInterval, s.heartbeat)
+		s.rescheduleLocked(time.Now()) // an auth may have set the expiry already
 	}
 	s.mu.Unlock()
 	s.lg().Debug("connection opened")
@@ -135,26 +136,49 @@ func (s *session) closeWith(code websocket.StatusCode, reason string) {
 	})
 }
 
-// heartbeat runs on its timer: it closes a silent connection (4000) or
-// sends $/heartbeat, then sleeps until the next of the two is due.
+// heartbeat runs on the session's one timer: it closes a connection whose
+// token expired (4001) or that went silent (4000), or sends $/heartbeat,
+// then sleeps until the next of the three is due.
 func (s *session) heartbeat() {
 	interval := s.srv.cfg.HeartbeatInterval
 	now := time.Now()
-	lastRecv := time.Unix(0, s.lastRecv.Load())
-	if now.Sub(lastRecv) >= 3*interval {
+	s.mu.Lock()
+	expAt := s.expAt
+	send := now.Sub(s.lastSent) >= interval
+	if send {
+		s.lastSent = now
+	}
+	s.mu.Unlock()
+	if !expAt.IsZero() && !now.Before(expAt) {
+		s.srv.metrics.AuthFailures.WithLabelValues("expired").Inc()
+		s.closeWith(StatusUnauthenticated, "token expired")
+		return
+	}
+	if now.Sub(time.Unix(0, s.lastRecv.Load())) >= 3*interval {
 		s.closeWith(StatusHeartbeatTimeout, "heartbeat timeout")
 		return
 	}
-	if now.Sub(s.lastSent) >= interval {
-		s.lastSent = now
+	if send {
 		s.sendHeartbeat()
 	}
-	next := min(s.lastSent.Add(interval).Sub(now), lastRecv.Add(3*interval).Sub(now))
 	s.mu.Lock()
-	if !s.finished {
-		s.hbTimer.Reset(max(next, time.Millisecond))
-	}
+	s.rescheduleLocked(time.Now())
 	s.mu.Unlock()
+}
+
+// rescheduleLocked sets the timer for the next heartbeat, silence check or
+// token expiry. Both the timer and a refresh call it, under s.mu, so the
+// later call sees the latest expiry.
+func (s *session) rescheduleLocked(now time.Time) {
+	if s.finished || s.hbTimer == nil {
+		return
+	}
+	interval := s.srv.cfg.HeartbeatInterval
+	next := min(s.lastSent.Add(interval).Sub(now), time.Unix(0, s.lastRecv.Load()).Add(3*interval).Sub(now))
+	if !s.expAt.IsZero() {
+		next = min(next, s.expAt.Sub(now))
+	}
+	s.hbTimer.Reset(max(next, time.Millisecond))
 }
 
 func (s *session) sendHeartbeat() {
@@ -179,7 +203,7 @@ func (s *session) finish() {
 	s.mu.Lock()
 	code, reason := s.closeCode, s.closeMsg
 	s.finished = true
-	for _, t := range []*time.Timer{s.authTimer, s.hbTimer, s.expTimer} {
+	for _, t := range []*time.Timer{s.authTimer, s.hbTimer} {
 		if t != nil {
 			t.Stop()
 		}
@@ -206,17 +230,12 @@ func (s *session) finish() {
 	}
 	_ = s.conn.Close()
 	s.mu.Lock()
-	subs := make(map[string]*clientSub, len(s.subs))
-	for id, cs := range s.subs {
-		subs[id] = cs
-	}
+	s.closed = true
+	subs := s.subs.all()
 	s.mu.Unlock()
-	for id, cs := range subs {
-		s.forget(id, cs)
+	for _, e := range subs {
+		s.forget(e.id, e.cs)
 	}
-	s.mu.Lock()
-	s.subs = nil
-	s.mu.Unlock()
 	s.srv.metrics.Connections.WithLabelValues(s.codecL).Dec()
 	s.srv.metrics.Closes.WithLabelValues(codeLabel(int(code))).Inc()
 	s.lg().Debug("connection closed", "code", int(code), "reason", reason)
@@ -226,11 +245,11 @@ func (s *session) finish() {
 // what cs holds; it reports whether it did.
 func (s *session) forget(id string, cs *clientSub) bool {
 	s.mu.Lock()
-	if s.subs[id] != cs {
+	if cur, _ := s.subs.get(id); cur != cs {
 		s.mu.Unlock()
 		return false
 	}
-	delete(s.subs, id)
+	s.subs.del(id)
 	sub := cs.stream
 	s.mu.Unlock()
 	if sub != nil {
@@ -329,7 +348,10 @@ func (s *session) verify(ctx context.Context, req *rpc.Request) (*auth.Principal
 	if tp.Token == "" {
 		return nil, rpc.Errorf(rpc.ErrInvalidParams, "params.token is required")
 	}
-	vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	// Bounded by its own timeout, not the connection's context: a context
+	// derived from that one would leave a table of children on it for the
+	// connection's life.
+	vctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	p, err := s.srv.verifier.Verify(vctx, tp.Token)
 	if err != nil {
@@ -384,17 +406,8 @@ func (s *session) refresh(ctx context.Context, req *rpc.Request) (any, error) {
 func (s *session) setExpiry(at time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.finished {
-		return
-	}
-	if s.expTimer == nil {
-		s.expTimer = time.AfterFunc(time.Until(at), func() {
-			s.srv.metrics.AuthFailures.WithLabelValues("expired").Inc()
-			s.closeWith(StatusUnauthenticated, "token expired")
-		})
-		return
-	}
-	s.expTimer.Reset(time.Until(at))
+	s.expAt = at
+	s.rescheduleLocked(time.Now())
 }
 
 // Subscription ids: 1–64 characters, unique on the connection across
@@ -417,13 +430,13 @@ func checkSubID(id string) error {
 func (s *session) reserve(id string, cs *clientSub) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.subs == nil {
+	if s.closed {
 		return rpc.ErrClosed
 	}
-	if _, dup := s.subs[id]; dup {
+	if _, dup := s.subs.get(id); dup {
 		return rpc.Errorf(rpc.ErrInvalidParams, "subscription %q is already in use on this connection", id)
 	}
-	s.subs[id] = cs
+	s.subs.put(id, cs)
 	s.srv.metrics.Subscriptions.WithLabelValues(cs.kind).Inc()
 	return nil
 }
@@ -459,7 +472,8 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 	if sp.FromSeq != nil && *sp.FromSeq < 0 {
 		return nil, rpc.Errorf(rpc.ErrInvalidParams, "from_seq must not be negative")
 	}
-	if err := s.authorize(ctx, st, p, auth.PermRead); err != nil {
+	// Short queries; see verify for why not on the connection's context.
+	if err := s.authorize(context.WithoutCancel(ctx), st, p, auth.PermRead); err != nil {
 		return nil, err
 	}
 	kind := st.Kind.String()
@@ -480,7 +494,8 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 		return nil, fmt.Errorf("subscribe %s: %w", st, err)
 	}
 	s.mu.Lock()
-	current := s.subs[sp.Subscription] == cs
+	cur, _ := s.subs.get(sp.Subscription)
+	current := cur == cs
 	if current {
 		cs.stream = sub
 	}
@@ -539,7 +554,7 @@ func (s *session) authorize(ctx context.Context, st streams.Stream, p *auth.Prin
 // not_found): it leaves the namespace and the client is told.
 func (s *session) subClosed(sub *streams.Subscription, reason string) {
 	s.mu.Lock()
-	cs, ok := s.subs[sub.ID()]
+	cs, ok := s.subs.get(sub.ID())
 	mine := ok && (cs.stream == sub || cs.stream == nil)
 	s.mu.Unlock()
 	if !mine || !s.forget(sub.ID(), cs) {
@@ -558,7 +573,7 @@ func (s *session) unsubscribe(req *rpc.Request) (any, error) {
 		return nil, err
 	}
 	s.mu.Lock()
-	cs, ok := s.subs[up.Subscription]
+	cs, ok := s.subs.get(up.Subscription)
 	s.mu.Unlock()
 	if !ok || !s.forget(up.Subscription, cs) {
 		return nil, rpc.Errorf(rpc.ErrNotFound, "subscription %q not found", up.Subscription)

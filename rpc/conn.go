@@ -104,19 +104,22 @@ type Conn struct {
 	endOnce sync.Once
 	wg      sync.WaitGroup
 
-	sem     chan struct{} // request concurrency
-	space   chan struct{} // OutQueue tokens
-	maxTry  int
-	nextID  atomic.Int64
-	started atomic.Bool
-	running atomic.Bool // Start has set ctx and cancel
+	sem      chan struct{} // request concurrency; made by the first request
+	maxConc  int
+	outQueue int           // OutQueue tokens
+	used     int           // tokens taken (mu)
+	freed    chan struct{} // closed when a token is returned, if anyone waits (mu)
+	maxTry   int
+	nextID   atomic.Int64
+	started  atomic.Bool
+	running  atomic.Bool // Start has set ctx and cancel
 
 	mu      sync.Mutex
 	queue   []outFrame
 	spare   []outFrame // the writer's previous batch, reused
 	tryLen  int
-	writing bool // a writer goroutine is running
-	pending map[int64]chan *codec.Message
+	writing bool                          // a writer goroutine is running
+	pending map[int64]chan *codec.Message // made by the first Call
 	closed  bool
 }
 
@@ -183,10 +186,9 @@ func NewConn(t Transport, c codec.Codec, opts *Options) *Conn {
 	}
 	return &Conn{
 		t: t, codec: c, handler: o.Handler, inline: o.Inline, onMsg: o.OnMessage, onDone: o.OnDone, log: o.Logger,
-		sem:     make(chan struct{}, o.MaxConcurrent),
-		space:   make(chan struct{}, o.OutQueue),
-		maxTry:  o.MaxTrySend,
-		pending: make(map[int64]chan *codec.Message),
+		maxConc:  o.MaxConcurrent,
+		outQueue: o.OutQueue,
+		maxTry:   o.MaxTrySend,
 	}
 }
 
@@ -272,7 +274,7 @@ func (c *Conn) failPending() {
 	c.mu.Lock()
 	c.closed = true
 	pending := c.pending
-	c.pending = map[int64]chan *codec.Message{}
+	c.pending = nil
 	c.mu.Unlock()
 	for _, ch := range pending {
 		close(ch)
@@ -332,10 +334,21 @@ func (c *Conn) readLoop(resumed bool) {
 				<-done
 				continue
 			}
+			// A slot is usually free: only a full semaphore waits on the
+			// context (whose done channel then costs an allocation).
+			if c.sem == nil {
+				// Made by the first concurrent request; only the reader
+				// writes the field, before any handler goroutine reads it.
+				c.sem = make(chan struct{}, c.maxConc)
+			}
 			select {
 			case c.sem <- struct{}{}:
-			case <-c.ctx.Done():
-				return
+			default:
+				select {
+				case c.sem <- struct{}{}:
+				case <-c.ctx.Done():
+					return
+				}
 			}
 			c.wg.Add(1)
 			go func() {
@@ -440,6 +453,9 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 		c.mu.Unlock()
 		return ErrClosed
 	}
+	if c.pending == nil {
+		c.pending = make(map[int64]chan *codec.Message)
+	}
 	c.pending[id] = ch
 	c.mu.Unlock()
 	forget := func() {
@@ -498,18 +514,49 @@ func (c *Conn) Notify(ctx context.Context, method string, params any) error {
 
 // send queues a frame, waiting for space in the bounded out queue.
 func (c *Conn) send(ctx context.Context, frame []byte) error {
-	select {
-	case c.space <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.ctx.Done():
-		return ErrClosed
+	if err := c.takeSpace(ctx); err != nil {
+		return err
 	}
 	if !c.enqueue(outFrame{data: frame, token: true}, false) {
-		<-c.space
+		c.giveSpace()
 		return ErrClosed
 	}
 	return nil
+}
+
+// takeSpace takes one of the OutQueue tokens, waiting while none is free.
+func (c *Conn) takeSpace(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		if c.used < c.outQueue {
+			c.used++
+			c.mu.Unlock()
+			return nil
+		}
+		if c.freed == nil {
+			c.freed = make(chan struct{})
+		}
+		freed := c.freed
+		c.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.ctx.Done():
+			return ErrClosed
+		}
+	}
+}
+
+// giveSpace returns a token and wakes the senders waiting for one.
+func (c *Conn) giveSpace() {
+	c.mu.Lock()
+	c.used--
+	if c.freed != nil {
+		close(c.freed)
+		c.freed = nil
+	}
+	c.mu.Unlock()
 }
 
 // TrySend queues an already encoded frame without waiting. It returns false
@@ -644,7 +691,7 @@ func (c *Conn) writeBatch(batch []outFrame, batcher Batcher, scratch *[]byte) (e
 
 func (c *Conn) finish(f outFrame) {
 	if f.token {
-		<-c.space
+		c.giveSpace()
 	}
 	if f.try {
 		c.mu.Lock()

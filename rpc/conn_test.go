@@ -550,3 +550,64 @@ func TestCloseEndsParkedReader(t *testing.T) {
 	}
 	b.Close()
 }
+
+// gatedEnd is a pipe end whose writes wait for the test's go-ahead.
+type gatedEnd struct {
+	*PipeEnd
+	gate chan struct{}
+}
+
+func (g *gatedEnd) Write(ctx context.Context, frame []byte) error {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.PipeEnd.Write(ctx, frame)
+}
+
+// Senders wait while OutQueue frames are queued, give up with their
+// context, and go on once frames are written.
+func TestOutQueueBoundsSenders(t *testing.T) {
+	a, b := NewPipe(64)
+	g := &gatedEnd{PipeEnd: a, gate: make(chan struct{})}
+	c := NewConn(g, codec.JSON, &Options{OutQueue: 2})
+	c.Start(context.Background())
+	defer func() {
+		c.Close()
+		b.Close()
+	}()
+	ctx := context.Background()
+	for i := range 2 { // frames queued or being written hold a token each
+		if err := c.Notify(ctx, "n", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := c.Notify(short, "n", 3); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a sender past OutQueue got %v, want it to wait and time out", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Notify(ctx, "n", 4) }()
+	select {
+	case err := <-done:
+		t.Fatalf("a sender past OutQueue returned %v before a frame was written", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	g.gate <- struct{}{}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting sender did not go on after a write")
+	}
+	close(g.gate)
+	for range 3 {
+		if _, err := b.Read(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -72,7 +72,7 @@ type Subscription struct {
 	// written is bound once so queuing a frame does not allocate a closure.
 	written func()
 	// drained is signalled when a frame was written, for a replay waiting
-	// for queue space.
+	// for queue space; made by the first such wait.
 	drained chan struct{}
 }
 
@@ -121,11 +121,16 @@ func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Su
 		out: req.Out, limit: req.QueueLimit, onClosed: req.OnClosed,
 	}
 	sub.written = sub.frameWritten
-	sub.drained = make(chan struct{}, 1)
 	// Register before reading the head: every event committed after the
 	// head is dispatched after this point and so reaches the buffer.
 	h.add(sub)
-	head, err := log.Head(ctx)
+	// The queries are short and run on a context that is not the caller's
+	// (a long-lived connection's): the database driver registers a
+	// callback on a cancellable context, and its table of callbacks would
+	// stay for the context's life. The replay's wait for queue space does
+	// watch ctx.
+	qctx := context.WithoutCancel(ctx)
+	head, err := log.Head(qctx)
 	if err != nil {
 		h.remove(sub)
 		return nil, 0, fmt.Errorf("subscribe %s: read head: %w", req.Stream, err)
@@ -141,7 +146,7 @@ func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Su
 		// head, read the log.
 		evs, ok := h.recent.read(req.Stream, from, head, req.ReplayLimit+1)
 		if !ok {
-			evs, err = log.ReadStream(ctx, req.Stream, from, head, req.ReplayLimit+1)
+			evs, err = log.ReadStream(qctx, req.Stream, from, head, req.ReplayLimit+1)
 			if err != nil {
 				h.remove(sub)
 				return nil, 0, fmt.Errorf("subscribe %s: replay: %w", req.Stream, err)
@@ -263,10 +268,13 @@ func (s *Subscription) sendLocked(seq int64, body []byte) bool {
 func (s *Subscription) frameWritten() {
 	s.mu.Lock()
 	s.pending--
+	drained := s.drained
 	s.mu.Unlock()
-	select {
-	case s.drained <- struct{}{}:
-	default:
+	if drained != nil {
+		select {
+		case drained <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -275,12 +283,16 @@ func (s *Subscription) waitSpace(ctx context.Context) error {
 	for {
 		s.mu.Lock()
 		full := s.pending >= s.limit && s.state != subClosed
+		if full && s.drained == nil {
+			s.drained = make(chan struct{}, 1)
+		}
+		drained := s.drained
 		s.mu.Unlock()
 		if !full {
 			return nil
 		}
 		select {
-		case <-s.drained:
+		case <-drained:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
