@@ -73,7 +73,10 @@ type corkConn struct {
 }
 
 var (
-	corkBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+	// Cork buffers start small (a batch is usually one or a few frames: a
+	// heartbeat to every connection at once should not take 16 KiB each)
+	// and grow with append; up to 256 KiB they go back to the pool.
+	corkBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 	readBufs = sync.Pool{New: func() any { b := make([]byte, readChunk); return &b }}
 )
 

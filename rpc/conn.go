@@ -148,6 +148,8 @@ type Parker interface {
 	Park(resume func()) bool
 }
 
+var scratchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
 // Batcher is implemented by transports that can gather several frames into
 // one write: the writer calls Cork before a batch and Uncork after it.
 type Batcher interface {
@@ -616,7 +618,16 @@ func (c *Conn) Flush(ctx context.Context) error {
 func (c *Conn) writeLoop() {
 	defer c.wg.Done()
 	batcher, _ := c.t.(Batcher)
-	var scratch []byte
+	// A writer runs only while frames are queued: its splice buffer comes
+	// from a pool rather than being made anew each time.
+	sp := scratchBufs.Get().(*[]byte)
+	scratch := (*sp)[:0]
+	defer func() {
+		if cap(scratch) <= 64<<10 {
+			*sp = scratch[:0]
+			scratchBufs.Put(sp)
+		}
+	}()
 	for {
 		c.mu.Lock()
 		if len(c.queue) == 0 || c.ctx.Err() != nil {
@@ -650,7 +661,7 @@ func (c *Conn) writeLoop() {
 			c.fail(fmt.Errorf("rpc: write: %w", err))
 		}
 		if cap(scratch) > 64<<10 {
-			scratch = nil // do not keep a large frame's buffer
+			scratch = (*sp)[:0] // do not keep a large frame's buffer
 		}
 	}
 }
@@ -658,7 +669,8 @@ func (c *Conn) writeLoop() {
 // writeBatch writes the frames of batch in order, finishing each written one.
 // On error the written ones are already finished and zeroed.
 func (c *Conn) writeBatch(batch []outFrame, batcher Batcher, scratch *[]byte) (err error) {
-	if batcher != nil && len(batch) > 1 {
+	if batcher != nil {
+		// Also for one frame: its header and payload go out in one write.
 		batcher.Cork()
 		defer func() {
 			if uerr := batcher.Uncork(); err == nil {
