@@ -96,6 +96,9 @@ func (t *wsTransport) Read(_ context.Context) ([]byte, error) {
 	return data, nil
 }
 
-func (t *wsTransport) Write(ctx context.Context, frame []byte) error {
-	return t.ws.Write(ctx, t.typ, frame)
+// Write ignores ctx for the same reason as Read: with a cancellable
+// context the WebSocket library registers (and removes) a callback on it
+// for every frame. Closing the transport ends a pending write.
+func (t *wsTransport) Write(_ context.Context, frame []byte) error {
+	return t.ws.Write(context.Background(), t.typ, frame)
 }

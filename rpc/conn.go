@@ -363,7 +363,9 @@ func (c *Conn) readLoop(resumed bool) {
 }
 
 // resume continues a parked reader on a new goroutine.
-func (c *Conn) resume() { go c.readLoop(true) }
+func (c *Conn) resume() { workers.run(c.resumeRead) }
+
+func (c *Conn) resumeRead() { c.readLoop(true) }
 
 // serve runs the handler for one request or notification and answers it.
 func (c *Conn) serve(req *Request) {
@@ -590,7 +592,7 @@ func (c *Conn) enqueue(f outFrame, try bool) bool {
 	if !c.writing {
 		c.writing = true
 		c.wg.Add(1)
-		go c.writeLoop()
+		workers.run(c.writeLoop)
 	}
 	c.mu.Unlock()
 	return true
