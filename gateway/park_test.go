@@ -1,12 +1,20 @@
 package gateway_test
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/ballet/gateway/codec"
 	"github.com/ballet/gateway/gateway/gatewaytest"
 )
 
@@ -69,5 +77,158 @@ func TestIdleConnectionsParkTheirReaders(t *testing.T) {
 	})
 	for _, k := range ks[n/2:] {
 		k.mustCall("system.ping", nil, nil)
+	}
+}
+
+// clientFrame is a masked client→server WebSocket frame.
+func clientFrame(opcode byte, payload []byte) []byte {
+	b := []byte{0x80 | opcode}
+	switch n := len(payload); {
+	case n < 126:
+		b = append(b, 0x80|byte(n))
+	case n < 1<<16:
+		b = append(b, 0x80|126, byte(n>>8), byte(n))
+	default:
+		b = append(b, 0x80|127)
+		b = binary.BigEndian.AppendUint64(b, uint64(n))
+	}
+	mask := [4]byte{0x12, 0x34, 0x56, 0x78}
+	b = append(b, mask[:]...)
+	for i, c := range payload {
+		b = append(b, c^mask[i%4])
+	}
+	return b
+}
+
+// readServerFrame reads one unmasked server→client frame.
+func readServerFrame(t *testing.T, r *bufio.Reader) (byte, []byte) {
+	t.Helper()
+	var h [2]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		t.Fatalf("read frame: %v", err)
+	}
+	n := int(h[1] & 0x7f)
+	switch n {
+	case 126:
+		var ext [2]byte
+		_, _ = io.ReadFull(r, ext[:])
+		n = int(binary.BigEndian.Uint16(ext[:]))
+	case 127:
+		var ext [8]byte
+		_, _ = io.ReadFull(r, ext[:])
+		n = int(binary.BigEndian.Uint64(ext[:]))
+	}
+	p := make([]byte, n)
+	if _, err := io.ReadFull(r, p); err != nil {
+		t.Fatalf("read payload: %v", err)
+	}
+	return h[0] & 0x0f, p
+}
+
+// rawClient is a WebSocket client written by hand: the test controls
+// exactly what goes into each TCP write.
+type rawClient struct {
+	t  *testing.T
+	c  net.Conn
+	br *bufio.Reader
+}
+
+// rawDial upgrades /rpc (JSON), writing first after the request in the
+// same write, before the 101.
+func rawDial(t *testing.T, env *gatewaytest.Env, first []byte) *rawClient {
+	t.Helper()
+	u, _ := url.Parse(env.URL)
+	c, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	req := "GET /rpc HTTP/1.1\r\nHost: " + u.Host + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: ballet.v1.json\r\n\r\n"
+	if _, err := c.Write(append([]byte(req), first...)); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	return &rawClient{t: t, c: c, br: br}
+}
+
+func (r *rawClient) write(frames ...[]byte) {
+	r.t.Helper()
+	if _, err := r.c.Write(bytes.Join(frames, nil)); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// responses reads frames until it has the responses to n requests
+// (answered concurrently: in any order), skipping heartbeats.
+func (r *rawClient) responses(n int) map[int64][]byte {
+	r.t.Helper()
+	got := map[int64][]byte{}
+	for len(got) < n {
+		op, p := readServerFrame(r.t, r.br)
+		if op != 1 {
+			r.t.Fatalf("opcode %d: %q", op, p)
+		}
+		var m codec.Message
+		if err := codec.JSON.Decode(p, &m); err != nil {
+			r.t.Fatalf("undecodable frame %.200s: %v", p, err)
+		}
+		if m.IsResponse() {
+			got[m.ID] = p
+		}
+	}
+	return got
+}
+
+// want reads until the response to id.
+func (r *rawClient) want(id int64) []byte {
+	r.t.Helper()
+	got := r.responses(1)
+	if got[id] == nil {
+		r.t.Fatalf("want the response to %d, got %v", id, got)
+	}
+	return got[id]
+}
+
+func textFrame(s string) []byte { return clientFrame(1, []byte(s)) }
+
+// Frames sent with the upgrade request, before the 101, are read; and a
+// parked connection that gets a large frame and a small one in one write
+// answers both, in order.
+func TestEarlyAndPipelinedFrames(t *testing.T) {
+	env := gatewaytest.Start(t, nil)
+	auth := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"auth","params":{"token":%q}}`, env.Token(t, "alice"))
+	ping := func(id int) []byte {
+		return textFrame(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"system.ping"}`, id))
+	}
+
+	early := rawDial(t, env, append(textFrame(auth), ping(2)...))
+	if got := early.responses(2); got[1] == nil || got[2] == nil {
+		t.Fatalf("responses %v", got)
+	}
+	early.write(ping(3))
+	early.want(3)
+
+	r := rawDial(t, env, nil)
+	r.write(textFrame(auth))
+	r.want(1)
+	eventually(t, "the reader parks", func() bool { return serverReaders() <= 1 })
+	for round := range 3 {
+		big := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"stream.unsubscribe","params":{"subscription":%q}}`,
+			10+2*round, strings.Repeat("x", (64<<10)*(round+1)))
+		r.write(textFrame(big), ping(11+2*round), ping(100+round))
+		got := r.responses(3)
+		if p := got[int64(10+2*round)]; !bytes.Contains(p, []byte(`"error"`)) {
+			t.Fatalf("unsubscribe of an unknown id: %.200s", p)
+		}
+		if got[int64(11+2*round)] == nil || got[int64(100+round)] == nil {
+			t.Fatalf("responses %v", got)
+		}
+		eventually(t, "the reader parks again", func() bool { return serverReaders() <= 1 })
 	}
 }
