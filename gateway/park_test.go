@@ -25,6 +25,20 @@ func serverReaders() int {
 	return bytes.Count(buf, []byte("rpc.(*Conn).readLoop("))
 }
 
+// dumpReaders logs the stacks of the rpc readers of a failed test.
+func dumpReaders(t *testing.T) {
+	if !t.Failed() {
+		return
+	}
+	buf := make([]byte, 8<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "rpc.(*Conn).readLoop(") {
+			t.Log(g)
+		}
+	}
+}
+
 func eventually(t *testing.T, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -201,6 +215,8 @@ func textFrame(s string) []byte { return clientFrame(1, []byte(s)) }
 // parked connection that gets a large frame and a small one in one write
 // answers both, in order.
 func TestEarlyAndPipelinedFrames(t *testing.T) {
+	defer dumpReaders(t)
+	eventually(t, "earlier tests' readers end", func() bool { return serverReaders() == 0 })
 	env := gatewaytest.Start(t, nil)
 	auth := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"auth","params":{"token":%q}}`, env.Token(t, "alice"))
 	ping := func(id int) []byte {

@@ -104,15 +104,16 @@ type Conn struct {
 	endOnce sync.Once
 	wg      sync.WaitGroup
 
-	sem      chan struct{} // request concurrency; made by the first request
-	maxConc  int
-	outQueue int           // OutQueue tokens
-	used     int           // tokens taken (mu)
-	freed    chan struct{} // closed when a token is returned, if anyone waits (mu)
-	maxTry   int
-	nextID   atomic.Int64
-	started  atomic.Bool
-	running  atomic.Bool // Start has set ctx and cancel
+	maxConc   int
+	active    int           // requests being handled (mu)
+	slotFreed chan struct{} // closed when one ends, if the reader waits (mu)
+	outQueue  int           // OutQueue tokens
+	used      int           // tokens taken (mu)
+	freed     chan struct{} // closed when a token is returned, if anyone waits (mu)
+	maxTry    int
+	nextID    atomic.Int64
+	started   atomic.Bool
+	running   atomic.Bool // Start has set ctx and cancel
 
 	mu      sync.Mutex
 	queue   []outFrame
@@ -336,30 +337,50 @@ func (c *Conn) readLoop(resumed bool) {
 				<-done
 				continue
 			}
-			// A slot is usually free: only a full semaphore waits on the
-			// context (whose done channel then costs an allocation).
-			if c.sem == nil {
-				// Made by the first concurrent request; only the reader
-				// writes the field, before any handler goroutine reads it.
-				c.sem = make(chan struct{}, c.maxConc)
-			}
-			select {
-			case c.sem <- struct{}{}:
-			default:
-				select {
-				case c.sem <- struct{}{}:
-				case <-c.ctx.Done():
-					return
-				}
+			if !c.takeSlot() {
+				return
 			}
 			c.wg.Add(1)
 			go func() {
 				defer c.wg.Done()
-				defer func() { <-c.sem }()
+				defer c.giveSlot()
 				c.serve(req)
 			}()
 		}
 	}
+}
+
+// takeSlot waits until fewer than MaxConcurrent requests are being
+// handled and counts one more; false when the connection ended first.
+func (c *Conn) takeSlot() bool {
+	for {
+		c.mu.Lock()
+		if c.active < c.maxConc {
+			c.active++
+			c.mu.Unlock()
+			return true
+		}
+		if c.slotFreed == nil {
+			c.slotFreed = make(chan struct{})
+		}
+		freed := c.slotFreed
+		c.mu.Unlock()
+		select {
+		case <-freed:
+		case <-c.ctx.Done():
+			return false
+		}
+	}
+}
+
+func (c *Conn) giveSlot() {
+	c.mu.Lock()
+	c.active--
+	if c.slotFreed != nil {
+		close(c.slotFreed)
+		c.slotFreed = nil
+	}
+	c.mu.Unlock()
 }
 
 // resume continues a parked reader on a new goroutine.
@@ -634,7 +655,8 @@ func (c *Conn) writeLoop() {
 		c.mu.Lock()
 		if len(c.queue) == 0 || c.ctx.Err() != nil {
 			rest := c.queue
-			c.queue = nil
+			// An idle connection keeps no queue: the next enqueue makes one.
+			c.queue, c.spare = nil, nil
 			if c.ctx.Err() != nil {
 				c.closed = true
 			}

@@ -69,7 +69,12 @@ func TestCallBothDirections(t *testing.T) {
 
 func TestConcurrentRequestsMatchedByID(t *testing.T) {
 	forEachCodec(t, func(t *testing.T, c codec.Codec) {
+		var running, most atomic.Int32
 		h := HandlerFunc(func(ctx context.Context, r *Request) (any, error) {
+			n := running.Add(1)
+			defer running.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
 			var p echo
 			if err := r.Decode(&p); err != nil {
 				return nil, err
@@ -96,6 +101,9 @@ func TestConcurrentRequestsMatchedByID(t *testing.T) {
 		close(errs)
 		for err := range errs {
 			t.Fatal(err)
+		}
+		if m := most.Load(); m > 8 || m < 2 {
+			t.Fatalf("%d requests were handled at once, want at most MaxConcurrent (8) and some concurrency", m)
 		}
 	})
 }
