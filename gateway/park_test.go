@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -14,7 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
+	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/auth/authtest"
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/gateway/gatewaytest"
 )
 
@@ -57,6 +63,8 @@ func TestIdleConnectionsParkTheirReaders(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("readers park on Linux only")
 	}
+	defer dumpReaders(t)
+	eventually(t, "earlier tests' readers end", func() bool { return serverReaders() == 0 })
 	env := gatewaytest.Start(t, nil)
 	env.Project(t, "WEB", "alice", "viewer")
 	const n = 60
@@ -246,5 +254,104 @@ func TestEarlyAndPipelinedFrames(t *testing.T) {
 			t.Fatalf("responses %v", got)
 		}
 		eventually(t, "the reader parks again", func() bool { return serverReaders() <= 1 })
+	}
+}
+
+// Many connections share the server's heartbeat timer: each gets its own
+// heartbeats, silent ones close with 4000 after three intervals while the
+// others stay, and tokens expiring at different times close each
+// connection at its own expiry.
+func TestHeartbeatsOfManyConnections(t *testing.T) {
+	const interval = 150 * time.Millisecond
+	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{HeartbeatInterval: interval}})
+	const n = 40
+	ks := make([]*wsClient, n)
+	for i := range ks {
+		ks[i] = login(t, env, codecs[i%2], "alice")
+	}
+	// Half stay talkative; the other half fall silent.
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(interval / 2)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				for _, k := range ks[:n/2] {
+					k.notify("$/heartbeat", map[string]int64{"time": time.Now().UnixMilli()})
+				}
+			}
+		}
+	}()
+	start := time.Now()
+	for i, k := range ks[n/2:] {
+		if code := k.waitClose(5 * time.Second); code != gateway.StatusHeartbeatTimeout {
+			t.Fatalf("silent client %d: close %d, want 4000", i, code)
+		}
+	}
+	if el := time.Since(start); el < 3*interval-50*time.Millisecond {
+		t.Fatalf("silent clients closed after %v, before three intervals", el)
+	}
+	close(stop)
+	<-done
+	for i, k := range ks[:n/2] {
+		beats := 0
+		for drained := false; !drained; {
+			select {
+			case m := <-k.msgs:
+				if m.Method == "$/heartbeat" {
+					beats++
+				}
+			default:
+				drained = true
+			}
+		}
+		if beats < 2 {
+			t.Fatalf("talkative client %d got %d heartbeats in %v", i, beats, time.Since(start))
+		}
+		k.mustCall("system.ping", nil, nil)
+	}
+
+	// Tokens expiring 1 s apart close their connections in that order.
+	exp := make([]*wsClient, 3)
+	for i := range exp {
+		exp[i] = dial(t, env.URL, codec.JSON)
+		tok := authtest.Mint(t, env.Issuer, "alice", auth.TokenOptions{Audience: []string{gatewaytest.Audience}, TTL: time.Duration(i+2) * time.Second})
+		exp[i].mustCall("auth", map[string]string{"token": tok}, nil)
+	}
+	talk := make(chan struct{})
+	talked := make(chan struct{})
+	go func() { // keep them talking, so only expiry can close them
+		defer close(talked)
+		for {
+			for _, k := range exp {
+				_ = k.ws.Write(context.Background(), websocket.MessageText, []byte(`{"jsonrpc":"2.0","method":"$/heartbeat","params":{"time":1}}`))
+			}
+			select {
+			case <-talk:
+				return
+			case <-time.After(interval / 2):
+			}
+		}
+	}()
+	defer func() {
+		close(talk)
+		<-talked
+	}()
+	for i, k := range exp {
+		if code := k.waitClose(8 * time.Second); code != gateway.StatusUnauthenticated {
+			t.Fatalf("client %d: close %d, want 4001", i, code)
+		}
+		if i > 0 {
+			select {
+			case <-exp[i-1].done:
+			default:
+				t.Fatalf("token %d expired before token %d", i, i-1)
+			}
+		}
 	}
 }

@@ -88,7 +88,8 @@ type Server struct {
 	cancel   context.CancelFunc
 	draining atomic.Bool
 
-	idle *idlePoller // parks idle connections' readers
+	idle   *idlePoller   // parks idle connections' readers
+	timers sessionTimers // every session's heartbeat
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}

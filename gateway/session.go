@@ -50,9 +50,11 @@ type session struct {
 	closeCode websocket.StatusCode
 	closeMsg  string
 	authTimer *time.Timer
-	hbTimer   *time.Timer // heartbeats, silence and token expiry
-	expAt     time.Time   // the token's expiry; zero until authenticated
-	lastSent  time.Time   // last heartbeat sent
+	tIndex    int       // place in the server's heartbeat heap, -1 when absent (srv.timers.mu)
+	tDue      int64     // Unix ns of the next heartbeat check (srv.timers.mu)
+	ticking   bool      // heartbeats started
+	expAt     time.Time // the token's expiry; zero until authenticated
+	lastSent  time.Time // last heartbeat sent
 	finished  bool
 }
 
@@ -65,7 +67,7 @@ type clientSub struct {
 
 func newSession(srv *Server, ws *websocket.Conn, lw *leanWriter, c codec.Codec, r *http.Request) *session {
 	s := &session{
-		srv: srv, ws: ws, codec: c, id: newConnID(),
+		srv: srv, ws: ws, codec: c, id: newConnID(), tIndex: -1,
 	}
 	s.codecL = "json"
 	if c.Binary() {
@@ -117,7 +119,7 @@ func (s *session) start() {
 				s.closeWith(StatusUnauthenticated, "no auth request in time")
 			}
 		})
-		s.hbTimer = time.AfterFunc(s.srv.cfg.HeartbeatInterval, s.heartbeat)
+		s.ticking = true
 		s.rescheduleLocked(time.Now()) // an auth may have set the expiry already
 	}
 	s.mu.Unlock()
@@ -136,7 +138,7 @@ func (s *session) closeWith(code websocket.StatusCode, reason string) {
 	})
 }
 
-// heartbeat runs on the session's one timer: it closes a connection whose
+// heartbeat runs from the server's heartbeat timers: it closes a connection whose
 // token expired (4001) or that went silent (4000), or sends $/heartbeat,
 // then sleeps until the next of the three is due.
 func (s *session) heartbeat() {
@@ -166,11 +168,11 @@ func (s *session) heartbeat() {
 	s.mu.Unlock()
 }
 
-// rescheduleLocked sets the timer for the next heartbeat, silence check or
+// rescheduleLocked schedules the next heartbeat, silence check or
 // token expiry. Both the timer and a refresh call it, under s.mu, so the
 // later call sees the latest expiry.
 func (s *session) rescheduleLocked(now time.Time) {
-	if s.finished || s.hbTimer == nil {
+	if s.finished || !s.ticking {
 		return
 	}
 	interval := s.srv.cfg.HeartbeatInterval
@@ -178,7 +180,7 @@ func (s *session) rescheduleLocked(now time.Time) {
 	if !s.expAt.IsZero() {
 		next = min(next, s.expAt.Sub(now))
 	}
-	s.hbTimer.Reset(max(next, time.Millisecond))
+	s.srv.timers.schedule(s, now.Add(max(next, time.Millisecond)).UnixNano())
 }
 
 func (s *session) sendHeartbeat() {
@@ -203,11 +205,10 @@ func (s *session) finish() {
 	s.mu.Lock()
 	code, reason := s.closeCode, s.closeMsg
 	s.finished = true
-	for _, t := range []*time.Timer{s.authTimer, s.hbTimer} {
-		if t != nil {
-			t.Stop()
-		}
+	if s.authTimer != nil {
+		s.authTimer.Stop()
 	}
+	s.srv.timers.remove(s)
 	s.mu.Unlock()
 	s.t.beginClose()
 	if code != 0 {
