@@ -265,11 +265,8 @@ func (s *Server) Draining() bool { return s.draining.Load() }
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining.Store(true)
-	open := make([]*session, 0, len(s.sessions))
-	for sess := range s.sessions {
-		open = append(open, sess)
-	}
 	s.mu.Unlock()
+	open := s.openSessions()
 	rand.Shuffle(len(open), func(i, j int) { open[i], open[j] = open[j], open[i] })
 	window := s.cfg.DrainWindow
 	if dl, ok := ctx.Deadline(); ok {
@@ -310,15 +307,20 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // abortAll ends every open session at once.
 func (s *Server) abortAll() {
+	for _, sess := range s.openSessions() {
+		sess.conn.Abort(ErrServerClosed)
+	}
+}
+
+// openSessions returns the sessions open now.
+func (s *Server) openSessions() []*session {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	open := make([]*session, 0, len(s.sessions))
 	for sess := range s.sessions {
 		open = append(open, sess)
 	}
-	s.mu.Unlock()
-	for _, sess := range open {
-		sess.conn.Abort(ErrServerClosed)
-	}
+	return open
 }
 
 func newConnID() string {
