@@ -321,6 +321,11 @@ func (c *client) authSubscribe(ctx context.Context, token, subID string, tr *tra
 		if subCh, err = c.send(ctx, "stream.subscribe", subscribeParams{
 			Subscription: subID, Stream: c.b.cfg.streamName, FromSeq: fromSeq,
 		}); err != nil {
+			// A refused auth closes the connection, possibly before the
+			// subscribe is written: its answer is the error to report.
+			if _, aerr := wait(ctx, "auth", authCh); aerr != nil {
+				return 0, aerr
+			}
 			return 0, err
 		}
 	}
