@@ -52,6 +52,7 @@ type config struct {
 	stormEvents   int
 	explicitTx    bool
 	window        int
+	cpuProfile    string
 	help          bool
 }
 
@@ -94,6 +95,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	fs.IntVar(&c.stormEvents, "storm-events", 1000, "")
 	fs.BoolVar(&c.explicitTx, "explicit-tx", false, "")
 	fs.IntVar(&c.window, "window", 1000, "")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			c.help = true

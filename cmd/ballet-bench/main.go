@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -65,6 +66,7 @@ flags:
                         subscriber (default 1000)
   --explicit-tx         write with BEGIN; INSERT; COMMIT instead of one INSERT statement
   --json                one JSON object per line instead of a table
+  --cpuprofile FILE     write the load generator's own CPU profile (go tool pprof)
 
 The benchmark creates nothing on the server: create the project and grant the
 token's subject at least viewer (ballet-gateway admin project-create BENCH Bench;
@@ -90,6 +92,20 @@ func runWith(ctx context.Context, args []string, o *runOptions) int {
 		return exitOK
 	}
 	r := &report{fields: cfg.params()}
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(o.Stderr, "ballet-bench: --cpuprofile: %v\n", err)
+			return exitUsage
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
+	}
 	if err := execute(ctx, cfg, o, r); err != nil {
 		fmt.Fprintf(o.Stderr, "ballet-bench: %v\n", err)
 		r.fail("run failed: %v", err)
