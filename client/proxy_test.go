@@ -9,8 +9,10 @@ import (
 )
 
 // proxy is a TCP proxy in front of the gateway that a test can stop and
-// start again on the same port, drop connections on, or freeze (existing
-// connections stay open but forward nothing; new ones work).
+// start again on the same port, drop connections on, freeze (existing
+// connections stay open but forward nothing; new ones work), or pause
+// (existing connections stop reading from the gateway until Resume, as a
+// client too slow to keep up).
 type proxy struct {
 	t      testing.TB
 	target string
@@ -25,7 +27,19 @@ type proxy struct {
 type pair struct {
 	down, up net.Conn
 	mu       sync.Mutex
+	cond     *sync.Cond // signalled on Resume and on close
 	frozen   bool
+	paused   bool
+	closed   bool
+}
+
+// waitResumed waits while the pair is paused and open.
+func (p *pair) waitResumed() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.paused && !p.closed {
+		p.cond.Wait()
+	}
 }
 
 func (p *pair) isFrozen() bool {
@@ -35,6 +49,10 @@ func (p *pair) isFrozen() bool {
 }
 
 func (p *pair) close(reset bool) {
+	p.mu.Lock()
+	p.closed = true
+	p.cond.Broadcast()
+	p.mu.Unlock()
 	for _, c := range []net.Conn{p.down, p.up} {
 		if tc, ok := c.(*net.TCPConn); ok && reset {
 			_ = tc.SetLinger(0) // RST: the connection is dropped, not closed
@@ -77,6 +95,7 @@ func (p *proxy) serve(ln net.Listener) {
 				continue
 			}
 			pr := &pair{down: down, up: up}
+			pr.cond = sync.NewCond(&pr.mu)
 			p.mu.Lock()
 			if p.ln != ln { // stopped meanwhile
 				p.mu.Unlock()
@@ -103,6 +122,9 @@ func (p *proxy) pipe(pr *pair, src, dst net.Conn) {
 	}()
 	buf := make([]byte, 32<<10)
 	for {
+		if src == pr.up {
+			pr.waitResumed()
+		}
 		n, err := src.Read(buf)
 		if n > 0 && !pr.isFrozen() {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -124,6 +146,23 @@ func (p *proxy) Drop() {
 	defer p.mu.Unlock()
 	for pr := range p.pairs {
 		pr.close(true)
+	}
+}
+
+// Pause makes every open connection stop reading from the gateway.
+func (p *proxy) Pause() { p.setPaused(true) }
+
+// Resume lets paused connections read on.
+func (p *proxy) Resume() { p.setPaused(false) }
+
+func (p *proxy) setPaused(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for pr := range p.pairs {
+		pr.mu.Lock()
+		pr.paused = on
+		pr.cond.Broadcast()
+		pr.mu.Unlock()
 	}
 }
 

@@ -243,21 +243,26 @@ func TestHeartbeatSilenceReconnects(t *testing.T) {
 // delivered seq without losing or repeating events.
 func TestLaggingResubscribes(t *testing.T) {
 	env := startEnv(t, true, gateway.Config{SubscriberQueue: 4})
-	c := dial(t, env.URL, &client.Options{Token: (&minter{env: env, subject: "alice"}).Token})
+	p := startProxy(t, env.HTTP.Listener.Addr().String())
+	c := dial(t, p.URL(), &client.Options{Token: (&minter{env: env, subject: "alice"}).Token})
 	sub, err := c.Subscribe(context.Background(), "project:WEB", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	col := collect(sub)
 	var a appender
+	a.append(t, env, 10)
+	waitFor(t, "the first events", 20*time.Second, func() bool { return col.len() == 10 })
+	// A client that stops reading: once the socket to it is full, its
+	// queue of four events overflows.
+	p.Pause()
 	for i := 0; metric(env, "ballet_gateway_lagging_closes_total") == 0; i++ {
-		if i == 50 {
+		if i == 1000 {
 			t.Fatal("the server never closed the subscription as lagging")
 		}
 		a.append(t, env, 100) // one transaction: dispatched in one burst
-		n := len(a.all())
-		waitFor(t, "the burst", 20*time.Second, func() bool { return col.len() == n })
 	}
+	p.Resume()
 	a.append(t, env, 100)
 	n := len(a.all())
 	waitFor(t, "every event", 20*time.Second, func() bool { return col.len() == n })

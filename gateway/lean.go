@@ -7,7 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
+	"syscall"
+	"unsafe"
 )
 
 // Buffer sizes on a hijacked /rpc connection. net/http hands a hijacked
@@ -41,7 +44,7 @@ func (w *leanWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	w.conn = &corkConn{Conn: c}
+	w.conn = newCorkConn(c)
 	// Bytes net/http has already read (a client that did not wait for the
 	// 101) must stay readable: they go first into the new reader's buffer.
 	var r io.Reader = w.conn
@@ -58,18 +61,44 @@ func (w *leanWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return w.conn, bufio.NewReadWriter(br, bufio.NewWriterSize(w.conn, leanWriteBuffer)), nil
 }
 
-// corkConn can hold back writes and send them in one syscall: between Cork
-// and Uncork, writes are gathered in a pooled buffer. Reads go through a
-// pooled buffer too, held only while it has unread bytes.
+// corkConn is the hijacked connection under the WebSocket library. It can
+// hold back writes and send them in one syscall (between Cork and Uncork,
+// writes are gathered in a pooled buffer), and it never makes a writer wait
+// for the peer: bytes the socket does not take at once are kept and sent by
+// a flusher goroutine of its own, in order, while the writer goes on (see
+// send). Reads go through a pooled buffer, held only while it has unread
+// bytes.
 type corkConn struct {
 	net.Conn
-	mu     sync.Mutex
-	corked bool
-	buf    *[]byte
+	raw syscall.RawConn // for writes that do not wait; nil: every write waits
+
+	mu       sync.Mutex
+	corked   bool
+	buf      *[]byte       // gathered while corked
+	out      *[]byte       // accepted, not yet sent: the flusher's (non-nil while flushing)
+	flushing bool          // a flusher goroutine sends out
+	werr     error         // a write failed: so does every later one
+	drained  chan struct{} // closed as the flusher ends; made by a waiter
 
 	// The reader's; see Read.
 	rbuf *[]byte
 	roff int
+}
+
+// outBackpressure is how many accepted but unsent bytes make the reader
+// wait for the flusher before it reads on: the WebSocket library answers
+// pings from the reader, and a peer that pings without reading must not
+// grow them without bound.
+const outBackpressure = 64 << 10
+
+func newCorkConn(c net.Conn) *corkConn {
+	cc := &corkConn{Conn: c}
+	if sc, ok := c.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			cc.raw = raw
+		}
+	}
+	return cc
 }
 
 var (
@@ -84,6 +113,9 @@ var (
 // to readChunk bytes, and a large one directly. It is called by one
 // reader at a time (the WebSocket library's read lock).
 func (c *corkConn) Read(p []byte) (int, error) {
+	if c.rbuf == nil && c.backlog() > outBackpressure {
+		_ = c.wait()
+	}
 	if c.rbuf != nil {
 		n := copy(p, (*c.rbuf)[c.roff:])
 		c.roff += n
@@ -117,6 +149,7 @@ func (c *corkConn) releaseRead() {
 	c.rbuf, c.roff = nil, 0
 }
 
+// Write sends p, or gathers it while corked. It does not wait for the peer.
 func (c *corkConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -124,7 +157,10 @@ func (c *corkConn) Write(p []byte) (int, error) {
 		*c.buf = append(*c.buf, p...)
 		return len(p), nil
 	}
-	return c.Conn.Write(p)
+	if err := c.sendLocked(p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // Cork starts gathering writes.
@@ -137,7 +173,8 @@ func (c *corkConn) Cork() {
 	c.mu.Unlock()
 }
 
-// Uncork writes what was gathered, in one write, and stops gathering.
+// Uncork sends what was gathered, in one write, and stops gathering. Like
+// Write it does not wait for the peer: wait does.
 func (c *corkConn) Uncork() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -147,12 +184,151 @@ func (c *corkConn) Uncork() error {
 	c.corked = false
 	var err error
 	if len(*c.buf) > 0 {
-		_, err = c.Conn.Write(*c.buf)
+		err = c.sendLocked(*c.buf)
 	}
-	if cap(*c.buf) <= 256<<10 {
-		*c.buf = (*c.buf)[:0]
-		corkBufs.Put(c.buf)
-	}
+	putBuf(c.buf)
 	c.buf = nil
 	return err
+}
+
+// canTry reports whether a write now would go straight to the socket
+// without waiting: nothing is held back for a slow peer.
+func (c *corkConn) canTry() bool {
+	if c.raw == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.flushing && !c.corked && c.werr == nil
+}
+
+// backlog is the number of bytes accepted and not yet sent.
+func (c *corkConn) backlog() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.out == nil {
+		return 0
+	}
+	return len(*c.out)
+}
+
+// wait returns once every accepted byte has been sent, or with the error
+// that ended the sending.
+func (c *corkConn) wait() error {
+	c.mu.Lock()
+	if !c.flushing {
+		err := c.werr
+		c.mu.Unlock()
+		return err
+	}
+	if c.drained == nil {
+		c.drained = make(chan struct{})
+	}
+	ch := c.drained
+	c.mu.Unlock()
+	<-ch
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.werr
+}
+
+// sendLocked sends p after the bytes already accepted. What the socket does
+// not take at once is copied to out and a flusher sends it, so that neither
+// the caller nor the WebSocket library's write lock ever waits for the peer.
+// Without a raw connection the write waits.
+func (c *corkConn) sendLocked(p []byte) error {
+	if c.werr != nil {
+		return c.werr
+	}
+	if c.flushing {
+		*c.out = append(*c.out, p...)
+		return nil
+	}
+	if c.raw == nil {
+		_, err := c.Conn.Write(p)
+		c.werr = err
+		return err
+	}
+	n, err := c.trySend(p)
+	if err != nil {
+		c.werr = err
+		return err
+	}
+	if n < len(p) {
+		c.out = corkBufs.Get().(*[]byte)
+		*c.out = append(*c.out, p[n:]...)
+		c.flushing = true
+		go c.flush()
+	}
+	return nil
+}
+
+// trySend writes as much of p as the socket takes now.
+func (c *corkConn) trySend(p []byte) (int, error) {
+	var n int
+	var err error
+	rerr := c.raw.Write(func(fd uintptr) bool {
+		for {
+			// A write to a non-blocking socket does not wait: the raw
+			// call spares the scheduler's bookkeeping of a blocking one.
+			r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+			n, err = int(r), nil
+			if e != 0 {
+				n, err = 0, e
+			}
+			if err != syscall.EINTR {
+				return true
+			}
+		}
+	})
+	if n < 0 {
+		n = 0
+	}
+	if err == syscall.EAGAIN {
+		err = nil
+	}
+	if rerr != nil {
+		return n, rerr
+	}
+	if err != nil {
+		return n, &net.OpError{Op: "write", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("write", err)}
+	}
+	return n, nil
+}
+
+// flush sends out until it is empty or a write fails (the connection was
+// closed: then the rest is dropped). It is the only writer to the socket
+// while it runs.
+func (c *corkConn) flush() {
+	for {
+		c.mu.Lock()
+		if c.werr != nil || len(*c.out) == 0 {
+			putBuf(c.out)
+			c.out = nil
+			c.flushing = false
+			if c.drained != nil {
+				close(c.drained)
+				c.drained = nil
+			}
+			c.mu.Unlock()
+			return
+		}
+		b := c.out
+		c.out = corkBufs.Get().(*[]byte)
+		c.mu.Unlock()
+		_, err := c.Conn.Write(*b)
+		putBuf(b)
+		if err != nil {
+			c.mu.Lock()
+			c.werr = err
+			c.mu.Unlock()
+		}
+	}
+}
+
+func putBuf(b *[]byte) {
+	if cap(*b) <= 256<<10 {
+		*b = (*b)[:0]
+		corkBufs.Put(b)
+	}
 }

@@ -605,3 +605,12 @@ func (s *session) TrySendSpliced(method, sub string, body []byte, done func()) b
 	s.srv.metrics.EventsDelivered.Inc()
 	return true
 }
+
+// TrySendSplicedBatch is TrySendSpliced for several events (streams.Sender).
+func (s *session) TrySendSplicedBatch(method, sub string, bodies [][]byte, room int, done func()) bool {
+	if !s.conn.TrySendSplicedBatch(method, sub, bodies, room, done) {
+		return false
+	}
+	s.srv.metrics.EventsDelivered.Add(float64(len(bodies)))
+	return true
+}

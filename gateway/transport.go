@@ -35,6 +35,7 @@ var (
 	_ rpc.Transport = (*wsTransport)(nil)
 	_ rpc.Batcher   = (*wsTransport)(nil)
 	_ rpc.Parker    = (*wsTransport)(nil)
+	_ rpc.TryWriter = (*wsTransport)(nil)
 )
 
 // Park waits for the next message without a goroutine when nothing is
@@ -76,8 +77,36 @@ func (t *wsTransport) Close() error {
 // Cork gathers the frames written until Uncork into one write.
 func (t *wsTransport) Cork() { t.cork.Cork() }
 
-// Uncork writes the gathered frames.
-func (t *wsTransport) Uncork() error { return t.cork.Uncork() }
+// Uncork writes the gathered frames and waits until the peer has taken
+// them (a slow peer holds up only its own writer).
+func (t *wsTransport) Uncork() error {
+	if err := t.cork.Uncork(); err != nil {
+		return err
+	}
+	return t.cork.wait()
+}
+
+// TryWrite writes frames if the socket can take them now without anyone
+// waiting: nothing is held back for a slow peer. They go out in one write;
+// the bytes the socket does not take are sent by the connection's flusher,
+// and the next Uncork waits for them. It reports false, having written
+// nothing, when it cannot.
+func (t *wsTransport) TryWrite(frames [][]byte) (bool, error) {
+	if !t.cork.canTry() {
+		return false, nil
+	}
+	t.cork.Cork()
+	var err error
+	for _, f := range frames {
+		if err = t.ws.Write(context.Background(), t.typ, f); err != nil {
+			break
+		}
+	}
+	if uerr := t.cork.Uncork(); err == nil {
+		err = uerr
+	}
+	return true, err
+}
 
 // Read ignores ctx: a cancellable context costs the WebSocket library a
 // registration per read. The rpc.Conn closes the transport as it ends,

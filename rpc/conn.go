@@ -92,6 +92,7 @@ type Options struct {
 // Conn is one JSON-RPC connection.
 type Conn struct {
 	t       Transport
+	tw      TryWriter // nil: every frame goes through the writer
 	codec   codec.Codec
 	handler Handler
 	inline  func(string) bool
@@ -158,6 +159,16 @@ type Batcher interface {
 	Uncork() error
 }
 
+// TryWriter is implemented by transports that can take a frame without the
+// caller waiting: TryWrite writes frame when the transport is not still
+// sending earlier bytes to a slow peer, and reports false (having written
+// nothing) when it is. Several frames go out together. A frame with no writer running then goes out on the
+// sender's goroutine, without a hand-off to a writer (a fan-out to many
+// connections makes no goroutine switch per connection).
+type TryWriter interface {
+	TryWrite(frames [][]byte) (bool, error)
+}
+
 // NewConn returns a connection over t speaking c. Call Start to run it.
 func NewConn(t Transport, c codec.Codec, opts *Options) *Conn {
 	var o Options
@@ -187,8 +198,9 @@ func NewConn(t Transport, c codec.Codec, opts *Options) *Conn {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	tw, _ := t.(TryWriter)
 	return &Conn{
-		t: t, codec: c, handler: o.Handler, inline: o.Inline, onMsg: o.OnMessage, onDone: o.OnDone, log: o.Logger,
+		t: t, tw: tw, codec: c, handler: o.Handler, inline: o.Inline, onMsg: o.OnMessage, onDone: o.OnDone, log: o.Logger,
 		maxConc:  o.MaxConcurrent,
 		outQueue: o.OutQueue,
 		maxTry:   o.MaxTrySend,
@@ -542,7 +554,7 @@ func (c *Conn) send(ctx context.Context, frame []byte) error {
 	if err := c.takeSpace(ctx); err != nil {
 		return err
 	}
-	if !c.enqueue(outFrame{data: frame, token: true}, false) {
+	if !c.enqueue1(outFrame{data: frame, token: true}, false) {
 		c.giveSpace()
 		return ErrClosed
 	}
@@ -589,7 +601,7 @@ func (c *Conn) giveSpace() {
 // TrySend. done, when non-nil, is called once the frame was written or
 // dropped because the connection ended.
 func (c *Conn) TrySend(frame []byte, done func()) bool {
-	return c.enqueue(outFrame{data: frame, done: done, try: true}, true)
+	return c.enqueue1(outFrame{data: frame, done: done, try: true}, true)
 }
 
 // TrySendSpliced queues the notification method whose params are body (an
@@ -597,19 +609,65 @@ func (c *Conn) TrySend(frame []byte, done func()) bool {
 // the frame is built by the writer into a reused buffer. Like TrySend, it
 // never waits.
 func (c *Conn) TrySendSpliced(method, sub string, body []byte, done func()) bool {
-	return c.enqueue(outFrame{method: method, sub: sub, body: body, done: done, try: true}, true)
+	fs := outFrames.Get().(*[]outFrame)
+	*fs = append((*fs)[:0], outFrame{method: method, sub: sub, body: body, done: done, try: true})
+	ok := c.enqueue(*fs, true)
+	putFrames(fs)
+	return ok
 }
 
-func (c *Conn) enqueue(f outFrame, try bool) bool {
+// TrySendSplicedBatch is TrySendSpliced for several notifications of one
+// subscription, all or none, and none when they are more than room (the
+// sender's own queue bound): when no writer runs they go out at once, in
+// one write if the transport allows. done is called once per frame.
+func (c *Conn) TrySendSplicedBatch(method, sub string, bodies [][]byte, room int, done func()) bool {
+	fs := outFrames.Get().(*[]outFrame)
+	for _, b := range bodies {
+		*fs = append(*fs, outFrame{method: method, sub: sub, body: b, done: done, try: true})
+	}
+	ok := c.enqueueRoom(*fs, true, room)
+	putFrames(fs)
+	return ok
+}
+
+var outFrames = sync.Pool{New: func() any { s := make([]outFrame, 0, 8); return &s }}
+
+func putFrames(fs *[]outFrame) {
+	if cap(*fs) <= 1024 {
+		clear(*fs)
+		*fs = (*fs)[:0]
+		outFrames.Put(fs)
+	}
+}
+
+func (c *Conn) enqueue1(f outFrame, try bool) bool {
+	fs := [1]outFrame{f}
+	return c.enqueue(fs[:], try)
+}
+
+// enqueue queues fs (copied) in order, or writes them at once (writeNow).
+func (c *Conn) enqueue(fs []outFrame, try bool) bool { return c.enqueueRoom(fs, try, len(fs)) }
+
+// enqueueRoom is enqueue that refuses more than room frames.
+func (c *Conn) enqueueRoom(fs []outFrame, try bool, room int) bool {
 	c.mu.Lock()
-	if c.closed || (try && c.tryLen >= c.maxTry) {
+	now := !c.writing && c.tw != nil && fs[0].marker == nil && c.running.Load()
+	if c.closed || (try && c.tryLen+len(fs) > c.maxTry) || len(fs) > room {
 		c.mu.Unlock()
 		return false
 	}
 	if try {
-		c.tryLen++
+		c.tryLen += len(fs)
 	}
-	c.queue = append(c.queue, f)
+	if now {
+		// No writer runs and nothing is queued: write here.
+		c.writing = true
+		c.wg.Add(1)
+		c.mu.Unlock()
+		c.writeNow(fs)
+		return true
+	}
+	c.queue = append(c.queue, fs...)
 	if !c.writing {
 		c.writing = true
 		c.wg.Add(1)
@@ -619,10 +677,98 @@ func (c *Conn) enqueue(f outFrame, try bool) bool {
 	return true
 }
 
+// direct is writeNow's buffers: the spliced frames one after another, and
+// the frames to write.
+type direct struct {
+	data   []byte
+	ends   []int // per frame: end of its splice in data, -1 when none
+	frames [][]byte
+}
+
+var directs = sync.Pool{New: func() any { return new(direct) }}
+
+// writeNow writes fs on the caller's goroutine if the transport takes them
+// without waiting, and otherwise hands them to a writer. The caller holds
+// the writer's role (c.writing and a count of c.wg), which passes on to
+// the writer when one is needed.
+func (c *Conn) writeNow(fs []outFrame) {
+	written := false
+	var err error
+	if c.ctx.Err() == nil {
+		d := directs.Get().(*direct)
+		for i := range fs {
+			f := &fs[i]
+			end := -1
+			if f.body != nil {
+				var serr error
+				n := len(d.data)
+				if d.data, serr = c.codec.Splice(d.data, f.method, f.sub, f.body); serr != nil {
+					c.log.Error("rpc: splice failed", "method", f.method, "err", serr)
+					d.data = d.data[:n] // dropped like the writer drops it
+				} else {
+					end = len(d.data)
+				}
+			}
+			d.ends = append(d.ends, end)
+		}
+		start := 0
+		for i := range fs {
+			switch {
+			case d.ends[i] >= 0:
+				d.frames = append(d.frames, d.data[start:d.ends[i]])
+				start = d.ends[i]
+			case fs[i].body == nil && fs[i].data != nil:
+				d.frames = append(d.frames, fs[i].data)
+			}
+		}
+		if len(d.frames) == 0 {
+			written = true
+		} else {
+			written, err = c.tw.TryWrite(d.frames)
+		}
+		clear(d.frames)
+		d.frames, d.ends = d.frames[:0], d.ends[:0]
+		if cap(d.data) <= 64<<10 && cap(d.frames) <= 1024 {
+			d.data = d.data[:0]
+			directs.Put(d)
+		}
+	}
+	c.mu.Lock()
+	if !written {
+		// The writer writes them (or drops them, if the connection ended),
+		// before anything queued after them.
+		q := make([]outFrame, 0, len(fs)+len(c.queue))
+		q = append(q, fs...)
+		c.queue = append(q, c.queue...)
+	}
+	if len(c.queue) > 0 {
+		c.mu.Unlock()
+		if written {
+			for i := range fs {
+				c.finish(fs[i])
+			}
+		}
+		if err != nil {
+			c.fail(fmt.Errorf("rpc: write: %w", err))
+		}
+		workers.run(c.writeLoop)
+		return
+	}
+	c.writing = false
+	c.mu.Unlock()
+	for i := range fs {
+		c.finish(fs[i])
+	}
+	c.wg.Done()
+	if err != nil {
+		c.fail(fmt.Errorf("rpc: write: %w", err))
+	}
+}
+
 // Flush waits until every frame queued before it has been written.
 func (c *Conn) Flush(ctx context.Context) error {
 	marker := make(chan struct{})
-	if !c.enqueue(outFrame{marker: marker}, false) {
+	if !c.enqueue1(outFrame{marker: marker}, false) {
 		return ErrClosed
 	}
 	select {

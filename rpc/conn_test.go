@@ -619,3 +619,113 @@ func TestOutQueueBoundsSenders(t *testing.T) {
 		}
 	}
 }
+
+// tryEnd is a pipe end that takes frames on the sender's goroutine while
+// accept is set (TryWriter), like a socket with room.
+type tryEnd struct {
+	*PipeEnd
+	accept atomic.Bool
+	tries  atomic.Int64 // TryWrite calls that wrote
+}
+
+func (e *tryEnd) TryWrite(frames [][]byte) (bool, error) {
+	if !e.accept.Load() {
+		return false, nil
+	}
+	e.tries.Add(1)
+	for _, f := range frames {
+		// The pipe keeps the slice: the caller reuses its buffer.
+		if err := e.PipeEnd.Write(context.Background(), append([]byte(nil), f...)); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
+}
+
+// Frames go out on the sender's goroutine while the transport takes them
+// and through the writer while it does not, in the order they were sent;
+// a batch goes out whole or not at all, and never beyond its room.
+func TestTryWriterKeepsOrder(t *testing.T) {
+	forEachCodec(t, func(t *testing.T, c codec.Codec) {
+		a, b := NewPipe(4096)
+		e := &tryEnd{PipeEnd: a}
+		conn := NewConn(e, c, nil)
+		conn.Start(context.Background())
+		defer func() {
+			conn.Close()
+			b.Close()
+		}()
+		body := func(n int) []byte {
+			raw, err := c.Marshal(map[string]int{"n": n})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return raw
+		}
+		var done atomic.Int64
+		count := func() { done.Add(1) }
+
+		// Taken at once: written, and done, before the call returns.
+		e.accept.Store(true)
+		if !conn.TrySendSpliced("ev", "s", body(0), count) || done.Load() != 1 || e.tries.Load() != 1 {
+			t.Fatalf("single frame: done %d, tries %d", done.Load(), e.tries.Load())
+		}
+		if !conn.TrySendSplicedBatch("ev", "s", [][]byte{body(1), body(2), body(3)}, 3, count) || done.Load() != 4 || e.tries.Load() != 2 {
+			t.Fatalf("batch: done %d, tries %d (want one write for the batch)", done.Load(), e.tries.Load())
+		}
+		// More than room: refused whole.
+		if conn.TrySendSplicedBatch("ev", "s", [][]byte{body(-1), body(-1)}, 1, count) {
+			t.Fatal("a batch larger than its room was taken")
+		}
+
+		// The transport taking frames now and then: every frame arrives
+		// once, in order, and every done is called.
+		n := 4
+		rnd := rand.New(rand.NewPCG(1, 2))
+		for n < 2000 {
+			e.accept.Store(rnd.IntN(3) != 0)
+			if k := 1 + rnd.IntN(5); k > 1 {
+				bodies := make([][]byte, k)
+				for i := range bodies {
+					bodies[i] = body(n + i)
+				}
+				if !conn.TrySendSplicedBatch("ev", "s", bodies, k, count) {
+					t.Fatalf("batch at %d refused", n)
+				}
+				n += k
+			} else {
+				if !conn.TrySendSpliced("ev", "s", body(n), count) {
+					t.Fatalf("frame %d refused", n)
+				}
+				n++
+			}
+		}
+		for want := range n {
+			frame, err := b.Read(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m codec.Message
+			if err := c.Decode(frame, &m); err != nil {
+				t.Fatal(err)
+			}
+			var p struct {
+				Subscription string `json:"subscription"`
+				N            int    `json:"n"`
+			}
+			if err := c.Unmarshal(m.Params, &p); err != nil {
+				t.Fatal(err)
+			}
+			if m.Method != "ev" || p.Subscription != "s" || p.N != want {
+				t.Fatalf("frame %d: %s %+v", want, m.Method, p)
+			}
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for done.Load() != int64(n) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if done.Load() != int64(n) {
+			t.Fatalf("done called %d times for %d frames", done.Load(), n)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package streams
 import (
 	"encoding/json"
 	"hash/maphash"
+	"runtime"
 	"sync"
 
 	"github.com/ballet/gateway/codec"
@@ -97,23 +98,30 @@ func (h *Hub) Count() int {
 
 // Dispatch fans events out, in order, to the subscriptions of their streams.
 // It must be called from one goroutine at a time, with events in seq order
-// (the tailer's sink).
+// (the tailer's sink). A subscription gets the events of one call that are
+// its stream's together, in one write when its connection allows: a
+// gateway that falls behind catches up with fewer writes, not more.
 func (h *Hub) Dispatch(evs []Event) {
 	// Recorded before the fan-out: a subscriber registered meanwhile
 	// either replays an event from here or receives it live (or both,
 	// and drops the duplicate by seq).
 	h.recent.add(evs)
 	var closed []*Subscription
-	for i := range evs {
-		p := Prepared{Event: &evs[i]}
-		closed = h.deliver(Stream{Kind: StreamProject, Key: p.Event.ProjectKey}, &p, closed)
-		if p.Event.EntityType == "item" && p.Event.EntityKey != "" {
-			closed = h.deliver(Stream{Kind: StreamItem, Key: p.Event.EntityKey}, &p, closed)
+	for len(evs) > 0 {
+		// An event that takes access away ends a run: the events after
+		// it go out once the subscriptions it closes are closed.
+		n := 1
+		for n < len(evs) && !takesAccess(&evs[n-1]) {
+			n++
 		}
-		if h.onEvent != nil {
-			h.onEvent(p.Event)
+		closed = h.dispatchRun(evs[:n], closed)
+		for i := range n {
+			if h.onEvent != nil {
+				h.onEvent(&evs[i])
+			}
+			h.applyAccessChange(&evs[i])
 		}
-		h.applyAccessChange(p.Event)
+		evs = evs[n:]
 	}
 	for _, sub := range closed {
 		h.remove(sub)
@@ -121,15 +129,153 @@ func (h *Hub) Dispatch(evs []Event) {
 	}
 }
 
-func (h *Hub) deliver(s Stream, p *Prepared, closed []*Subscription) []*Subscription {
+func takesAccess(ev *Event) bool {
+	return ev.Type == "member.revoked" || ev.Type == "project.deleted"
+}
+
+// streamRun is the events of one dispatch that go to one stream.
+type streamRun struct {
+	s  Stream
+	ps []*Prepared
+}
+
+func (h *Hub) dispatchRun(evs []Event, closed []*Subscription) []*Subscription {
+	ps := make([]Prepared, len(evs))
+	var runs []streamRun
+	var index map[Stream]int // past a few streams
+	add := func(s Stream, p *Prepared) {
+		if index == nil && len(runs) > 8 {
+			index = make(map[Stream]int, 2*len(runs))
+			for i, r := range runs {
+				index[r.s] = i
+			}
+		}
+		i := -1
+		if index != nil {
+			if j, ok := index[s]; ok {
+				i = j
+			}
+		} else {
+			for j := range runs {
+				if runs[j].s == s {
+					i = j
+					break
+				}
+			}
+		}
+		if i < 0 {
+			i = len(runs)
+			runs = append(runs, streamRun{s: s})
+			if index != nil {
+				index[s] = i
+			}
+		}
+		runs[i].ps = append(runs[i].ps, p)
+	}
+	for i := range evs {
+		p := &ps[i]
+		p.Event = &evs[i]
+		add(Stream{Kind: StreamProject, Key: p.Event.ProjectKey}, p)
+		if p.Event.EntityType == "item" && p.Event.EntityKey != "" {
+			add(Stream{Kind: StreamItem, Key: p.Event.EntityKey}, p)
+		}
+	}
+	for _, r := range runs {
+		closed = h.deliver(r.s, r.ps, closed)
+	}
+	return closed
+}
+
+// fanoutChunk is the fewest subscribers worth a goroutine of their own in
+// a fan-out: a delivery is usually one write to a socket, a few
+// microseconds, so one stream's subscribers are spread over the CPUs when
+// there are many of them.
+const fanoutChunk = 128
+
+var (
+	subSlices  = sync.Pool{New: func() any { s := make([]*Subscription, 0, 256); return &s }}
+	bodySlices = sync.Pool{New: func() any { s := make([][]byte, 0, 16); return &s }}
+)
+
+// deliver offers the run ps of stream s to its subscriptions and adds the
+// ones that overflowed to closed.
+func (h *Hub) deliver(s Stream, ps []*Prepared, closed []*Subscription) []*Subscription {
 	sh := h.shard(s)
 	sh.mu.RLock()
-	for sub := range sh.subs[s] {
-		if !sub.deliver(p, &h.cache) {
+	set := sh.subs[s]
+	if len(set) < 2*fanoutChunk || runtime.GOMAXPROCS(0) == 1 {
+		bodies := bodySlices.Get().(*[][]byte)
+		for sub := range set {
+			if !sub.deliverRun(ps, &h.cache, bodies) {
+				closed = append(closed, sub)
+			}
+		}
+		sh.mu.RUnlock()
+		bodySlices.Put(bodies)
+		return closed
+	}
+	// A snapshot: a subscription added after it has read a head that
+	// covers these (committed) events, one removed meanwhile is closed and
+	// takes nothing.
+	sp := subSlices.Get().(*[]*Subscription)
+	subs := (*sp)[:0]
+	for sub := range set {
+		subs = append(subs, sub)
+	}
+	sh.mu.RUnlock()
+	closed = h.deliverParallel(subs, ps, closed)
+	clear(subs)
+	*sp = subs[:0]
+	subSlices.Put(sp)
+	return closed
+}
+
+// deliverParallel offers ps to subs in up to GOMAXPROCS parts at once and
+// returns when all are done, so each subscription still sees the events
+// of one dispatch at a time, in order.
+func (h *Hub) deliverParallel(subs []*Subscription, ps []*Prepared, closed []*Subscription) []*Subscription {
+	// The bodies are encoded before the parts share ps.
+	var seen [2]bool
+	for _, sub := range subs {
+		i := codecIndex(sub.codec)
+		if !seen[i] {
+			seen[i] = true
+			for _, p := range ps {
+				_, _ = h.cache.body(p, sub.codec)
+			}
+			if seen[0] && seen[1] {
+				break
+			}
+		}
+	}
+	parts := min(runtime.GOMAXPROCS(0), len(subs)/fanoutChunk)
+	size := (len(subs) + parts - 1) / parts
+	lost := make([][]*Subscription, parts)
+	var wg sync.WaitGroup
+	for k := 1; k < parts; k++ {
+		part := subs[k*size : min((k+1)*size, len(subs))]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lost[k] = h.deliverAll(part, ps, nil)
+		}()
+	}
+	lost[0] = h.deliverAll(subs[:size], ps, nil)
+	wg.Wait()
+	for _, l := range lost {
+		closed = append(closed, l...)
+	}
+	return closed
+}
+
+func (h *Hub) deliverAll(subs []*Subscription, ps []*Prepared, closed []*Subscription) []*Subscription {
+	bodies := bodySlices.Get().(*[][]byte)
+	for _, sub := range subs {
+		if !sub.deliverRun(ps, &h.cache, bodies) {
 			closed = append(closed, sub)
 		}
 	}
-	sh.mu.RUnlock()
+	bodySlices.Put(bodies)
 	return closed
 }
 

@@ -22,6 +22,14 @@ func (c *countingSender) TrySendSpliced(_, _ string, _ []byte, done func()) bool
 	return true
 }
 
+func (c *countingSender) TrySendSplicedBatch(_, _ string, bodies [][]byte, _ int, done func()) bool {
+	for range bodies {
+		c.n++
+		c.dones = append(c.dones, done)
+	}
+	return true
+}
+
 func (c *countingSender) flush() {
 	for _, d := range c.dones {
 		d()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ballet/gateway/codec"
 )
@@ -28,8 +29,12 @@ const MethodEvent = "stream.event"
 // connection builds the frame, so the shared body is never copied per
 // subscriber); it must not block, and done is called once the frame is
 // written or dropped.
+//
+// TrySendSplicedBatch does the same for several bodies, all or none, and
+// none when they are more than room (the subscription's free queue space).
 type Sender interface {
 	TrySendSpliced(method, sub string, body []byte, done func()) bool
+	TrySendSplicedBatch(method, sub string, bodies [][]byte, room int, done func()) bool
 }
 
 // SubscribeRequest describes a new subscription.
@@ -65,15 +70,17 @@ type Subscription struct {
 	mu       sync.Mutex
 	state    subState
 	reason   string
-	last     int64 // highest seq sent (or covered by the replay)
-	pending  int   // frames handed to out and not yet written
-	replayed int   // events sent from the replay
+	last     int64        // highest seq sent (or covered by the replay)
+	pending  atomic.Int64 // frames handed to out and not yet written
+	replayed int          // events sent from the replay
 	buffer   []buffered
 	// written is bound once so queuing a frame does not allocate a closure.
 	written func()
 	// drained is signalled when a frame was written, for a replay waiting
-	// for queue space; made by the first such wait.
-	drained chan struct{}
+	// for queue space; made by the first such wait. frameWritten reads it
+	// and pending without mu: out may write a frame, and call it, while
+	// sendLocked holds mu.
+	drained atomic.Pointer[chan struct{}]
 }
 
 type subState uint8
@@ -156,23 +163,31 @@ func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Su
 			h.remove(sub)
 			return nil, head, fmt.Errorf("subscribe %s: more than %d events after from_seq %d: %w", req.Stream, req.ReplayLimit, from, ErrResyncRequired)
 		}
-		for i := range evs {
-			p := Prepared{Event: &evs[i]}
-			body, err := h.cache.body(&p, sub.codec)
-			if err != nil {
-				continue
-			}
-			// The replay waits for queue space rather than overflowing: it
-			// is bounded by ReplayLimit, and the client asked for it.
+		// In chunks that go out together, each as large as the client's
+		// queue has room for: the replay waits for queue space rather
+		// than overflowing, since it is bounded by ReplayLimit and the
+		// client asked for it.
+		bodies := make([][]byte, 0, min(len(evs), replayChunk))
+		for i := 0; i < len(evs); {
 			if err := sub.waitSpace(ctx); err != nil {
 				h.remove(sub)
 				sub.markClosed("")
 				return nil, head, fmt.Errorf("subscribe %s: replay: %w", req.Stream, err)
 			}
 			sub.mu.Lock()
-			ok := sub.sendLocked(evs[i].Seq, body)
+			room := min(int64(sub.limit)-sub.pending.Load(), replayChunk)
+			bodies = bodies[:0]
+			var last int64
+			for ; i < len(evs) && int64(len(bodies)) < room; i++ {
+				p := Prepared{Event: &evs[i]}
+				if body, err := h.cache.body(&p, sub.codec); err == nil {
+					bodies = append(bodies, body)
+					last = evs[i].Seq
+				}
+			}
+			ok := sub.state != subClosed && (len(bodies) == 0 || sub.sendBatchLocked(last, bodies))
 			if ok {
-				sub.replayed++
+				sub.replayed += len(bodies)
 			}
 			sub.mu.Unlock()
 			if !ok {
@@ -247,32 +262,103 @@ func (s *Subscription) deliver(p *Prepared, cache *bodyCache) bool {
 	return s.sendLocked(seq, body)
 }
 
+// deliverRun offers a run of dispatched events of the subscription's stream,
+// in seq order; they go out together. It returns false when the
+// subscription overflowed and must be removed. bodies is scratch space.
+func (s *Subscription) deliverRun(ps []*Prepared, cache *bodyCache, bodies *[][]byte) bool {
+	if len(ps) == 1 {
+		return s.deliver(ps[0], cache)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == subClosed {
+		return true
+	}
+	out := (*bodies)[:0]
+	defer func() {
+		clear(out)
+		*bodies = out[:0]
+	}()
+	last := s.last
+	for _, p := range ps {
+		seq := p.Event.Seq
+		if seq <= last {
+			continue
+		}
+		body, err := cache.body(p, s.codec)
+		if err != nil {
+			continue
+		}
+		if s.state == subBuffering {
+			if len(s.buffer) >= s.limit {
+				s.state, s.reason = subClosed, ReasonLagging
+				s.buffer = nil
+				return false
+			}
+			s.buffer = append(s.buffer, buffered{seq: seq, body: body})
+			continue
+		}
+		out = append(out, body)
+		last = seq
+	}
+	if len(out) == 0 {
+		return true
+	}
+	return s.sendBatchLocked(last, out)
+}
+
+// sendBatchLocked queues event frames together, the last of seq last, or
+// closes the subscription as lagging when its queue has no room for all.
+func (s *Subscription) sendBatchLocked(last int64, bodies [][]byte) bool {
+	if len(bodies) == 1 {
+		return s.sendLocked(last, bodies[0])
+	}
+	if s.state == subClosed {
+		return false
+	}
+	n := int64(len(bodies))
+	room := int64(s.limit) - s.pending.Load()
+	if room < n {
+		s.state, s.reason = subClosed, ReasonLagging
+		return false
+	}
+	s.pending.Add(n)
+	if !s.out.TrySendSplicedBatch(MethodEvent, s.id, bodies, int(room), s.written) {
+		s.pending.Add(-n)
+		s.state, s.reason = subClosed, ReasonLagging
+		return false
+	}
+	s.last = last
+	return true
+}
+
+// replayChunk is the most replayed events sent together.
+const replayChunk = 256
+
 // sendLocked queues one event frame, or closes the subscription as lagging.
 func (s *Subscription) sendLocked(seq int64, body []byte) bool {
 	if s.state == subClosed {
 		return false
 	}
-	if s.pending >= s.limit {
+	if s.pending.Load() >= int64(s.limit) {
 		s.state, s.reason = subClosed, ReasonLagging
 		return false
 	}
+	s.pending.Add(1)
 	if !s.out.TrySendSpliced(MethodEvent, s.id, body, s.written) {
+		s.pending.Add(-1)
 		s.state, s.reason = subClosed, ReasonLagging
 		return false
 	}
-	s.pending++
 	s.last = seq
 	return true
 }
 
 func (s *Subscription) frameWritten() {
-	s.mu.Lock()
-	s.pending--
-	drained := s.drained
-	s.mu.Unlock()
-	if drained != nil {
+	s.pending.Add(-1)
+	if drained := s.drained.Load(); drained != nil {
 		select {
-		case drained <- struct{}{}:
+		case *drained <- struct{}{}:
 		default:
 		}
 	}
@@ -282,17 +368,21 @@ func (s *Subscription) frameWritten() {
 func (s *Subscription) waitSpace(ctx context.Context) error {
 	for {
 		s.mu.Lock()
-		full := s.pending >= s.limit && s.state != subClosed
-		if full && s.drained == nil {
-			s.drained = make(chan struct{}, 1)
-		}
-		drained := s.drained
+		full := s.pending.Load() >= int64(s.limit) && s.state != subClosed
 		s.mu.Unlock()
 		if !full {
 			return nil
 		}
+		drained := s.drained.Load()
+		if drained == nil {
+			// Published before pending is read again: a frame written
+			// after that read finds it and signals.
+			ch := make(chan struct{}, 1)
+			s.drained.CompareAndSwap(nil, &ch)
+			continue
+		}
 		select {
-		case <-drained:
+		case <-*drained:
 		case <-ctx.Done():
 			return ctx.Err()
 		}

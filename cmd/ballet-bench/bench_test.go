@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -358,11 +359,26 @@ func TestUsage(t *testing.T) {
 	})
 }
 
+// stallFirst makes connection 0 stop reading for d at its first event, as a
+// slow client: the server's socket to it fills up, then its queue.
+func stallFirst(d time.Duration) func(int, int64) bool {
+	var once sync.Once
+	return func(conn int, _ int64) bool {
+		if conn == 0 {
+			once.Do(func() { time.Sleep(d) })
+		}
+		return false
+	}
+}
+
 func TestLaggingIsReported(t *testing.T) {
-	// A queue of one event overflows at the first batch.
+	// A queue of one event overflows as soon as the socket to the stalled
+	// client is full: the 4 KB events of one window are far more than the
+	// socket buffers hold.
 	be := startBench(t, &gateway.Config{SubscriberQueue: 1})
 	t.Run("saturate", func(t *testing.T) {
-		o := be.run(t, nil, "--mode", "saturate", "--subscribers", "3", "--batch", "50", "--duration", "500ms")
+		o := be.run(t, stallFirst(time.Second), "--mode", "saturate", "--subscribers", "3", "--batch", "50",
+			"--payload-bytes", "4000", "--duration", "1s")
 		o.want(t, exitFailed)
 		// Events the server dropped with a lagging close are not gaps.
 		if o.num(t, "lagging_closes") == 0 || o.num(t, "missed_by_lagging") == 0 {
@@ -374,7 +390,8 @@ func TestLaggingIsReported(t *testing.T) {
 		}
 	})
 	t.Run("live", func(t *testing.T) {
-		o := be.run(t, nil, "--subscribers", "3", "--rate", "200", "--batch", "50", "--duration", "500ms", "--grace", "1s")
+		o := be.run(t, stallFirst(time.Second), "--subscribers", "3", "--rate", "2000", "--batch", "100",
+			"--payload-bytes", "4000", "--duration", "1s", "--grace", "1s")
 		o.want(t, exitFailed)
 		if o.num(t, "lagging_closes") == 0 {
 			t.Errorf("report %v", o.report)

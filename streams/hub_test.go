@@ -1,0 +1,218 @@
+package streams
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ballet/gateway/codec"
+)
+
+// recSender records the seqs each subscription is sent, and how many
+// sends it took. With hold set it keeps the frames queued (done is called
+// by release), as a connection whose writer is behind.
+type recSender struct {
+	c     codec.Codec
+	mu    sync.Mutex
+	seqs  map[string][]int64
+	sends map[string]int
+	hold  bool
+	dones []func()
+	known map[*byte]int64 // seq by body: bodies are shared, decode each once
+}
+
+func newRecSender(c codec.Codec) *recSender {
+	return &recSender{c: c, seqs: map[string][]int64{}, sends: map[string]int{}, known: map[*byte]int64{}}
+}
+
+func (r *recSender) TrySendSpliced(_, sub string, body []byte, done func()) bool {
+	return r.TrySendSplicedBatch("", sub, [][]byte{body}, 1, done)
+}
+
+func (r *recSender) TrySendSplicedBatch(_, sub string, bodies [][]byte, room int, done func()) bool {
+	if len(bodies) > room {
+		return false
+	}
+	r.mu.Lock()
+	r.sends[sub]++
+	for _, b := range bodies {
+		seq, ok := r.known[&b[0]]
+		if !ok {
+			var ev WireEvent
+			if err := r.c.Unmarshal(b, &ev); err != nil {
+				panic(err)
+			}
+			seq = ev.Seq
+			r.known[&b[0]] = seq
+		}
+		r.seqs[sub] = append(r.seqs[sub], seq)
+	}
+	hold := r.hold
+	if hold {
+		for range bodies {
+			r.dones = append(r.dones, done)
+		}
+	}
+	r.mu.Unlock()
+	if !hold {
+		for range bodies {
+			done()
+		}
+	}
+	return true
+}
+
+func (r *recSender) got(sub string) []int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]int64(nil), r.seqs[sub]...)
+}
+
+func testEvent(seq int64, typ, item string, payload string) Event {
+	ev := Event{Seq: seq, ProjectKey: "P", Type: typ, EntityType: "project", EntityID: "P",
+		OccurredAt: time.Unix(seq, 0), ActorKind: "human", ActorSubject: "a", Payload: []byte(payload)}
+	if item != "" {
+		ev.EntityType, ev.EntityID, ev.EntityKey = "item", item, item
+	}
+	return ev
+}
+
+func subscribe(t *testing.T, h *Hub, id, subject string, s Stream, out Sender, c codec.Codec, limit int, closed func(*Subscription, string)) *Subscription {
+	t.Helper()
+	sub, _, err := h.Subscribe(context.Background(), emptyLog{}, SubscribeRequest{
+		ID: id, Subject: subject, Stream: s, Codec: c, Out: out, QueueLimit: limit, OnClosed: closed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sub
+}
+
+// Many subscriptions of one stream (spread over parallel parts) and a few
+// of item streams get exactly their stream's events, once, in order, with
+// one send per subscription per dispatch.
+func TestDispatchRunsInOrder(t *testing.T) {
+	h := NewHub(nil)
+	senders := map[codec.Codec]*recSender{codec.JSON: newRecSender(codec.JSON), codec.MsgPack: newRecSender(codec.MsgPack)}
+	type subInfo struct {
+		id string
+		s  Stream
+		c  codec.Codec
+	}
+	var subs []subInfo
+	for i := range 4 * fanoutChunk {
+		c := []codec.Codec{codec.JSON, codec.MsgPack}[i%2]
+		s := Stream{Kind: StreamProject, Key: "P"}
+		if i%50 == 0 {
+			s = Stream{Kind: StreamItem, Key: fmt.Sprintf("P-%d", i%3)}
+		}
+		id := fmt.Sprint("s", i)
+		subscribe(t, h, id, "u", s, senders[c], c, 0, nil)
+		subs = append(subs, subInfo{id, s, c})
+	}
+	var all []Event
+	seq := int64(0)
+	dispatches := 0
+	for size := 1; seq < 1000; size = size%40 + 1 {
+		evs := make([]Event, size)
+		for i := range evs {
+			seq++
+			item := ""
+			if seq%3 != 0 {
+				item = fmt.Sprintf("P-%d", seq%4)
+			}
+			evs[i] = testEvent(seq, "item.updated", item, `{"n":1}`)
+		}
+		all = append(all, evs...)
+		h.Dispatch(evs)
+		dispatches++
+	}
+	for _, si := range subs {
+		var want []int64
+		for i := range all {
+			if si.s.Matches(&all[i]) {
+				want = append(want, all[i].Seq)
+			}
+		}
+		got := senders[si.c].got(si.id)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s on %s (%s): got %d events, want %d\ngot  %v\nwant %v", si.id, si.s, si.c.Name(), len(got), len(want), got, want)
+		}
+		if n := senders[si.c].sends[si.id]; n > dispatches {
+			t.Fatalf("%s: %d sends for %d dispatches", si.id, n, dispatches)
+		}
+	}
+}
+
+// An event that takes access away inside a batch closes the subscriptions
+// it concerns before the events after it go out.
+func TestRevocationInsideABatch(t *testing.T) {
+	h := NewHub(nil)
+	r := newRecSender(codec.JSON)
+	var mu sync.Mutex
+	reasons := map[string]string{}
+	onClosed := func(sub *Subscription, reason string) {
+		mu.Lock()
+		reasons[sub.ID()] = reason
+		mu.Unlock()
+	}
+	p := Stream{Kind: StreamProject, Key: "P"}
+	subscribe(t, h, "alice", "alice", p, r, codec.JSON, 0, onClosed)
+	subscribe(t, h, "bob", "bob", p, r, codec.JSON, 0, onClosed)
+	h.Dispatch([]Event{
+		testEvent(1, "item.updated", "P-1", `{}`),
+		testEvent(2, "member.revoked", "", `{"subject":"alice"}`),
+		testEvent(3, "item.updated", "P-1", `{}`),
+		testEvent(4, "item.updated", "P-2", `{}`),
+	})
+	if got := fmt.Sprint(r.got("alice")); got != "[1 2]" {
+		t.Errorf("alice got %s, want [1 2]", got)
+	}
+	if got := fmt.Sprint(r.got("bob")); got != "[1 2 3 4]" {
+		t.Errorf("bob got %s, want [1 2 3 4]", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if reasons["alice"] != ReasonForbidden || reasons["bob"] != "" {
+		t.Errorf("closed: %v", reasons)
+	}
+}
+
+// A run of events is all or nothing against the subscription's queue: one
+// larger than the free room closes it as lagging, one that fits does not.
+func TestRunLargerThanQueueIsLagging(t *testing.T) {
+	h := NewHub(nil)
+	r := newRecSender(codec.MsgPack)
+	r.hold = true
+	var mu sync.Mutex
+	reasons := map[string]string{}
+	onClosed := func(sub *Subscription, reason string) {
+		mu.Lock()
+		reasons[sub.ID()] = reason
+		mu.Unlock()
+	}
+	p := Stream{Kind: StreamProject, Key: "P"}
+	subscribe(t, h, "small", "u", p, r, codec.MsgPack, 5, onClosed)
+	subscribe(t, h, "large", "u", p, r, codec.MsgPack, 8, onClosed)
+	batch := func(from int64, n int) []Event {
+		evs := make([]Event, n)
+		for i := range evs {
+			evs[i] = testEvent(from+int64(i), "item.updated", "P-1", `{}`)
+		}
+		return evs
+	}
+	h.Dispatch(batch(1, 4)) // both have room: 4 queued each
+	h.Dispatch(batch(5, 3)) // small has 1 free, large 4
+	mu.Lock()
+	if reasons["small"] != ReasonLagging || reasons["large"] != "" {
+		t.Errorf("closed: %v", reasons)
+	}
+	mu.Unlock()
+	if got := fmt.Sprint(r.got("small")); got != "[1 2 3 4]" {
+		t.Errorf("small got %s", got)
+	}
+	if got := fmt.Sprint(r.got("large")); got != "[1 2 3 4 5 6 7]" {
+		t.Errorf("large got %s", got)
+	}
+}
