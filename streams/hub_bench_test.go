@@ -3,6 +3,7 @@ package streams
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,30 +11,39 @@ import (
 )
 
 // countingSender takes every frame; flush reports them written, as a
-// connection's writer would after the dispatch.
+// connection's writer would after the dispatch. The hub may call it from
+// several goroutines at once.
 type countingSender struct {
+	mu    sync.Mutex
 	n     int
 	dones []func()
 }
 
 func (c *countingSender) TrySendSpliced(_, _ string, _ []byte, done func()) bool {
+	c.mu.Lock()
 	c.n++
 	c.dones = append(c.dones, done)
+	c.mu.Unlock()
 	return true
 }
 
 func (c *countingSender) TrySendSplicedBatch(_, _ string, bodies [][]byte, _ int, done func()) bool {
+	c.mu.Lock()
 	for range bodies {
 		c.n++
 		c.dones = append(c.dones, done)
 	}
+	c.mu.Unlock()
 	return true
 }
 
 func (c *countingSender) flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, d := range c.dones {
 		d()
 	}
+	clear(c.dones)
 	c.dones = c.dones[:0]
 }
 
