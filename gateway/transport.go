@@ -78,10 +78,16 @@ func (t *wsTransport) Close() error {
 func (t *wsTransport) Cork() { t.cork.Cork() }
 
 // Uncork writes the gathered frames and waits until the peer has taken
-// them (a slow peer holds up only its own writer).
+// them (a slow peer holds up only its own writer). Bytes a TryWrite left
+// to the flusher are sent first, so that no more than one batch or one
+// TryWrite is ever held for a slow peer.
 func (t *wsTransport) Uncork() error {
+	werr := t.cork.wait()
 	if err := t.cork.Uncork(); err != nil {
 		return err
+	}
+	if werr != nil {
+		return werr
 	}
 	return t.cork.wait()
 }
