@@ -35,7 +35,6 @@ type session struct {
 	id     string
 	remote string
 	trace  string // W3C trace id of the upgrade request, if any
-	codecL string
 
 	lastRecv atomic.Int64 // Unix ns of the last frame from the peer
 
@@ -50,11 +49,11 @@ type session struct {
 	closeCode websocket.StatusCode
 	closeMsg  string
 	authTimer *time.Timer
-	tIndex    int       // place in the server's heartbeat heap, -1 when absent (srv.timers.mu)
-	tDue      int64     // Unix ns of the next heartbeat check (srv.timers.mu)
-	ticking   bool      // heartbeats started
-	expAt     time.Time // the token's expiry; zero until authenticated
-	lastSent  time.Time // last heartbeat sent
+	tIndex    int   // place in the server's heartbeat heap, -1 when absent (srv.timers.mu)
+	tDue      int64 // Unix ns of the next heartbeat check (srv.timers.mu)
+	ticking   bool  // heartbeats started
+	expAt     int64 // the token's expiry, Unix ns; zero until authenticated
+	lastSent  int64 // last heartbeat sent, Unix ns
 	finished  bool
 }
 
@@ -69,26 +68,20 @@ func newSession(srv *Server, ws *websocket.Conn, lw *leanWriter, c codec.Codec, 
 	s := &session{
 		srv: srv, ws: ws, codec: c, id: newConnID(), tIndex: -1,
 	}
-	s.codecL = "json"
-	if c.Binary() {
-		s.codecL = "msgpack"
-	}
 	s.remote = r.RemoteAddr
 	s.trace = traceID(r.Header.Get("traceparent"))
 	typ := websocket.MessageText
 	if c.Binary() {
 		typ = websocket.MessageBinary
 	}
-	t := &wsTransport{ws: ws, typ: typ, cork: lw.conn, br: lw.br, onKind: func() {
-		s.closeWith(websocket.StatusUnsupportedData, "frame kind does not match the subprotocol")
-	}}
+	t := &wsTransport{ws: ws, typ: typ, cork: lw.conn, br: lw.br, sess: s}
 	if !lw.early {
 		// Bytes sent before the 101 wait in a reader Park cannot see.
 		t.pc = srv.idle.conn(lw.conn.Conn)
 	}
 	s.t = t
 	s.conn = rpc.NewConn(t, c, &rpc.Options{
-		Handler:   rpc.HandlerFunc(s.handle),
+		Handler:   s,
 		Inline:    func(m string) bool { return m == "auth" },
 		OnMessage: func() { s.lastRecv.Store(time.Now().UnixNano()) },
 		// When the peer closes or the transport fails, finish without a code.
@@ -99,11 +92,11 @@ func newSession(srv *Server, ws *websocket.Conn, lw *leanWriter, c codec.Codec, 
 }
 
 func (s *session) start() {
-	s.srv.metrics.Connections.WithLabelValues(s.codecL).Inc()
-	s.srv.metrics.Connects.WithLabelValues(s.codecL).Inc()
+	s.srv.metrics.Connections.WithLabelValues(s.codecLabel()).Inc()
+	s.srv.metrics.Connects.WithLabelValues(s.codecLabel()).Inc()
 	now := time.Now()
 	s.lastRecv.Store(now.UnixNano())
-	s.lastSent = now
+	s.lastSent = now.UnixNano()
 	// Not derived from a server context: the server ends its sessions one
 	// by one (abort), and a context with no parent to watch costs nothing
 	// per connection.
@@ -146,12 +139,12 @@ func (s *session) heartbeat() {
 	now := time.Now()
 	s.mu.Lock()
 	expAt := s.expAt
-	send := now.Sub(s.lastSent) >= interval
+	send := now.Sub(time.Unix(0, s.lastSent)) >= interval
 	if send {
-		s.lastSent = now
+		s.lastSent = now.UnixNano()
 	}
 	s.mu.Unlock()
-	if !expAt.IsZero() && !now.Before(expAt) {
+	if expAt != 0 && now.UnixNano() >= expAt {
 		s.srv.metrics.AuthFailures.WithLabelValues("expired").Inc()
 		s.closeWith(StatusUnauthenticated, "token expired")
 		return
@@ -176,9 +169,9 @@ func (s *session) rescheduleLocked(now time.Time) {
 		return
 	}
 	interval := s.srv.cfg.HeartbeatInterval
-	next := min(s.lastSent.Add(interval).Sub(now), time.Unix(0, s.lastRecv.Load()).Add(3*interval).Sub(now))
-	if !s.expAt.IsZero() {
-		next = min(next, s.expAt.Sub(now))
+	next := min(time.Unix(0, s.lastSent).Add(interval).Sub(now), time.Unix(0, s.lastRecv.Load()).Add(3*interval).Sub(now))
+	if s.expAt != 0 {
+		next = min(next, time.Unix(0, s.expAt).Sub(now))
 	}
 	s.srv.timers.schedule(s, now.Add(max(next, time.Millisecond)).UnixNano())
 }
@@ -237,7 +230,7 @@ func (s *session) finish() {
 	for _, e := range subs {
 		s.forget(e.id, e.cs)
 	}
-	s.srv.metrics.Connections.WithLabelValues(s.codecL).Dec()
+	s.srv.metrics.Connections.WithLabelValues(s.codecLabel()).Dec()
 	s.srv.metrics.Closes.WithLabelValues(codeLabel(int(code))).Inc()
 	s.lg().Debug("connection closed", "code", int(code), "reason", reason)
 }
@@ -283,6 +276,24 @@ type authResult struct {
 }
 
 // handle routes one request or notification.
+// Handle serves one request (rpc.Handler).
+func (s *session) Handle(ctx context.Context, req *rpc.Request) (any, error) {
+	return s.handle(ctx, req)
+}
+
+// wrongKind ends a session whose client sent a frame of the other codec's kind.
+func (s *session) wrongKind() {
+	s.closeWith(websocket.StatusUnsupportedData, "frame kind does not match the subprotocol")
+}
+
+// codecLabel is the codec's metrics label.
+func (s *session) codecLabel() string {
+	if s.codec.Binary() {
+		return "msgpack"
+	}
+	return "json"
+}
+
 func (s *session) handle(ctx context.Context, req *rpc.Request) (result any, err error) {
 	s.srv.metrics.MessagesIn.WithLabelValues(methodLabel(req.Method)).Inc()
 	if !req.Notification {
@@ -407,7 +418,10 @@ func (s *session) refresh(ctx context.Context, req *rpc.Request) (any, error) {
 func (s *session) setExpiry(at time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.expAt = at
+	s.expAt = 0
+	if !at.IsZero() {
+		s.expAt = at.UnixNano()
+	}
 	s.rescheduleLocked(time.Now())
 }
 
@@ -586,7 +600,7 @@ func (s *session) unsubscribe(req *rpc.Request) (any, error) {
 // (logging is rare) rather than kept: an idle connection should not hold one.
 func (s *session) lg() *slog.Logger {
 	attrs := make([]any, 0, 10)
-	attrs = append(attrs, "conn", s.id, "codec", s.codecL, "remote", s.remote)
+	attrs = append(attrs, "conn", s.id, "codec", s.codecLabel(), "remote", s.remote)
 	if s.trace != "" {
 		attrs = append(attrs, "trace_id", s.trace)
 	}

@@ -16,10 +16,10 @@ var errWrongFrameKind = errors.New("gateway: frame kind does not match the subpr
 
 // wsTransport carries one JSON-RPC message per WebSocket frame.
 type wsTransport struct {
-	ws     *websocket.Conn
-	typ    websocket.MessageType
-	cork   *corkConn // the hijacked connection, for batched writes
-	onKind func()    // called when a frame of the wrong kind arrives
+	ws   *websocket.Conn
+	typ  websocket.MessageType
+	cork *corkConn // the hijacked connection, for batched writes
+	sess *session  // told when a frame of the wrong kind arrives
 
 	// Parking between messages (nil pc: never). The WebSocket library's
 	// reader br and cork's read buffer are looked at only by the reader,
@@ -123,7 +123,7 @@ func (t *wsTransport) Read(_ context.Context) ([]byte, error) {
 		return nil, err
 	}
 	if typ != t.typ {
-		t.onKind()
+		t.sess.wrongKind()
 		// Close here, before the read's context ends the connection abruptly.
 		_ = t.ws.Close(websocket.StatusUnsupportedData, "frame kind does not match the subprotocol")
 		return nil, errWrongFrameKind
