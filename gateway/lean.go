@@ -78,6 +78,7 @@ type corkConn struct {
 	out      *[]byte       // accepted, not yet sent: the flusher's (non-nil while flushing)
 	flushing bool          // a flusher goroutine sends out
 	werr     error         // a write failed: so does every later one
+	ctrl     int           // bytes of uncorked writes in out
 	drained  chan struct{} // closed as the flusher ends; made by a waiter
 
 	// The reader's; see Read.
@@ -85,11 +86,16 @@ type corkConn struct {
 	roff int
 }
 
-// outBackpressure is how many accepted but unsent bytes make the reader
-// wait for the flusher before it reads on: the WebSocket library answers
-// pings from the reader, and a peer that pings without reading must not
-// grow them without bound.
-const outBackpressure = 64 << 10
+// maxUnreadControl bounds the bytes the WebSocket library writes on its
+// own (pongs, close frames: writes outside Cork) that wait for a peer that
+// does not read. Frames of the rpc connection are bounded by its queues;
+// a peer that sends pings without reading their pongs is disconnected
+// past this, rather than having the reader wait for it (a peer writing a
+// large message while not reading would then wait for the reader too).
+const maxUnreadControl = 64 << 10
+
+// errUnreadControl ends a connection whose peer does not read its pongs.
+var errUnreadControl = errors.New("gateway: the peer does not read the answers to its pings")
 
 func newCorkConn(c net.Conn) *corkConn {
 	cc := &corkConn{Conn: c}
@@ -113,9 +119,6 @@ var (
 // to readChunk bytes, and a large one directly. It is called by one
 // reader at a time (the WebSocket library's read lock).
 func (c *corkConn) Read(p []byte) (int, error) {
-	if c.rbuf == nil && c.backlog() > outBackpressure {
-		_ = c.wait()
-	}
 	if c.rbuf != nil {
 		n := copy(p, (*c.rbuf)[c.roff:])
 		c.roff += n
@@ -156,6 +159,12 @@ func (c *corkConn) Write(p []byte) (int, error) {
 	if c.corked {
 		*c.buf = append(*c.buf, p...)
 		return len(p), nil
+	}
+	if c.flushing && c.werr == nil {
+		if c.ctrl += len(p); c.ctrl > maxUnreadControl {
+			c.werr = errUnreadControl
+			_ = c.Conn.Close()
+		}
 	}
 	if err := c.sendLocked(p); err != nil {
 		return 0, err
@@ -306,6 +315,7 @@ func (c *corkConn) flush() {
 			putBuf(c.out)
 			c.out = nil
 			c.flushing = false
+			c.ctrl = 0
 			if c.drained != nil {
 				close(c.drained)
 				c.drained = nil

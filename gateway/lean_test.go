@@ -58,20 +58,14 @@ func chunk(i int) []byte {
 
 // Writes to a peer that does not read never wait: what the socket does not
 // take is kept, sent in order once the peer reads, and the writer can wait
-// for it; meanwhile nothing is written around it.
+// for it; meanwhile nothing is written around it. (The rpc connection's
+// writes are corked; its queues bound them.)
 func TestCorkConnKeepsBytesForSlowPeer(t *testing.T) {
 	cc, cli := tcpPair(t)
 	const chunks = 512 // 8 MiB: more than loopback socket buffers hold
 	wrote := make(chan error, 1)
 	go func() {
 		for i := range chunks {
-			if i%2 == 0 {
-				if _, err := cc.Write(chunk(i)); err != nil {
-					wrote <- err
-					return
-				}
-				continue
-			}
 			cc.Cork()
 			_, _ = cc.Write(chunk(i)[:100])
 			_, _ = cc.Write(chunk(i)[100:])
@@ -120,7 +114,9 @@ func TestCorkConnCloseEndsFlusher(t *testing.T) {
 		if i == 2048 {
 			t.Fatal("32 MiB went out to a peer that does not read")
 		}
-		if _, err := cc.Write(chunk(i)); err != nil {
+		cc.Cork()
+		_, _ = cc.Write(chunk(i))
+		if err := cc.Uncork(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -140,47 +136,42 @@ func TestCorkConnCloseEndsFlusher(t *testing.T) {
 	}
 }
 
-// A reader holding a large backlog of unsent bytes waits for the peer to
-// take them before it reads on: a peer that only pings cannot make the
-// pongs pile up.
-func TestCorkConnReadWaitsForBacklog(t *testing.T) {
+// The library's own writes (pongs) to a peer that does not read are
+// bounded: past maxUnreadControl the connection is closed.
+func TestCorkConnBoundsUnreadControlFrames(t *testing.T) {
 	cc, cli := tcpPair(t)
-	total := 0
-	for i := 0; cc.backlog() <= outBackpressure; i++ {
+	for i := 0; cc.backlog() == 0; i++ {
 		if i == 2048 {
 			t.Fatal("32 MiB went out to a peer that does not read")
 		}
-		if _, err := cc.Write(chunk(i)); err != nil {
+		cc.Cork()
+		_, _ = cc.Write(chunk(i))
+		if err := cc.Uncork(); err != nil {
 			t.Fatal(err)
 		}
-		total += 16 << 10
 	}
-	if _, err := cli.Write([]byte("ping")); err != nil {
-		t.Fatal(err)
-	}
-	read := make(chan error, 1)
-	go func() {
-		b := make([]byte, 4)
-		_, err := io.ReadFull(cc, b)
-		if err == nil && string(b) != "ping" {
-			err = errors.New("read " + string(b))
+	pong := make([]byte, 127)
+	sent := 0
+	for {
+		if _, err := cc.Write(pong); err != nil {
+			if !errors.Is(err, errUnreadControl) {
+				t.Fatalf("error %v, want errUnreadControl", err)
+			}
+			break
 		}
-		read <- err
-	}()
-	select {
-	case err := <-read:
-		t.Fatalf("read returned (%v) with %d bytes held back", err, cc.backlog())
-	case <-time.After(100 * time.Millisecond):
-	}
-	if _, err := io.CopyN(io.Discard, cli, int64(total)); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-read:
-		if err != nil {
-			t.Fatal(err)
+		if sent += len(pong); sent > maxUnreadControl+len(pong) {
+			t.Fatalf("%d bytes of pongs taken for a peer that does not read", sent)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the reader did not go on once the backlog was sent")
+	}
+	if sent < maxUnreadControl-len(pong) {
+		t.Fatalf("closed after %d bytes of pongs", sent)
+	}
+	// The peer sees the connection end.
+	_ = cli.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.Copy(io.Discard, cli); err != nil && !errors.Is(err, net.ErrClosed) {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatal("the connection stayed open")
+		}
 	}
 }
