@@ -10,7 +10,6 @@ import (
 	"os"
 	"sync"
 	"syscall"
-	"unsafe"
 )
 
 // Buffer sizes on a hijacked /rpc connection. net/http hands a hijacked
@@ -98,13 +97,7 @@ const maxUnreadControl = 64 << 10
 var errUnreadControl = errors.New("gateway: the peer does not read the answers to its pings")
 
 func newCorkConn(c net.Conn) *corkConn {
-	cc := &corkConn{Conn: c}
-	if sc, ok := c.(syscall.Conn); ok {
-		if raw, err := sc.SyscallConn(); err == nil {
-			cc.raw = raw
-		}
-	}
-	return cc
+	return &corkConn{Conn: c, raw: rawConnOf(c)}
 }
 
 var (
@@ -277,22 +270,9 @@ func (c *corkConn) trySend(p []byte) (int, error) {
 	var n int
 	var err error
 	rerr := c.raw.Write(func(fd uintptr) bool {
-		for {
-			// A write to a non-blocking socket does not wait: the raw
-			// call spares the scheduler's bookkeeping of a blocking one.
-			r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
-			n, err = int(r), nil
-			if e != 0 {
-				n, err = 0, e
-			}
-			if err != syscall.EINTR {
-				return true
-			}
-		}
+		n, err = writeNonblocking(fd, p)
+		return true
 	})
-	if n < 0 {
-		n = 0
-	}
 	if err == syscall.EAGAIN {
 		err = nil
 	}

@@ -4,7 +4,6 @@ package gateway
 
 import (
 	"errors"
-	"net"
 	"sync"
 	"syscall"
 )
@@ -50,15 +49,10 @@ func newIdlePoller() *idlePoller {
 	return &idlePoller{parked: make(map[uint64]*pollConn)}
 }
 
-// conn returns a registration for c, or nil when c cannot be polled (not
-// a socket, or another platform).
-func (ip *idlePoller) conn(c net.Conn) *pollConn {
-	sc, ok := c.(syscall.Conn)
-	if !ok || ip == nil {
-		return nil
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+// conn returns a registration for the connection rc, or nil when it cannot
+// be polled (not a socket, or another platform).
+func (ip *idlePoller) conn(rc syscall.RawConn) *pollConn {
+	if rc == nil || ip == nil {
 		return nil
 	}
 	return &pollConn{ip: ip, rc: rc}

@@ -2,7 +2,7 @@
 
 package gateway
 
-import "net"
+import "syscall"
 
 // idlePoller parks idle connections on Linux; elsewhere every connection
 // reads with a goroutine of its own.
@@ -12,7 +12,7 @@ type pollConn struct{}
 
 func newIdlePoller() *idlePoller { return &idlePoller{} }
 
-func (ip *idlePoller) conn(net.Conn) *pollConn { return nil }
+func (ip *idlePoller) conn(syscall.RawConn) *pollConn { return nil }
 
 func (pc *pollConn) park(func()) bool { return false }
 
