@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -395,5 +396,24 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	if code := srv.wait(t, 15*time.Second); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, srv.output())
+	}
+}
+
+// serve runs the collector at defaultGOGC unless GOGC is set.
+func TestGCDefault(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(prev)
+	applyGCDefault(func(string) string { return "" })
+	if got := debug.SetGCPercent(100); got != defaultGOGC {
+		t.Errorf("GOGC unset: collector target %d, want %d", got, defaultGOGC)
+	}
+	applyGCDefault(func(k string) string {
+		if k == "GOGC" {
+			return "100"
+		}
+		return ""
+	})
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("GOGC=100: collector target %d, want it left alone", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/ballet/gateway/auth"
@@ -21,6 +22,21 @@ import (
 	"github.com/ballet/gateway/tracker/pgstore"
 )
 
+// defaultGOGC is the Go collector's target when GOGC is not set. A
+// gateway's heap is mostly long-lived connection state, which the default
+// of 100 lets grow to twice its size between collections: at 75 an idle
+// connection costs about 1.3 KB less RSS (docs/benchmarks.md) for
+// collections a third more often.
+const defaultGOGC = 75
+
+// applyGCDefault sets defaultGOGC unless the environment sets GOGC (which
+// the runtime has applied already).
+func applyGCDefault(getenv func(string) string) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGOGC)
+	}
+}
+
 func serve(ctx context.Context, args []string, getenv func(string) string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -28,6 +44,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: serve: %v", errUsage, err)
 	}
+	applyGCDefault(getenv)
 	cfg, err := gateway.LoadConfig(gateway.Defaults(), getenv)
 	if err != nil {
 		return err
