@@ -3,7 +3,9 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -479,5 +481,41 @@ func TestShutdownCloses1001(t *testing.T) {
 	last = time.Since(start)
 	if last < 300*time.Millisecond {
 		t.Fatalf("all closed within %v: not spread over the drain window", last)
+	}
+}
+
+// Shutdown past its context ends the sessions that are still open at
+// once, also one whose peer never answers the close handshake.
+func TestShutdownGivesUpOnSilentPeers(t *testing.T) {
+	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{DrainWindow: 100 * time.Millisecond}})
+	env.Project(t, "WEB", "alice", "viewer")
+	talker := login(t, env, codec.MsgPack, "alice")
+	// A client that authenticates, then neither reads nor answers.
+	silent := rawDial(t, env, textFrame(`{"jsonrpc":"2.0","id":1,"method":"auth","params":{"token":"`+env.Token(t, "alice")+`"}}`))
+	silent.want(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := env.Server.Shutdown(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown: %v, want the context's deadline", err)
+	}
+	// The library's close handshake would have waited 5 s for the peer.
+	if d := time.Since(start); d > 4*time.Second {
+		t.Fatalf("Shutdown took %v: it waited for the silent peer's close handshake", d)
+	}
+	if code := talker.waitClose(5 * time.Second); code != websocket.StatusGoingAway {
+		t.Fatalf("talking client: close %d, want 1001", code)
+	}
+	// The silent client's socket is closed: after the close frame, EOF.
+	_ = silent.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.Copy(io.Discard, silent.br); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatal("the silent client's connection stayed open")
+		}
+	}
+	if n := metricValue(t, env.Server, "ballet_gateway_connections"); n != 0 {
+		t.Fatalf("%v connections still open", n)
 	}
 }

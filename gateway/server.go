@@ -305,10 +305,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
-// abortAll ends every open session at once.
+// abortAll ends every open session at once: a session in a close
+// handshake with a peer that does not answer ends too, without waiting
+// for the WebSocket library's handshake timeout.
 func (s *Server) abortAll() {
 	for _, sess := range s.openSessions() {
-		sess.conn.Abort(ErrServerClosed)
+		sess.abort()
 	}
 }
 

@@ -286,6 +286,15 @@ func (s *session) wrongKind() {
 	s.closeWith(websocket.StatusUnsupportedData, "frame kind does not match the subprotocol")
 }
 
+// abort ends the session now: the rpc connection ends and the socket is
+// closed under whatever the WebSocket library is doing (a close handshake
+// waits for the peer).
+func (s *session) abort() {
+	s.conn.Abort(ErrServerClosed)
+	s.t.beginClose()
+	_ = s.t.cork.Close()
+}
+
 // codecLabel is the codec's metrics label.
 func (s *session) codecLabel() string {
 	if s.codec.Binary() {
