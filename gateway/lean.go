@@ -2,9 +2,7 @@ package gateway
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -27,9 +25,8 @@ const (
 // library gets a corkable connection with small buffers when it hijacks.
 type leanWriter struct {
 	http.ResponseWriter
-	conn  *corkConn
-	br    *bufio.Reader // the WebSocket library's reader
-	early bool          // the client sent bytes before the 101
+	conn *corkConn
+	br   *bufio.Reader // the WebSocket library's reader
 }
 
 var _ http.Hijacker = (*leanWriter)(nil)
@@ -44,20 +41,16 @@ func (w *leanWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	w.conn = newCorkConn(c)
-	// Bytes net/http has already read (a client that did not wait for the
-	// 101) must stay readable: they go first into the new reader's buffer.
-	var r io.Reader = w.conn
-	n := brw.Reader.Buffered()
-	if n > 0 {
+	// Bytes net/http has already read must stay readable: they go first
+	// into the connection's read buffer, where Park sees them. A client
+	// may send them before the 101 or, as the WebSocket library writes the
+	// 101 before it hijacks, right after it while net/http still reads.
+	if n := brw.Reader.Buffered(); n > 0 {
 		early, _ := brw.Reader.Peek(n)
-		r = io.MultiReader(bytes.NewReader(bytes.Clone(early)), w.conn)
+		w.conn.unread(early)
 	}
-	br := bufio.NewReaderSize(r, max(leanReadBuffer, n))
-	if n > 0 {
-		_, _ = br.Peek(n)
-	}
-	w.br, w.early = br, n > 0
-	return w.conn, bufio.NewReadWriter(br, bufio.NewWriterSize(w.conn, leanWriteBuffer)), nil
+	w.br = bufio.NewReaderSize(w.conn, leanReadBuffer)
+	return w.conn, bufio.NewReadWriter(w.br, bufio.NewWriterSize(w.conn, leanWriteBuffer)), nil
 }
 
 // corkConn is the hijacked connection under the WebSocket library. It can
@@ -134,6 +127,13 @@ func (c *corkConn) Read(p []byte) (int, error) {
 	*b = (*b)[:n]
 	c.rbuf, c.roff = b, copy(p, *b)
 	return c.roff, nil
+}
+
+// unread makes p (copied) the first bytes Read returns.
+func (c *corkConn) unread(p []byte) {
+	b := make([]byte, len(p), max(len(p), readChunk))
+	copy(b, p)
+	c.rbuf, c.roff = &b, 0
 }
 
 // readPending reports whether Read holds unread bytes.

@@ -219,9 +219,9 @@ func (r *rawClient) want(id int64) []byte {
 
 func textFrame(s string) []byte { return clientFrame(1, []byte(s)) }
 
-// Frames sent with the upgrade request, before the 101, are read; and a
-// parked connection that gets a large frame and a small one in one write
-// answers both, in order.
+// Frames sent with the upgrade request, before the 101, are read (and the
+// connection parks once they are); and a parked connection that gets a
+// large frame and a small one in one write answers both, in order.
 func TestEarlyAndPipelinedFrames(t *testing.T) {
 	defer dumpReaders(t)
 	eventually(t, "earlier tests' readers end", func() bool { return serverReaders() == 0 })
@@ -235,6 +235,8 @@ func TestEarlyAndPipelinedFrames(t *testing.T) {
 	if got := early.responses(2); got[1] == nil || got[2] == nil {
 		t.Fatalf("responses %v", got)
 	}
+	// Once the early bytes are read, that connection parks like any other.
+	eventually(t, "the early connection's reader parks", func() bool { return serverReaders() == 0 })
 	early.write(ping(3))
 	early.want(3)
 

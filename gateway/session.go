@@ -75,10 +75,7 @@ func newSession(srv *Server, ws *websocket.Conn, lw *leanWriter, c codec.Codec, 
 		typ = websocket.MessageBinary
 	}
 	t := &wsTransport{ws: ws, typ: typ, cork: lw.conn, br: lw.br, sess: s}
-	if !lw.early {
-		// Bytes sent before the 101 wait in a reader Park cannot see.
-		t.pc = srv.idle.conn(lw.conn.raw)
-	}
+	t.pc = srv.idle.conn(lw.conn.raw)
 	s.t = t
 	s.conn = rpc.NewConn(t, c, &rpc.Options{
 		Handler:   s,
