@@ -56,6 +56,22 @@ func chunk(i int) []byte {
 	return b
 }
 
+// fillSocket writes corked chunks to a peer that does not read until the
+// socket holds some back.
+func fillSocket(t *testing.T, cc *corkConn) {
+	t.Helper()
+	for i := 0; cc.backlog() == 0; i++ {
+		if i == 2048 {
+			t.Fatal("32 MiB went out to a peer that does not read")
+		}
+		cc.Cork()
+		_, _ = cc.Write(chunk(i))
+		if err := cc.Uncork(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // Writes to a peer that does not read never wait: what the socket does not
 // take is kept, sent in order once the peer reads, and the writer can wait
 // for it; meanwhile nothing is written around it. (The rpc connection's
@@ -110,16 +126,7 @@ func TestCorkConnKeepsBytesForSlowPeer(t *testing.T) {
 // error, and so does every later write.
 func TestCorkConnCloseEndsFlusher(t *testing.T) {
 	cc, _ := tcpPair(t)
-	for i := 0; cc.backlog() == 0; i++ {
-		if i == 2048 {
-			t.Fatal("32 MiB went out to a peer that does not read")
-		}
-		cc.Cork()
-		_, _ = cc.Write(chunk(i))
-		if err := cc.Uncork(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fillSocket(t, cc)
 	waited := make(chan error, 1)
 	go func() { waited <- cc.wait() }()
 	cc.Close()
@@ -140,16 +147,7 @@ func TestCorkConnCloseEndsFlusher(t *testing.T) {
 // bounded: past maxUnreadControl the connection is closed.
 func TestCorkConnBoundsUnreadControlFrames(t *testing.T) {
 	cc, cli := tcpPair(t)
-	for i := 0; cc.backlog() == 0; i++ {
-		if i == 2048 {
-			t.Fatal("32 MiB went out to a peer that does not read")
-		}
-		cc.Cork()
-		_, _ = cc.Write(chunk(i))
-		if err := cc.Uncork(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fillSocket(t, cc)
 	pong := make([]byte, 127)
 	sent := 0
 	for {

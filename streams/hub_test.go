@@ -3,6 +3,7 @@ package streams
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -68,6 +69,24 @@ func (r *recSender) got(sub string) []int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]int64(nil), r.seqs[sub]...)
+}
+
+// closings records why the server closed each subscription.
+type closings struct {
+	mu      sync.Mutex
+	reasons map[string]string
+}
+
+func (c *closings) record(sub *Subscription, reason string) {
+	c.mu.Lock()
+	c.reasons[sub.ID()] = reason
+	c.mu.Unlock()
+}
+
+func (c *closings) get() map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.reasons)
 }
 
 func testEvent(seq int64, typ, item string, payload string) Event {
@@ -150,16 +169,10 @@ func TestDispatchRunsInOrder(t *testing.T) {
 func TestRevocationInsideABatch(t *testing.T) {
 	h := NewHub(nil)
 	r := newRecSender(codec.JSON)
-	var mu sync.Mutex
-	reasons := map[string]string{}
-	onClosed := func(sub *Subscription, reason string) {
-		mu.Lock()
-		reasons[sub.ID()] = reason
-		mu.Unlock()
-	}
+	cl := &closings{reasons: map[string]string{}}
 	p := Stream{Kind: StreamProject, Key: "P"}
-	subscribe(t, h, "alice", "alice", p, r, codec.JSON, 0, onClosed)
-	subscribe(t, h, "bob", "bob", p, r, codec.JSON, 0, onClosed)
+	subscribe(t, h, "alice", "alice", p, r, codec.JSON, 0, cl.record)
+	subscribe(t, h, "bob", "bob", p, r, codec.JSON, 0, cl.record)
 	h.Dispatch([]Event{
 		testEvent(1, "item.updated", "P-1", `{}`),
 		testEvent(2, "member.revoked", "", `{"subject":"alice"}`),
@@ -172,10 +185,8 @@ func TestRevocationInsideABatch(t *testing.T) {
 	if got := fmt.Sprint(r.got("bob")); got != "[1 2 3 4]" {
 		t.Errorf("bob got %s, want [1 2 3 4]", got)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if reasons["alice"] != ReasonForbidden || reasons["bob"] != "" {
-		t.Errorf("closed: %v", reasons)
+	if got := cl.get(); got["alice"] != ReasonForbidden || got["bob"] != "" {
+		t.Errorf("closed: %v", got)
 	}
 }
 
@@ -185,16 +196,10 @@ func TestRunLargerThanQueueIsLagging(t *testing.T) {
 	h := NewHub(nil)
 	r := newRecSender(codec.MsgPack)
 	r.hold = true
-	var mu sync.Mutex
-	reasons := map[string]string{}
-	onClosed := func(sub *Subscription, reason string) {
-		mu.Lock()
-		reasons[sub.ID()] = reason
-		mu.Unlock()
-	}
+	cl := &closings{reasons: map[string]string{}}
 	p := Stream{Kind: StreamProject, Key: "P"}
-	subscribe(t, h, "small", "u", p, r, codec.MsgPack, 5, onClosed)
-	subscribe(t, h, "large", "u", p, r, codec.MsgPack, 8, onClosed)
+	subscribe(t, h, "small", "u", p, r, codec.MsgPack, 5, cl.record)
+	subscribe(t, h, "large", "u", p, r, codec.MsgPack, 8, cl.record)
 	batch := func(from int64, n int) []Event {
 		evs := make([]Event, n)
 		for i := range evs {
@@ -204,11 +209,9 @@ func TestRunLargerThanQueueIsLagging(t *testing.T) {
 	}
 	h.Dispatch(batch(1, 4)) // both have room: 4 queued each
 	h.Dispatch(batch(5, 3)) // small has 1 free, large 4
-	mu.Lock()
-	if reasons["small"] != ReasonLagging || reasons["large"] != "" {
-		t.Errorf("closed: %v", reasons)
+	if got := cl.get(); got["small"] != ReasonLagging || got["large"] != "" {
+		t.Errorf("closed: %v", got)
 	}
-	mu.Unlock()
 	if got := fmt.Sprint(r.got("small")); got != "[1 2 3 4]" {
 		t.Errorf("small got %s", got)
 	}

@@ -251,15 +251,21 @@ func (s *Subscription) deliver(p *Prepared, cache *bodyCache) bool {
 		return true
 	}
 	if s.state == subBuffering {
-		if len(s.buffer) >= s.limit {
-			s.state, s.reason = subClosed, ReasonLagging
-			s.buffer = nil
-			return false
-		}
-		s.buffer = append(s.buffer, buffered{seq: seq, body: body})
-		return true
+		return s.bufferLocked(seq, body)
 	}
 	return s.sendLocked(seq, body)
+}
+
+// bufferLocked keeps a live event while the replay runs, or closes the
+// subscription as lagging when the buffer is full.
+func (s *Subscription) bufferLocked(seq int64, body []byte) bool {
+	if len(s.buffer) >= s.limit {
+		s.state, s.reason = subClosed, ReasonLagging
+		s.buffer = nil
+		return false
+	}
+	s.buffer = append(s.buffer, buffered{seq: seq, body: body})
+	return true
 }
 
 // deliverRun offers a run of dispatched events of the subscription's stream,
@@ -290,12 +296,9 @@ func (s *Subscription) deliverRun(ps []*Prepared, cache *bodyCache, bodies *[][]
 			continue
 		}
 		if s.state == subBuffering {
-			if len(s.buffer) >= s.limit {
-				s.state, s.reason = subClosed, ReasonLagging
-				s.buffer = nil
+			if !s.bufferLocked(seq, body) {
 				return false
 			}
-			s.buffer = append(s.buffer, buffered{seq: seq, body: body})
 			continue
 		}
 		out = append(out, body)
