@@ -8,12 +8,13 @@ FUZZTIME ?= 30s
 run:
 	$(GO) run ./cmd/ballet-gateway dev
 
-## test: vet, formatting, and every test with the race detector; fuzz targets run their seed corpora (testdata/fuzz)
+## test: vet, formatting, tidy modules, and every test with the race detector; fuzz targets run their seed corpora (testdata/fuzz)
 test: vet
 	$(GO) test -race -count=1 -timeout 15m ./...
 
 vet:
 	$(GO) vet ./...
+	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; $(GO) mod tidy -diff; exit 1; }
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
