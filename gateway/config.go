@@ -32,6 +32,11 @@ type Config struct {
 	PlannerMaxRounds  int           // BALLET_PLANNER_MAX_ROUNDS
 	PlannerScript     string        // BALLET_PLANNER_SCRIPT: script file of the scripted provider
 	LogLevel          slog.Level    // BALLET_LOG_LEVEL
+
+	MaxSubscriptions         int // BALLET_MAX_SUBSCRIPTIONS: stream subscriptions and planner watches per connection
+	RequestRate              int // BALLET_REQUEST_RATE: requests per second per connection, burst twice that
+	MaxConnectionsPerSubject int // BALLET_MAX_CONNECTIONS_PER_SUBJECT: authenticated connections of one subject, per replica
+	MaxConnections           int // BALLET_MAX_CONNECTIONS: connections per replica, authenticated or not
 }
 
 // Defaults returns the configuration defaults of the CONTRACT.
@@ -47,6 +52,11 @@ func Defaults() Config {
 		ReadLimit:         1 << 20,
 		PlannerLease:      15 * time.Second,
 		PlannerMaxRounds:  16,
+
+		MaxSubscriptions:         256,
+		RequestRate:              100,
+		MaxConnectionsPerSubject: 100,
+		MaxConnections:           100000,
 	}
 }
 
@@ -137,6 +147,10 @@ func LoadConfig(base Config, getenv func(string) string) (Config, error) {
 	if readLimit > 0 {
 		c.ReadLimit = int64(readLimit)
 	}
+	integer("BALLET_MAX_SUBSCRIPTIONS", &c.MaxSubscriptions, 1)
+	integer("BALLET_REQUEST_RATE", &c.RequestRate, 1)
+	integer("BALLET_MAX_CONNECTIONS_PER_SUBJECT", &c.MaxConnectionsPerSubject, 1)
+	integer("BALLET_MAX_CONNECTIONS", &c.MaxConnections, 1)
 	dur("BALLET_PLANNER_LEASE", &c.PlannerLease)
 	if v := getenv("BALLET_PLANNER_PROVIDER"); v != "" {
 		switch v {

@@ -35,6 +35,7 @@ type Metrics struct {
 	DeliveryLatency  prometheus.Histogram
 	TailerPosition   prometheus.Gauge
 	TailerDispatched prometheus.Counter
+	LimitRejections  *prometheus.CounterVec // by limit
 
 	// The planner's, fed by PlannerObserver.
 	PlannerTurns        *prometheus.CounterVec // by outcome (done's reason)
@@ -99,6 +100,8 @@ func NewMetrics() *Metrics {
 			Help: "Highest event seq this gateway has dispatched."}),
 		TailerDispatched: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "tailer_events_total",
 			Help: "Events read from the log and dispatched."}),
+		LimitRejections: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "limit_rejections_total",
+			Help: limitRejectionsHelp}, []string{"limit"}),
 		PlannerTurns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "planner_turns_total",
 			Help: "Planner turns ended on this replica, by outcome (done's reason)."}, []string{"outcome"}),
 		PlannerTurnDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "planner_turn_duration_seconds",
@@ -114,11 +117,14 @@ func NewMetrics() *Metrics {
 	}
 	r.MustRegister(m.Connections, m.Connects, m.Closes, m.AuthFailures, m.MessagesIn, m.MessagesOut,
 		m.Requests, m.RequestDuration, m.Subscriptions, m.EventsDelivered, m.LaggingCloses, m.ServerCloses,
-		m.ReplayEvents, m.DeliveryLatency, m.TailerPosition, m.TailerDispatched,
+		m.ReplayEvents, m.DeliveryLatency, m.TailerPosition, m.TailerDispatched, m.LimitRejections,
 		m.PlannerTurns, m.PlannerTurnDuration, m.ProviderLatency, m.ProviderErrors, m.PlannerTokens)
 	for _, c := range []string{"msgpack", "json"} {
 		m.Connections.WithLabelValues(c)
 		m.Connects.WithLabelValues(c)
+	}
+	for _, l := range []string{limitSubscriptions, limitRequests, limitSubjectConns, limitConnections} {
+		m.LimitRejections.WithLabelValues(l)
 	}
 	for _, k := range []string{"project", "item", "planner"} {
 		m.Subscriptions.WithLabelValues(k)

@@ -94,6 +94,10 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[*session]struct{}
 	wg       sync.WaitGroup
+
+	conns    atomic.Int64 // connections being opened or open (BALLET_MAX_CONNECTIONS)
+	subjMu   sync.Mutex
+	subjects map[string]int // authenticated connections by subject
 }
 
 // NewServer returns a server; it serves nothing until its handlers are mounted.
@@ -124,6 +128,18 @@ func NewServer(o *Options) (*Server, error) {
 	}
 	if s.cfg.ReadLimit <= 0 {
 		s.cfg.ReadLimit = def.ReadLimit
+	}
+	if s.cfg.MaxSubscriptions <= 0 {
+		s.cfg.MaxSubscriptions = def.MaxSubscriptions
+	}
+	if s.cfg.RequestRate <= 0 {
+		s.cfg.RequestRate = def.RequestRate
+	}
+	if s.cfg.MaxConnectionsPerSubject <= 0 {
+		s.cfg.MaxConnectionsPerSubject = def.MaxConnectionsPerSubject
+	}
+	if s.cfg.MaxConnections <= 0 {
+		s.cfg.MaxConnections = def.MaxConnections
 	}
 	if s.metrics == nil {
 		s.metrics = NewMetrics()
@@ -194,6 +210,9 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the gateway is shutting down", http.StatusServiceUnavailable)
 		return
 	}
+	if !s.acquireConn(w) {
+		return
+	}
 	lw := &leanWriter{ResponseWriter: w}
 	ws, err := websocket.Accept(lw, r, &websocket.AcceptOptions{
 		Subprotocols:    []string{codec.NameMsgPack, codec.NameJSON},
@@ -203,18 +222,21 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// Accept has already answered (403 for a foreign Origin, 400/426 for a bad handshake).
 		s.logger.Debug("websocket upgrade refused", "err", err, "remote", r.RemoteAddr)
+		s.releaseConn()
 		return
 	}
 	c := codec.ByName(ws.Subprotocol())
 	if c == nil {
 		s.metrics.Closes.WithLabelValues(codeLabel(int(websocket.StatusPolicyViolation))).Inc()
 		_ = ws.Close(websocket.StatusPolicyViolation, "offer subprotocol ballet.v1.msgpack or ballet.v1.json")
+		s.releaseConn()
 		return
 	}
 	ws.SetReadLimit(s.cfg.ReadLimit)
 	sess := newSession(s, ws, lw, c, r)
 	if !s.track(sess) {
 		_ = ws.Close(websocket.StatusGoingAway, "the gateway is shutting down")
+		s.releaseConn()
 		return
 	}
 	// The session runs on its own goroutines; the handler returns so that
@@ -237,6 +259,7 @@ func (s *Server) untrack(sess *session) {
 	s.mu.Lock()
 	delete(s.sessions, sess)
 	s.mu.Unlock()
+	s.releaseConn()
 	s.wg.Done()
 }
 

@@ -37,6 +37,9 @@ type session struct {
 	trace  string // W3C trace id of the upgrade request, if any
 
 	lastRecv atomic.Int64 // Unix ns of the last frame from the peer
+	authed   atomic.Bool  // principal is set
+	closing  atomic.Bool  // closeWith was called: no further message is read
+	rate     rateLimiter  // the reader's
 
 	mu        sync.Mutex
 	principal *auth.Principal // nil until auth succeeds
@@ -55,6 +58,7 @@ type session struct {
 	expAt     int64 // the token's expiry, Unix ns; zero until authenticated
 	lastSent  int64 // last heartbeat sent, Unix ns
 	finished  bool
+	counted   string // the subject counted against BALLET_MAX_CONNECTIONS_PER_SUBJECT
 }
 
 // clientSub is one entry of the connection's subscription-id namespace.
@@ -78,9 +82,13 @@ func newSession(srv *Server, ws *websocket.Conn, lw *leanWriter, c codec.Codec, 
 	t.pc = srv.idle.conn(lw.conn.raw)
 	s.t = t
 	s.conn = rpc.NewConn(t, c, &rpc.Options{
-		Handler:   s,
-		Inline:    func(m string) bool { return m == "auth" },
+		Handler: s,
+		// Before auth, a message is served before the next one is read:
+		// anything but an auth request closes the connection at once.
+		Inline:    func(m string) bool { return m == "auth" || !s.authed.Load() },
 		OnMessage: func() { s.lastRecv.Store(time.Now().UnixNano()) },
+		Admit:     s.admit,
+		Screen:    s.screen,
 		// When the peer closes or the transport fails, finish without a code.
 		OnDone: func(error) { s.closeWith(0, "") },
 		Logger: srv.logger,
@@ -120,6 +128,7 @@ func (s *session) start() {
 // server, or 0 when the connection already ended. The first call wins; it
 // never blocks.
 func (s *session) closeWith(code websocket.StatusCode, reason string) {
+	s.closing.Store(true)
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closeCode, s.closeMsg = code, reason
@@ -199,7 +208,12 @@ func (s *session) finish() {
 		s.authTimer.Stop()
 	}
 	s.srv.timers.remove(s)
+	counted := s.counted
+	s.counted = ""
 	s.mu.Unlock()
+	if counted != "" {
+		s.srv.releaseSubject(counted)
+	}
 	s.t.beginClose()
 	if code != 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -268,8 +282,9 @@ type tokenParams struct {
 }
 
 type authResult struct {
-	Subject   string `json:"subject"`
-	ExpiresAt int64  `json:"expires_at"`
+	Subject   string  `json:"subject"`
+	ExpiresAt int64   `json:"expires_at"`
+	Limits    *limits `json:"limits"`
 }
 
 // handle routes one request or notification.
@@ -314,8 +329,10 @@ func (s *session) handle(ctx context.Context, req *rpc.Request) (result any, err
 	if p == nil {
 		if req.Method != "auth" || req.Notification {
 			s.srv.metrics.AuthFailures.WithLabelValues("no_auth").Inc()
-			s.closeWith(StatusUnauthenticated, "the first message must be an auth request")
-			return nil, rpc.Errorf(rpc.ErrUnauthenticated, "the first message must be an auth request")
+			const msg = "the first message must be an auth request"
+			s.closing.Store(true) // read no further while the answer goes out
+			req.AfterReply(func() { s.closeWith(StatusUnauthenticated, msg) })
+			return nil, rpc.Errorf(rpc.ErrUnauthenticated, msg)
 		}
 		return s.auth(ctx, req)
 	}
@@ -345,7 +362,20 @@ func (s *session) handle(ctx context.Context, req *rpc.Request) (result any, err
 			return s.plannerWatch(ctx, req, p)
 		}
 	}
-	return nil, rpc.Errorf(rpc.ErrMethodNotFound, "method %s not found", req.Method)
+	return nil, rpc.Errorf(rpc.ErrMethodNotFound, "method %s not found", shorten(req.Method, 64))
+}
+
+// shorten cuts s to at most n characters, marking the cut with "…": a
+// peer's text quoted in an answer costs no more than that.
+func shorten(s string, n int) string {
+	i := 0
+	for at := range s {
+		if i == n {
+			return s[:at] + "…"
+		}
+		i++
+	}
+	return s
 }
 
 func errOrNil(err error) error {
@@ -384,12 +414,25 @@ func (s *session) verify(ctx context.Context, req *rpc.Request) (*auth.Principal
 func (s *session) auth(ctx context.Context, req *rpc.Request) (any, error) {
 	p, err := s.verify(ctx, req)
 	if err != nil {
+		s.closing.Store(true)
 		req.AfterReply(func() { s.closeWith(StatusUnauthenticated, "invalid token") })
 		return nil, err
 	}
 	s.mu.Lock()
+	if !s.finished && !s.srv.acquireSubject(p.Subject) {
+		s.mu.Unlock()
+		max := s.srv.cfg.MaxConnectionsPerSubject
+		s.lg().Info("connection refused: too many connections of its subject", "subject", p.Subject, "max", max)
+		s.closing.Store(true)
+		req.AfterReply(func() { s.closeWith(StatusLimitExceeded, "too many connections of this subject") })
+		return nil, s.srv.limitError(limitSubjectConns, max, 0)
+	}
+	if !s.finished {
+		s.counted = p.Subject
+	}
 	s.principal = p
 	s.mu.Unlock()
+	s.authed.Store(true)
 	s.setExpiry(p.ExpiresAt)
 	s.lg().Info("authenticated", "human", p.Human)
 	s.mu.Lock()
@@ -398,7 +441,7 @@ func (s *session) auth(ctx context.Context, req *rpc.Request) (any, error) {
 		s.authTimer = nil // an idle connection keeps only what it needs
 	}
 	s.mu.Unlock()
-	return authResult{Subject: p.Subject, ExpiresAt: p.ExpiresAt.Unix()}, nil
+	return authResult{Subject: p.Subject, ExpiresAt: p.ExpiresAt.Unix(), Limits: s.srv.advertised()}, nil
 }
 
 func (s *session) refresh(ctx context.Context, req *rpc.Request) (any, error) {
@@ -416,7 +459,7 @@ func (s *session) refresh(ctx context.Context, req *rpc.Request) (any, error) {
 	s.principal = p
 	s.mu.Unlock()
 	s.setExpiry(p.ExpiresAt)
-	return authResult{Subject: p.Subject, ExpiresAt: p.ExpiresAt.Unix()}, nil
+	return authResult{Subject: p.Subject, ExpiresAt: p.ExpiresAt.Unix(), Limits: s.srv.advertised()}, nil
 }
 
 // setExpiry closes the connection with 4001 when the token expires, unless
@@ -456,6 +499,9 @@ func (s *session) reserve(id string, cs *clientSub) error {
 	}
 	if _, dup := s.subs.get(id); dup {
 		return rpc.Errorf(rpc.ErrInvalidParams, "subscription %q is already in use on this connection", id)
+	}
+	if max := s.srv.cfg.MaxSubscriptions; s.subs.len() >= max {
+		return s.srv.limitError(limitSubscriptions, max, 0)
 	}
 	s.subs.put(id, cs)
 	s.srv.metrics.Subscriptions.WithLabelValues(cs.kind).Inc()

@@ -82,6 +82,17 @@ type Options struct {
 	Inline func(method string) bool
 	// OnMessage is called for every frame received, before decoding.
 	OnMessage func()
+	// Admit, when set, is called on the reader for every frame after
+	// OnMessage and before decoding. It may block: the reader then reads
+	// no further, and the transport's flow control holds the peer back.
+	// nil serves the frame; ErrSkip drops it undecoded; any other error
+	// answers a request in the frame instead of serving it (a
+	// notification is then dropped; a response is still delivered).
+	Admit func(ctx context.Context) error
+	// Screen, when set, sees each admitted frame as decoded, on the reader
+	// (err is set when it does not decode), and reports whether it is
+	// processed; false drops it, unanswered.
+	Screen func(m *codec.Message, err *codec.DecodeError) bool
 	// OnDone, when set, is called once as the connection ends, with the
 	// reason (see Err), on a goroutine of its own.
 	OnDone func(err error)
@@ -97,6 +108,8 @@ type Conn struct {
 	handler Handler
 	inline  func(string) bool
 	onMsg   func()
+	admit   func(context.Context) error
+	screen  func(*codec.Message, *codec.DecodeError) bool
 	onDone  func(error)
 	log     *slog.Logger
 
@@ -200,7 +213,8 @@ func NewConn(t Transport, c codec.Codec, opts *Options) *Conn {
 	}
 	tw, _ := t.(TryWriter)
 	return &Conn{
-		t: t, tw: tw, codec: c, handler: o.Handler, inline: o.Inline, onMsg: o.OnMessage, onDone: o.OnDone, log: o.Logger,
+		t: t, tw: tw, codec: c, handler: o.Handler, inline: o.Inline, onMsg: o.OnMessage, admit: o.Admit, screen: o.Screen,
+		onDone: o.OnDone, log: o.Logger,
 		maxConc:  o.MaxConcurrent,
 		outQueue: o.OutQueue,
 		maxTry:   o.MaxTrySend,
@@ -319,17 +333,31 @@ func (c *Conn) readLoop(resumed bool) {
 			return
 		}
 		c.onMsg()
-		var m codec.Message
-		if err := c.codec.Decode(data, &m); err != nil {
-			var de *codec.DecodeError
-			if errors.As(err, &de) {
-				c.respond(&codec.Message{ID: de.ID, HasID: de.HasID}, &Error{Code: de.Code, Message: de.Msg}, nil)
+		var refused error
+		if c.admit != nil {
+			if refused = c.admit(c.ctx); errors.Is(refused, ErrSkip) {
+				continue
 			}
+		}
+		var m codec.Message
+		var de *codec.DecodeError
+		if err := c.codec.Decode(data, &m); err != nil && !errors.As(err, &de) {
+			de = &codec.DecodeError{Code: codec.CodeParseError, Msg: "parse error"}
+		}
+		if c.screen != nil && !c.screen(&m, de) {
+			continue
+		}
+		if de != nil {
+			c.respond(&codec.Message{ID: de.ID, HasID: de.HasID}, &Error{Code: de.Code, Message: de.Msg}, nil)
 			continue
 		}
 		switch {
 		case m.IsResponse():
 			c.deliver(&m)
+		case refused != nil:
+			if m.IsRequest() {
+				c.respond(&codec.Message{ID: m.ID, HasID: true}, refused, nil)
+			}
 		case m.IsNotification():
 			// Handled on the reader, so strictly in order.
 			c.serve(&Request{Conn: c, Method: m.Method, Notification: true, Params: m.Params})

@@ -33,7 +33,13 @@ var (
 	ErrNotFound        = &Error{Code: -32004, Message: "not found"}
 	ErrConflict        = &Error{Code: -32009, Message: "conflict"}
 	ErrResyncRequired  = &Error{Code: -32010, Message: "resync required"}
+	// ErrLimitExceeded is an extension of the spec's codes, numbered like
+	// HTTP's 429: a limit of the server was reached.
+	ErrLimitExceeded = &Error{Code: -32029, Message: "limit exceeded"}
 )
+
+// ErrSkip, returned by Options.Admit, drops a frame without decoding it.
+var ErrSkip = errors.New("rpc: frame skipped")
 
 // ErrClosed is returned by calls on a connection that has ended.
 var ErrClosed = errors.New("rpc: connection closed")

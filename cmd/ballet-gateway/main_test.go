@@ -146,6 +146,8 @@ func TestUsageAndConfigErrors(t *testing.T) {
 		{[]string{"serve"}, nil, 1, []string{"BALLET_DATABASE_URL", "BALLET_OIDC_ISSUER", "BALLET_OIDC_AUDIENCE"}},
 		{[]string{"serve"}, []string{"BALLET_HEARTBEAT_INTERVAL=often"}, 1, []string{`BALLET_HEARTBEAT_INTERVAL="often"`}},
 		{[]string{"dev"}, []string{"BALLET_REPLAY_LIMIT=0"}, 1, []string{`BALLET_REPLAY_LIMIT="0"`}},
+		{[]string{"dev"}, []string{"BALLET_MAX_SUBSCRIPTIONS=0", "BALLET_REQUEST_RATE=fast", "BALLET_MAX_CONNECTIONS_PER_SUBJECT=-1", "BALLET_MAX_CONNECTIONS=1e6"}, 1,
+			[]string{`BALLET_MAX_SUBSCRIPTIONS="0"`, `BALLET_REQUEST_RATE="fast"`, `BALLET_MAX_CONNECTIONS_PER_SUBJECT="-1"`, `BALLET_MAX_CONNECTIONS="1e6"`}},
 		{[]string{"dev"}, []string{"BALLET_ADDR=nonsense"}, 1, []string{`BALLET_ADDR="nonsense"`}},
 		{[]string{"dev"}, []string{"BALLET_PLANNER_PROVIDER=gpt"}, 1, []string{"BALLET_PLANNER_PROVIDER"}},
 		{[]string{"dev"}, []string{"BALLET_LOG_LEVEL=chatty"}, 1, []string{"BALLET_LOG_LEVEL"}},

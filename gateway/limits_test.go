@@ -1,0 +1,410 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/gateway/gatewaytest"
+)
+
+// limitErr is the data of a -32029 error.
+type limitErr struct {
+	Limit        string `json:"limit"`
+	Max          int    `json:"max"`
+	RetryAfterMs *int64 `json:"retry_after_ms"`
+}
+
+func decodeLimit(t testing.TB, c codec.Codec, e *codec.Error) limitErr {
+	t.Helper()
+	if e == nil || e.Code != -32029 {
+		t.Fatalf("got %+v, want error -32029", e)
+	}
+	var d limitErr
+	if err := c.Unmarshal(e.Data, &d); err != nil {
+		t.Fatalf("data of -32029 %q: %v", e.Data, err)
+	}
+	return d
+}
+
+func limitRejections(t testing.TB, srv *gateway.Server, limit string) float64 {
+	t.Helper()
+	fams, err := srv.Metrics().Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "ballet_gateway_limit_rejections_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "limit" && l.GetValue() == limit {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no ballet_gateway_limit_rejections_total{limit=%q}", limit)
+	return 0
+}
+
+func TestAuthAdvertisesLimits(t *testing.T) {
+	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{
+		MaxSubscriptions: 7, RequestRate: 33, MaxConnectionsPerSubject: 5, ReplayLimit: 321,
+		ReadLimit: 64 << 10, HeartbeatInterval: 2 * time.Second,
+	}})
+	want := map[string]int64{"subscriptions": 7, "requests_per_second": 33, "message_bytes": 64 << 10,
+		"replay": 321, "connections_per_subject": 5, "heartbeat_ms": 2000}
+	forEachCodec(t, func(t *testing.T, c codec.Codec) {
+		k := dial(t, env.URL, c)
+		for _, method := range []string{"auth", "auth.refresh"} {
+			var res struct {
+				Subject string           `json:"subject"`
+				Limits  map[string]int64 `json:"limits"`
+			}
+			k.mustCall(method, map[string]string{"token": env.Token(t, "alice")}, &res)
+			if fmt.Sprint(res.Limits) != fmt.Sprint(want) {
+				t.Fatalf("%s: limits %v, want %v", method, res.Limits, want)
+			}
+		}
+	})
+}
+
+func TestSubscriptionLimit(t *testing.T) {
+	const max = 8
+	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{MaxSubscriptions: max, RequestRate: 10000}})
+	env.Project(t, "WEB", "alice", "viewer")
+	forEachCodec(t, func(t *testing.T, c codec.Codec) {
+		k := login(t, env, c, "alice")
+		// A flood: many more subscribe requests than the limit, pipelined.
+		ids := make([]int64, 0, 40*max)
+		for i := range 40 * max {
+			ids = append(ids, k.send("stream.subscribe", map[string]string{"subscription": fmt.Sprint("s", i), "stream": "project:WEB"}))
+		}
+		ok, refused := 0, 0
+		for _, id := range ids {
+			if e := k.await(id, nil); e == nil {
+				ok++
+			} else {
+				d := decodeLimit(t, c, e)
+				if d.Limit != "subscriptions" || d.Max != max || d.RetryAfterMs != nil {
+					t.Fatalf("data %+v", d)
+				}
+				refused++
+			}
+		}
+		if ok != max || refused != 39*max {
+			t.Fatalf("%d accepted, %d refused; want %d and %d", ok, refused, max, 39*max)
+		}
+		// Unsubscribing frees a place; the id namespace is shared with planner.watch.
+		var found string
+		for i := range 40 * max {
+			id := fmt.Sprint("s", i)
+			if k.call("stream.unsubscribe", map[string]string{"subscription": id}, nil) == nil {
+				found = id
+				break
+			}
+		}
+		if found == "" {
+			t.Fatal("no subscription to unsubscribe")
+		}
+		k.mustCall("stream.subscribe", map[string]string{"subscription": "again", "stream": "project:WEB"}, nil)
+		decodeLimit(t, c, k.call("stream.subscribe", map[string]string{"subscription": "over", "stream": "project:WEB"}, nil))
+		if n := limitRejections(t, env.Server, "subscriptions"); n < 39*max+1 {
+			t.Fatalf("limit_rejections_total{limit=subscriptions} = %v", n)
+		}
+	})
+}
+
+func TestRequestRateLimit(t *testing.T) {
+	const rate = 500
+	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{RequestRate: rate}})
+	forEachCodec(t, func(t *testing.T, c codec.Codec) {
+		k := login(t, env, c, "alice")
+		const n = 4000
+		start := time.Now()
+		ids := make([]int64, n)
+		go func() {
+			// Writes wait while the server holds the flood back.
+			for i := range ids {
+				ids[i] = k.send("system.ping", nil)
+			}
+		}()
+		ok, refused := 0, 0
+		var retry int64
+		for range n {
+			m := k.mustNext()
+			if !m.IsResponse() {
+				t.Fatalf("unexpected %+v", m)
+			}
+			if m.Error == nil {
+				ok++
+				continue
+			}
+			d := decodeLimit(t, c, m.Error)
+			if d.Limit != "requests" || d.Max != rate || d.RetryAfterMs == nil || *d.RetryAfterMs < 1 || *d.RetryAfterMs > 1000/rate+1 {
+				t.Fatalf("data %+v", d)
+			}
+			retry = *d.RetryAfterMs
+			refused++
+		}
+		elapsed := time.Since(start)
+		// The budget: a burst of twice the rate, then the rate.
+		if most := 2*rate + int(elapsed.Seconds()*rate) + 1; ok > most {
+			t.Fatalf("%d requests served in %v, at most %d allowed", ok, elapsed, most)
+		}
+		if ok < 2*rate {
+			t.Fatalf("only %d requests served, the burst is %d", ok, 2*rate)
+		}
+		// Refusals have the same budget; past it the server reads no faster:
+		// the flood is stretched out instead of costing the server more.
+		if least := time.Duration((n - 4*rate) / (2 * rate) * 9 / 10 * int64(time.Second)); elapsed < least {
+			t.Fatalf("%d frames handled in %v; the budget allows no less than %v", n, elapsed, least)
+		}
+		// The connection stays usable: after the advertised wait, a request is served.
+		time.Sleep(time.Duration(retry)*time.Millisecond + 10*time.Millisecond)
+		k.mustCall("system.ping", nil, nil)
+		t.Logf("%s: %d served, %d refused in %v", c.Name(), ok, refused, elapsed)
+		if n := limitRejections(t, env.Server, "requests"); n < float64(refused) {
+			t.Fatalf("limit_rejections_total{limit=requests} = %v, %d refused here", n, refused)
+		}
+	})
+}
+
+func TestConnectionsPerSubjectLimit(t *testing.T) {
+	const max = 20
+	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{MaxConnectionsPerSubject: max}})
+	forEachCodec(t, func(t *testing.T, c codec.Codec) {
+		subject := "bob-" + c.Name()
+		// A flood of connections of one subject, authenticating at once.
+		const n = 3 * max
+		var (
+			mu       sync.Mutex
+			admitted []*wsClient
+			refused  int
+			wg       sync.WaitGroup
+		)
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				k := dial(t, env.URL, c)
+				e := k.call("auth", map[string]string{"token": env.Token(t, subject)}, nil)
+				mu.Lock()
+				defer mu.Unlock()
+				if e == nil {
+					admitted = append(admitted, k)
+					return
+				}
+				d := decodeLimit(t, c, e)
+				if d.Limit != "connections_per_subject" || d.Max != max {
+					t.Errorf("data %+v", d)
+				}
+				if code := k.waitClose(5 * time.Second); code != gateway.StatusLimitExceeded {
+					t.Errorf("close %d, want 4029", code)
+				}
+				refused++
+			}()
+		}
+		wg.Wait()
+		if len(admitted) != max || refused != n-max {
+			t.Fatalf("%d admitted, %d refused; want %d and %d", len(admitted), refused, max, n-max)
+		}
+		// Another subject is not affected.
+		login(t, env, c, "carol-"+c.Name())
+		// Closing one frees its place.
+		admitted[0].ws.Close(websocket.StatusNormalClosure, "")
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			k := dial(t, env.URL, c)
+			e := k.call("auth", map[string]string{"token": env.Token(t, subject)}, nil)
+			if e == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no place after a close: %+v", e)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+func TestMaxConnections(t *testing.T) {
+	const max = 30
+	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{MaxConnections: max}})
+	// Unauthenticated connections count: a flood of handshakes.
+	var (
+		mu    sync.Mutex
+		open  []*websocket.Conn
+		full  int
+		wg    sync.WaitGroup
+		other []error
+	)
+	for range 3 * max {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			ws, resp, err := websocket.Dial(ctx, env.URL, &websocket.DialOptions{Subprotocols: []string{codec.NameJSON}})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				open = append(open, ws)
+			case resp != nil && resp.StatusCode == http.StatusServiceUnavailable:
+				if resp.Header.Get("Retry-After") == "" {
+					other = append(other, fmt.Errorf("503 without Retry-After"))
+				}
+				full++
+			default:
+				other = append(other, err)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, ws := range open {
+			ws.CloseNow()
+		}
+	})
+	if len(other) > 0 {
+		t.Fatal(other)
+	}
+	if len(open) != max || full != 2*max {
+		t.Fatalf("%d open, %d refused; want %d and %d", len(open), full, max, 2*max)
+	}
+	if n := limitRejections(t, env.Server, "connections"); n != 2*max {
+		t.Fatalf("limit_rejections_total{limit=connections} = %v", n)
+	}
+	resp, err := http.Get(env.BaseURL + "/rpc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("plain GET at the limit: %d %v", resp.StatusCode, resp.Header)
+	}
+	// A closed connection frees its place.
+	open[0].Close(websocket.StatusNormalClosure, "")
+	open = open[1:]
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ws, err := dialRaw(t, env.URL, []string{codec.NameJSON}, nil)
+		if err == nil {
+			open = append(open, ws)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no place after a close: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestMethodNotFoundQuotesAShortName(t *testing.T) {
+	env := gatewaytest.Start(t, nil)
+	forEachCodec(t, func(t *testing.T, c codec.Codec) {
+		k := login(t, env, c, "alice")
+		long := strings.Repeat("é", 100<<10)
+		e := k.wantError(long, nil, -32601)
+		if n := len([]rune(e.Message)); n > 100 {
+			t.Fatalf("message of %d characters: %.80q", n, e.Message)
+		}
+		if !strings.Contains(e.Message, strings.Repeat("é", 64)+"…") {
+			t.Fatalf("message %q", e.Message)
+		}
+		e = k.wantError("no.such", nil, -32601)
+		if e.Message != "method no.such not found" {
+			t.Fatalf("message %q", e.Message)
+		}
+	})
+}
+
+func TestFirstMessageMustBeAuth(t *testing.T) {
+	env := gatewaytest.Start(t, nil)
+	msgpackFrames := map[string][]byte{
+		"garbage":             {0xc1, 0xff, 0x00},
+		"array (batch)":       {0x91, 0x80},
+		"not a map":           {0xa3, 'a', 'b', 'c'},
+		"string id":           mp(t, map[string]any{"jsonrpc": "2.0", "id": "x", "method": "auth", "params": map[string]string{"token": "t"}}),
+		"auth as notify":      mp(t, map[string]any{"jsonrpc": "2.0", "method": "auth", "params": map[string]string{"token": "t"}}),
+		"other method":        mp(t, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "system.ping"}),
+		"other notification":  mp(t, map[string]any{"jsonrpc": "2.0", "method": "$/heartbeat", "params": map[string]int{"time": 1}}),
+		"response":            mp(t, map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{}}),
+		"token not a string":  mp(t, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "auth", "params": map[string]int{"token": 5}}),
+		"params not a map":    mp(t, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "auth", "params": []int{1}}),
+		"declared 2^32-1 map": {0xdf, 0xff, 0xff, 0xff, 0xff, 0xa1, 'x'},
+	}
+	jsonFrames := map[string]string{
+		"garbage":            `}{`,
+		"truncated":          `{"jsonrpc":"2.0","id":1,"method":"auth"`,
+		"array (batch)":      `[{"jsonrpc":"2.0","id":1,"method":"auth","params":{"token":"t"}}]`,
+		"empty batch":        `[]`,
+		"not an object":      `"auth"`,
+		"string id":          `{"jsonrpc":"2.0","id":"1","method":"auth","params":{"token":"t"}}`,
+		"fractional id":      `{"jsonrpc":"2.0","id":1.5,"method":"auth","params":{"token":"t"}}`,
+		"no jsonrpc":         `{"id":1,"method":"auth","params":{"token":"t"}}`,
+		"auth as notify":     `{"jsonrpc":"2.0","method":"auth","params":{"token":"t"}}`,
+		"other method":       `{"jsonrpc":"2.0","id":1,"method":"system.ping"}`,
+		"unknown method":     `{"jsonrpc":"2.0","id":1,"method":"no.such"}`,
+		"other notification": `{"jsonrpc":"2.0","method":"$/heartbeat","params":{"time":1}}`,
+		"response":           `{"jsonrpc":"2.0","id":1,"result":{}}`,
+		"token not a string": `{"jsonrpc":"2.0","id":1,"method":"auth","params":{"token":5}}`,
+		"params not a map":   `{"jsonrpc":"2.0","id":1,"method":"auth","params":[1]}`,
+		"nested 100000 deep": `{"jsonrpc":"2.0","id":1,"method":"auth","params":` + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + `}`,
+	}
+	run := func(t *testing.T, c codec.Codec, frame []byte) {
+		k := dial(t, env.URL, c)
+		k.writeRaw(frame)
+		// A well-formed auth pipelined behind it must not be served (the
+		// write fails when the server has closed already).
+		auth, _ := c.Encode(nil, &codec.Message{ID: 9, HasID: true, Method: "auth", Params: mp(t, map[string]string{"token": env.Token(t, "alice")})})
+		if !c.Binary() {
+			auth, _ = c.Encode(nil, &codec.Message{ID: 9, HasID: true, Method: "auth", Params: []byte(`{"token":"` + env.Token(t, "alice") + `"}`)})
+		}
+		_ = k.ws.Write(context.Background(), map[bool]websocket.MessageType{true: websocket.MessageBinary, false: websocket.MessageText}[c.Binary()], auth)
+		for {
+			m, err := k.next(5 * time.Second)
+			if err != nil {
+				break
+			}
+			if m.IsResponse() && m.Error == nil {
+				t.Fatalf("a message after the wrong first one was served: %+v", m)
+			}
+		}
+		if code := websocket.CloseStatus(k.err); code != gateway.StatusUnauthenticated {
+			t.Fatalf("close %d (%v), want 4001", code, k.err)
+		}
+	}
+	t.Run(codec.NameMsgPack, func(t *testing.T) {
+		t.Parallel()
+		for name, f := range msgpackFrames {
+			t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) { t.Parallel(); run(t, codec.MsgPack, f) })
+		}
+	})
+	t.Run(codec.NameJSON, func(t *testing.T) {
+		t.Parallel()
+		for name, f := range jsonFrames {
+			t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) { t.Parallel(); run(t, codec.JSON, []byte(f)) })
+		}
+	})
+}
+
+func mp(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := codec.MsgPack.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
