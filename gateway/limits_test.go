@@ -3,6 +3,8 @@ package gateway_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -14,6 +16,7 @@ import (
 	"github.com/ballet/gateway/codec"
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/gateway/gatewaytest"
+	"github.com/ballet/gateway/planner/provider"
 )
 
 // limitErr is the data of a -32029 error.
@@ -407,4 +410,71 @@ func mp(t testing.TB, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestPlannerWatchesCountAsSubscriptions: stream subscriptions and planner
+// watches share the connection's limit, as they share its id namespace.
+func TestPlannerWatchesCountAsSubscriptions(t *testing.T) {
+	script, err := provider.ParseScript(strings.NewReader(plannerScript))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := gatewaytest.Start(t, &gatewaytest.Options{Planner: provider.NewScripted(script), Config: gateway.Config{MaxSubscriptions: 3}})
+	env.Project(t, "WEB", "alice", "member")
+	session := createSession(t, env, env.Token(t, "alice"))
+	forEachCodec(t, func(t *testing.T, c codec.Codec) {
+		k := login(t, env, c, "alice")
+		k.mustCall("planner.watch", map[string]any{"subscription": "p1", "session": session}, nil)
+		k.mustCall("stream.subscribe", map[string]any{"subscription": "s1", "stream": "project:WEB"}, nil)
+		k.mustCall("planner.watch", map[string]any{"subscription": "p2", "session": session}, nil)
+		for _, call := range []struct {
+			method string
+			params map[string]any
+		}{
+			{"planner.watch", map[string]any{"subscription": "p3", "session": session}},
+			{"stream.subscribe", map[string]any{"subscription": "s2", "stream": "project:WEB"}},
+		} {
+			if d := decodeLimit(t, c, k.call(call.method, call.params, nil)); d.Limit != "subscriptions" || d.Max != 3 {
+				t.Fatalf("%s: data %+v", call.method, d)
+			}
+		}
+		k.mustCall("stream.unsubscribe", map[string]any{"subscription": "p1"}, nil)
+		k.mustCall("planner.watch", map[string]any{"subscription": "p3", "session": session}, nil)
+	})
+}
+
+// TestRESTBodyTrickleIsCut: a REST client that sends its body a byte at a
+// time cannot hold the connection past RESTTimeout.
+func TestRESTBodyTrickleIsCut(t *testing.T) {
+	env := gatewaytest.Start(t, &gatewaytest.Options{Tracker: true, RESTTimeout: 300 * time.Millisecond})
+	env.Project(t, "WEB", "alice", "member")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(env.BaseURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /api/v1/projects/WEB/items HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", env.Token(t, "alice"))
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		// The server answers or closes; either ends this read loop.
+		_, err := io.Copy(io.Discard, conn)
+		done <- err
+	}()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			if el := time.Since(start); el > 5*time.Second {
+				t.Fatalf("held for %v", el)
+			}
+			return
+		case <-tick.C:
+			if time.Since(start) > 10*time.Second {
+				t.Fatal("the trickling client still holds the connection after 10 s")
+			}
+			_, _ = conn.Write([]byte(" "))
+		}
+	}
 }

@@ -63,6 +63,10 @@ type Options struct {
 	Root http.Handler
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// RESTTimeout bounds the time to read a REST request's body and to
+	// write its answer, so that a client trickling bytes cannot hold a
+	// connection. Default 30s.
+	RESTTimeout time.Duration
 }
 
 // ErrServerClosed is returned by Accepting calls after Shutdown.
@@ -83,6 +87,7 @@ type Server struct {
 	api      http.Handler
 	root     http.Handler
 	now      func() time.Time
+	restTime time.Duration
 
 	ctx      context.Context // cancelled when Shutdown stops waiting for sessions
 	cancel   context.CancelFunc
@@ -107,7 +112,7 @@ func NewServer(o *Options) (*Server, error) {
 	}
 	s := &Server{
 		cfg: o.Config, verifier: o.Verifier, log: o.Log, hub: o.Hub, roles: o.Roles, items: o.Items, planner: o.Planner,
-		metrics: o.Metrics, logger: o.Logger, ready: o.Ready, api: o.API, root: o.Root, now: o.Now,
+		metrics: o.Metrics, logger: o.Logger, ready: o.Ready, api: o.API, root: o.Root, now: o.Now, restTime: o.RESTTimeout,
 		sessions: make(map[*session]struct{}), idle: newIdlePoller(),
 	}
 	def := Defaults()
@@ -152,6 +157,9 @@ func NewServer(o *Options) (*Server, error) {
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if s.restTime <= 0 {
+		s.restTime = 30 * time.Second
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
@@ -354,11 +362,15 @@ func newConnID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// accessLog logs each REST request with its outcome and, when the request
-// carries a W3C traceparent, its trace id (a malformed header is ignored).
+// accessLog bounds each REST request's time (RESTTimeout) and logs it with
+// its outcome and, when the request carries a W3C traceparent, its trace
+// id (a malformed header is ignored).
 func (s *Server) accessLog(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(start.Add(s.restTime))
+		_ = rc.SetWriteDeadline(start.Add(s.restTime))
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		h.ServeHTTP(sw, r)
 		attrs := []any{"method", r.Method, "path", r.URL.Path, "status", sw.status,

@@ -109,8 +109,12 @@ func (a *app) run(ctx context.Context) error {
 		return &gateway.ConfigError{Var: "BALLET_ADMIN_ADDR", Value: a.cfg.AdminAddr, Msg: "cannot listen: " + err.Error()}
 	}
 	errLog := slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn)
-	client := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}
-	adminSrv := &http.Server{Handler: srv.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}
+	// Idle keep-alive connections are closed after two minutes: a client
+	// cannot hold them for nothing. (/rpc connections are hijacked and
+	// bounded by the gateway's own limits.)
+	client := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		MaxHeaderBytes: 64 << 10, ErrorLog: errLog}
+	adminSrv := &http.Server{Handler: srv.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- client.Serve(clientLn) }()
 	go func() { serveErr <- adminSrv.Serve(adminLn) }()

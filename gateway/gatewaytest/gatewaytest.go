@@ -64,6 +64,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics are the server's metrics. Default: a new set.
 	Metrics *gateway.Metrics
+	// RESTTimeout is the server's RESTTimeout.
+	RESTTimeout time.Duration
 }
 
 // Env is a running gateway.
@@ -180,7 +182,7 @@ func Start(t testing.TB, o *Options) *Env {
 	}
 	srv, err := gateway.NewServer(&gateway.Options{
 		Config: cfg, Verifier: verifier, Log: env.Store, Hub: env.Hub, Roles: env.Store, API: env.api, Items: items, Planner: plan,
-		Logger: quiet, Metrics: o.Metrics,
+		Logger: quiet, Metrics: o.Metrics, RESTTimeout: o.RESTTimeout,
 	})
 	if err != nil {
 		t.Fatal(err)
