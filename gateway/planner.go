@@ -84,7 +84,9 @@ func (s *session) plannerCancel(ctx context.Context, req *rpc.Request, p *auth.P
 
 // plannerWatch delivers planner.output for a session under a subscription id
 // of the connection's namespace, until stream.unsubscribe. A watcher that
-// cannot keep up gets stream.closed lagging, as the spec says.
+// cannot keep up gets stream.closed lagging, as the spec says; one that loses
+// tracker.read on the project gets forbidden or not_found, after its last
+// planner.output, like a stream subscription.
 func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Principal) (any, error) {
 	var wp watchParams
 	if err := req.Decode(&wp); err != nil {
@@ -113,14 +115,18 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 		pending--
 		mu.Unlock()
 	}
-	lagging := func() {
+	closed := func(reason string) {
 		if s.forget(wp.Subscription, cs) {
-			s.serverClosed(wp.Subscription, streams.ReasonLagging)
+			s.serverClosed(wp.Subscription, reason)
 		}
 	}
 	fn := func(o planner.Output) bool {
-		if o.Type == planner.OutputLagging {
-			go lagging()
+		switch o.Type {
+		case planner.OutputLagging:
+			go closed(streams.ReasonLagging)
+			return false
+		case planner.OutputClosed:
+			go closed(o.Text)
 			return false
 		}
 		body, err := s.codec.Marshal(o)
@@ -130,13 +136,13 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 		mu.Lock()
 		if stopped || pending >= limit {
 			mu.Unlock()
-			go lagging()
+			go closed(streams.ReasonLagging)
 			return false
 		}
 		pending++
 		mu.Unlock()
 		if !s.conn.TrySendSpliced("planner.output", wp.Subscription, body, written) {
-			go lagging()
+			go closed(streams.ReasonLagging)
 			return false
 		}
 		s.srv.metrics.MessagesOut.WithLabelValues("planner.output").Inc()

@@ -27,5 +27,7 @@
 //
 // Caveats: live output is not replayed, and a watch that misses output (a full queue, a bus
 // reconnect) ends with OutputLagging so the client watches again and reloads the transcript.
+// A watcher that loses tracker.read (CloseWatches, called when the log says so) gets
+// OutputClosed instead of the output still queued for it.
 // A tool call that started completes even when its turn is cancelled, and its result is stored.
 package planner

@@ -181,6 +181,11 @@ const (
 	// connection to the other replicas was re-established). The gateway closes the
 	// subscription with stream.closed "lagging"; the client watches again and reloads.
 	OutputLagging = "lagging"
+	// OutputClosed is never published either: it is the last Output a watch's fn receives
+	// when the watcher lost access to the session's project (Service.CloseWatches). Text is
+	// the reason given there; the gateway closes the subscription with stream.closed and
+	// that reason ("forbidden", "not_found").
+	OutputClosed = "closed"
 )
 
 // Reasons of done.

@@ -286,12 +286,14 @@ func (s *Service) Cancel(ctx context.Context, c Caller, session string) error {
 // (no output between the two is lost). It needs tracker.read on the session's project.
 // fn is called in order, from one goroutine per watch, and must not block; when it returns
 // false the watch ends. stop ends the watch (idempotent). ctx bounds this call only. If
-// output is lost (see OutputLagging), fn's last call has that type.
+// output is lost (see OutputLagging), or the watcher loses access (see CloseWatches), fn's
+// last call says so.
 func (s *Service) Watch(ctx context.Context, c Caller, session string, fn func(Output) bool) (running bool, stop func(), err error) {
-	if _, err := s.session(ctx, c, session, auth.PermRead); err != nil {
+	sess, err := s.lookup(ctx, session)
+	if err != nil {
 		return false, nil, err
 	}
-	w := &watch{svc: s, session: session, fn: fn, ch: make(chan Output, s.watchQueue)}
+	w := &watch{svc: s, session: session, project: sess.Project, subject: c.Subject, fn: fn, ch: make(chan Output, s.watchQueue)}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -305,13 +307,19 @@ func (s *Service) Watch(ctx context.Context, c Caller, session string, fn func(O
 	set[w] = struct{}{}
 	s.watchWG.Add(1)
 	s.mu.Unlock()
-	go w.run()
-
-	sess, err := s.store.Session(ctx, session)
+	// Access is checked once w is registered, and fn sees nothing before: a revocation
+	// that CloseWatches handled before w was there was committed before this check, which
+	// sees it; a later one ends w. Outputs wait in w's queue meanwhile.
+	err = s.authorize(ctx, c, sess.Project, auth.PermRead)
+	if err == nil {
+		sess, err = s.store.Session(ctx, session)
+	}
 	if err != nil {
 		w.stop()
+		s.watchWG.Done() // for the run that never starts
 		return false, nil, err
 	}
+	go w.run()
 	return sess.Running, w.stop, nil
 }
 

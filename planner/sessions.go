@@ -62,10 +62,7 @@ func (s *Service) Summary(ctx context.Context, c Caller, session string) (*Summa
 
 // session returns the session after checking perm on its project.
 func (s *Service) session(ctx context.Context, c Caller, id string, perm auth.Perm) (*Session, error) {
-	if !ValidID(id) {
-		return nil, Errorf(ErrNotFound, "session %s not found", id)
-	}
-	sess, err := s.store.Session(ctx, id)
+	sess, err := s.lookup(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +70,14 @@ func (s *Service) session(ctx context.Context, c Caller, id string, perm auth.Pe
 		return nil, err
 	}
 	return sess, nil
+}
+
+// lookup returns the session, checking nothing but the form of its id.
+func (s *Service) lookup(ctx context.Context, id string) (*Session, error) {
+	if !ValidID(id) {
+		return nil, Errorf(ErrNotFound, "session %s not found", id)
+	}
+	return s.store.Session(ctx, id)
 }
 
 // authorize checks that the caller's role in project grants perm.

@@ -21,8 +21,10 @@ type Hub struct {
 	// onEvent, when set, sees every event after its fan-out (on the
 	// dispatching goroutine), e.g. to react to permission changes.
 	onEvent func(ev *Event)
-	cache   bodyCache
-	recent  recentEvents
+	// onAccessLost, when set, hears of every event that takes access away.
+	onAccessLost func(project, subject, reason string)
+	cache        bodyCache
+	recent       recentEvents
 }
 
 type hubShard struct {
@@ -35,6 +37,14 @@ type HubOptions struct {
 	// OnEvent is called for every dispatched event after its fan-out, on
 	// the dispatching goroutine; it must not block.
 	OnEvent func(ev *Event)
+	// OnAccessLost is called when an event takes tracker.read on project
+	// away: from subject for member.revoked (reason ReasonForbidden), from
+	// everyone for project.deleted (subject "", reason ReasonNotFound). It
+	// runs on the dispatching goroutine once the stream subscriptions the
+	// event closes are closed, before the events after it go out, so what
+	// it ends (planner watches) ends at the same point of the log; it must
+	// not block.
+	OnAccessLost func(project, subject, reason string)
 }
 
 // NewHub returns an empty hub.
@@ -47,7 +57,7 @@ func NewHub(opts *HubOptions) *Hub {
 		h.shards[i].subs = make(map[Stream]map[*Subscription]struct{})
 	}
 	if opts != nil {
-		h.onEvent = opts.OnEvent
+		h.onEvent, h.onAccessLost = opts.OnEvent, opts.OnAccessLost
 	}
 	return h
 }
@@ -366,8 +376,9 @@ func wireEvent(e *Event) *WireEvent {
 // member.revoked closes the revoked subject's subscriptions on the project
 // with ReasonForbidden; project.deleted closes all of the project's with
 // ReasonNotFound. Every gateway sees the event in the log, so this holds
-// across replicas.
+// across replicas. OnAccessLost hears of it afterwards.
 func (h *Hub) applyAccessChange(ev *Event) {
+	var subject, reason string
 	switch ev.Type {
 	case "member.revoked":
 		var p struct {
@@ -376,12 +387,19 @@ func (h *Hub) applyAccessChange(ev *Event) {
 		if json.Unmarshal(ev.Payload, &p) != nil || p.Subject == "" {
 			return
 		}
-		h.CloseMatching(ReasonForbidden, func(sub *Subscription) bool {
-			return sub.subject == p.Subject && sub.stream.Project() == ev.ProjectKey
+		subject, reason = p.Subject, ReasonForbidden
+		h.CloseMatching(reason, func(sub *Subscription) bool {
+			return sub.subject == subject && sub.stream.Project() == ev.ProjectKey
 		})
 	case "project.deleted":
-		h.CloseMatching(ReasonNotFound, func(sub *Subscription) bool {
+		reason = ReasonNotFound
+		h.CloseMatching(reason, func(sub *Subscription) bool {
 			return sub.stream.Project() == ev.ProjectKey
 		})
+	default:
+		return
+	}
+	if h.onAccessLost != nil {
+		h.onAccessLost(ev.ProjectKey, subject, reason)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -187,6 +188,34 @@ func TestRevocationInsideABatch(t *testing.T) {
 	}
 	if got := cl.get(); got["alice"] != ReasonForbidden || got["bob"] != "" {
 		t.Errorf("closed: %v", got)
+	}
+}
+
+// OnAccessLost hears of each event that takes access away, once the
+// subscriptions it closes are closed and before the events after it go out.
+func TestOnAccessLost(t *testing.T) {
+	r := newRecSender(codec.JSON)
+	cl := &closings{reasons: map[string]string{}}
+	var calls []string
+	h := NewHub(&HubOptions{OnAccessLost: func(project, subject, reason string) {
+		calls = append(calls, fmt.Sprintf("%s %q %s closed=%v sent=%v", project, subject, reason, cl.get(), r.got("bob")))
+	}})
+	p := Stream{Kind: StreamProject, Key: "P"}
+	subscribe(t, h, "alice", "alice", p, r, codec.JSON, 0, cl.record)
+	subscribe(t, h, "bob", "bob", p, r, codec.JSON, 0, cl.record)
+	h.Dispatch([]Event{
+		testEvent(1, "member.revoked", "", `{"subject":"alice"}`),
+		testEvent(2, "member.revoked", "", `{}`), // no subject: nothing lost
+		testEvent(3, "item.updated", "P-1", `{}`),
+		testEvent(4, "project.deleted", "", `{}`),
+		testEvent(5, "item.updated", "P-1", `{}`),
+	})
+	want := []string{
+		`P "alice" forbidden closed=map[alice:forbidden] sent=[1]`,
+		`P "" not_found closed=map[alice:forbidden bob:not_found] sent=[1 2 3 4]`,
+	}
+	if fmt.Sprint(calls) != fmt.Sprint(want) {
+		t.Fatalf("OnAccessLost calls:\n%s\nwant\n%s", strings.Join(calls, "\n"), strings.Join(want, "\n"))
 	}
 }
 

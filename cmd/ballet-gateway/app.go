@@ -36,6 +36,9 @@ type app struct {
 	root http.Handler
 	// planner serves planner chat on /rpc, when set.
 	planner gateway.Planner
+	// closeWatches, when set, ends the planner watches of whoever the log says
+	// lost access to a project (planner.Service.CloseWatches).
+	closeWatches func(project, subject, reason string)
 	// metrics, when set, are the gateway's metrics (the planner's observer feeds them).
 	metrics *gateway.Metrics
 	// ready adds dependency checks to /readyz (the database).
@@ -53,9 +56,12 @@ func (a *app) run(ctx context.Context) error {
 	if metrics == nil {
 		metrics = gateway.NewMetrics()
 	}
-	hub := streams.NewHub(&streams.HubOptions{OnEvent: func(ev *streams.Event) {
-		metrics.DeliveryLatency.Observe(time.Since(ev.OccurredAt).Seconds())
-	}})
+	hub := streams.NewHub(&streams.HubOptions{
+		OnEvent: func(ev *streams.Event) {
+			metrics.DeliveryLatency.Observe(time.Since(ev.OccurredAt).Seconds())
+		},
+		OnAccessLost: a.closeWatches,
+	})
 	tailer := streams.NewTailer(a.store, func(evs []streams.Event) {
 		hub.Dispatch(evs)
 		metrics.TailerDispatched.Add(float64(len(evs)))

@@ -94,7 +94,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 	logger.Info("planner enabled", "provider", model.Name())
 	a := &app{
 		cfg: cfg, logger: logger, store: store, verifier: verifier, clientLn: ln, items: svc, planner: plannerSvc,
-		root: web.Handler(), metrics: metrics,
+		closeWatches: plannerSvc.CloseWatches, root: web.Handler(), metrics: metrics,
 		api: apiMux(tracker.NewHandler(svc, verifier, &tracker.HandlerOptions{Logger: logger}),
 			planner.NewHandler(plannerSvc, verifier, &planner.HandlerOptions{Logger: logger})),
 		routes: func(mux *http.ServeMux) {

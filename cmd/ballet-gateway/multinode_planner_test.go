@@ -149,3 +149,86 @@ func TestPlannerAcrossReplicas(t *testing.T) {
 		t.Fatalf("turn after the takeover: %v", outs)
 	}
 }
+
+// next reads k's next notification for subscription sub, or returns nil after d.
+func (k *jsonClient) next(sub string, d time.Duration) map[string]any {
+	k.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		var m map[string]any
+		if q := stashed[k.ws]; len(q) > 0 {
+			m, stashed[k.ws] = q[0], q[1:]
+		} else {
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			_, data, err := k.ws.Read(ctx)
+			cancel()
+			if err != nil {
+				if time.Now().Before(deadline) {
+					k.t.Fatal(err)
+				}
+				return nil
+			}
+			if err := json.Unmarshal(data, &m); err != nil {
+				k.t.Fatal(err)
+			}
+		}
+		if p, ok := m["params"].(map[string]any); ok && p["subscription"] == sub {
+			return m
+		}
+	}
+}
+
+// TestRevocationEndsWatchesOnEveryReplica: bob and alice watch a session on B while a
+// turn streams; alice revokes bob through REST on A. Bob's watch on B gets stream.closed
+// forbidden and no planner.output after it; alice's goes on.
+func TestRevocationEndsWatchesOnEveryReplica(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "script.json")
+	text := strings.Repeat("x", 2000)
+	if err := os.WriteFile(script, []byte(`{"chunk": 1, "chunk_pause_ms": 5, "rules": [
+		{"match": "", "steps": [[{"text": "`+text+`"}]]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, 2, "BALLET_PLANNER_PROVIDER=scripted", "BALLET_PLANNER_SCRIPT="+script)
+	a, b := c.replicas[0], c.replicas[1]
+	tok := c.token("alice")
+	session := c.session(a, tok)
+	watch := map[string]any{"subscription": "w", "session": session}
+	bobB, aliceB := c.dialJSON(b, "bob"), c.dialJSON(b, "alice")
+	bobB.call("planner.watch", watch)
+	aliceB.call("planner.watch", watch)
+	c.dialJSON(a, "alice").call("planner.send", map[string]any{"session": session, "text": "go"})
+	outputs := func(k *jsonClient, who string, n int) {
+		t.Helper()
+		for i := 0; i < n; i++ {
+			m := k.next("w", 10*time.Second)
+			if m == nil || m["method"] != "planner.output" {
+				t.Fatalf("%s: %v after %d outputs, want planner.output", who, m, i)
+			}
+		}
+	}
+	outputs(bobB, "bob", 3)
+
+	req, _ := http.NewRequest("DELETE", "http://"+a.addr+"/api/v1/projects/WEB/members/bob", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 204 {
+		t.Fatalf("revoke: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	for {
+		m := bobB.next("w", 10*time.Second)
+		if m == nil {
+			t.Fatal("bob's watch on B was not closed")
+		}
+		if m["method"] == "stream.closed" {
+			if r := m["params"].(map[string]any)["reason"]; r != "forbidden" {
+				t.Fatalf("bob's watch on B closed %v, want forbidden", r)
+			}
+			break
+		}
+	}
+	if m := bobB.next("w", 300*time.Millisecond); m != nil {
+		t.Fatalf("bob after stream.closed: %v", m)
+	}
+	outputs(aliceB, "alice", 20)
+}

@@ -114,7 +114,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		},
 	}
 	if plannerSvc != nil {
-		a.planner = plannerSvc
+		a.planner, a.closeWatches = plannerSvc, plannerSvc.CloseWatches
 	}
 	return a.run(ctx)
 }

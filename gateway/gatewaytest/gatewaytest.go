@@ -138,12 +138,6 @@ func Start(t testing.TB, o *Options) *Env {
 	if quiet == nil {
 		quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	env.Hub = streams.NewHub(nil)
-	env.Tailer = streams.NewTailer(env.Store, env.Hub.Dispatch, nil)
-	if err := env.Tailer.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { env.Tailer.Close() })
 	var items gateway.Items
 	var plan gateway.Planner
 	if env.Tracker != nil {
@@ -180,6 +174,17 @@ func Start(t testing.TB, o *Options) *Env {
 	if o.API != nil {
 		env.api.set(o.API)
 	}
+	// As in the server: a loss of access the log records ends planner watches too.
+	var hubOpts streams.HubOptions
+	if env.Planner != nil {
+		hubOpts.OnAccessLost = env.Planner.CloseWatches
+	}
+	env.Hub = streams.NewHub(&hubOpts)
+	env.Tailer = streams.NewTailer(env.Store, env.Hub.Dispatch, nil)
+	if err := env.Tailer.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { env.Tailer.Close() })
 	srv, err := gateway.NewServer(&gateway.Options{
 		Config: cfg, Verifier: verifier, Log: env.Store, Hub: env.Hub, Roles: env.Store, API: env.api, Items: items, Planner: plan,
 		Logger: quiet, Metrics: o.Metrics, RESTTimeout: o.RESTTimeout,
