@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // Buffer sizes on a hijacked /rpc connection. net/http hands a hijacked
@@ -72,6 +73,7 @@ type corkConn struct {
 	werr     error         // a write failed: so does every later one
 	ctrl     int           // bytes of uncorked writes in out
 	drained  chan struct{} // closed as the flusher ends; made by a waiter
+	stall    time.Duration // flushStall; shorter in tests
 
 	// The reader's; see Read.
 	rbuf *[]byte
@@ -89,8 +91,18 @@ const maxUnreadControl = 64 << 10
 // errUnreadControl ends a connection whose peer does not read its pongs.
 var errUnreadControl = errors.New("gateway: the peer does not read the answers to its pings")
 
+// flushStall is how long the flusher waits for a peer that takes none of
+// a flushChunk: past it the peer is taken to be gone and the connection
+// fails, ending the flusher rather than leaving it blocked until the
+// heartbeat rule notices (a peer that sends but does not read would never
+// trip that rule).
+const (
+	flushStall = 30 * time.Second
+	flushChunk = 64 << 10
+)
+
 func newCorkConn(c net.Conn) *corkConn {
-	return &corkConn{Conn: c, raw: rawConnOf(c)}
+	return &corkConn{Conn: c, raw: rawConnOf(c), stall: flushStall}
 }
 
 var (
@@ -306,7 +318,7 @@ func (c *corkConn) flush() {
 		b := c.out
 		c.out = corkBufs.Get().(*[]byte)
 		c.mu.Unlock()
-		_, err := c.Conn.Write(*b)
+		err := c.writeAll(*b)
 		putBuf(b)
 		if err != nil {
 			c.mu.Lock()
@@ -314,6 +326,22 @@ func (c *corkConn) flush() {
 			c.mu.Unlock()
 		}
 	}
+}
+
+// writeAll writes p in chunks, each of which the peer must take within
+// c.stall: a slow peer that keeps reading is served, a stalled one fails.
+func (c *corkConn) writeAll(p []byte) error {
+	for len(p) > 0 {
+		n := min(len(p), flushChunk)
+		if err := c.Conn.SetWriteDeadline(time.Now().Add(c.stall)); err != nil {
+			return err
+		}
+		if _, err := c.Conn.Write(p[:n]); err != nil {
+			return err
+		}
+		p = p[n:]
+	}
+	return nil
 }
 
 func putBuf(b *[]byte) {

@@ -173,3 +173,25 @@ func TestCorkConnBoundsUnreadControlFrames(t *testing.T) {
 		}
 	}
 }
+
+// A peer that takes nothing for the stall time fails the connection, and
+// the flusher ends instead of waiting for it for ever.
+func TestCorkConnFlusherGivesUpOnStalledPeer(t *testing.T) {
+	cc, _ := tcpPair(t)
+	cc.stall = 200 * time.Millisecond
+	fillSocket(t, cc)
+	done := make(chan error, 1)
+	go func() { done <- cc.wait() }()
+	select {
+	case err := <-done:
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("wait = %v, want a timeout", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the flusher still waits for a peer that reads nothing")
+	}
+	if _, err := cc.Write([]byte("x")); err == nil {
+		t.Fatal("a write after the stall succeeded")
+	}
+}

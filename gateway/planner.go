@@ -115,6 +115,8 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 		pending--
 		mu.Unlock()
 	}
+	// closed runs on the watch's goroutine, which calls fn without a lock
+	// held: stopping the watch from here only marks it and closes its queue.
 	closed := func(reason string) {
 		if s.forget(wp.Subscription, cs) {
 			s.serverClosed(wp.Subscription, reason)
@@ -123,10 +125,10 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 	fn := func(o planner.Output) bool {
 		switch o.Type {
 		case planner.OutputLagging:
-			go closed(streams.ReasonLagging)
+			closed(streams.ReasonLagging)
 			return false
 		case planner.OutputClosed:
-			go closed(o.Text)
+			closed(o.Text)
 			return false
 		}
 		body, err := s.codec.Marshal(o)
@@ -136,13 +138,13 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 		mu.Lock()
 		if stopped || pending >= limit {
 			mu.Unlock()
-			go closed(streams.ReasonLagging)
+			closed(streams.ReasonLagging)
 			return false
 		}
 		pending++
 		mu.Unlock()
 		if !s.conn.TrySendSpliced("planner.output", wp.Subscription, body, written) {
-			go closed(streams.ReasonLagging)
+			closed(streams.ReasonLagging)
 			return false
 		}
 		s.srv.metrics.MessagesOut.WithLabelValues("planner.output").Inc()
