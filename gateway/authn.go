@@ -1,0 +1,108 @@
+// The auth and auth.refresh methods: token verification, the connection
+// counted against its subject, the token's expiry.
+
+package gateway
+
+import (
+	"context"
+	"time"
+
+	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/rpc"
+)
+
+type tokenParams struct {
+	Token string `json:"token"`
+}
+
+type authResult struct {
+	Subject   string  `json:"subject"`
+	ExpiresAt int64   `json:"expires_at"`
+	Limits    *limits `json:"limits"`
+}
+
+func (s *session) verify(ctx context.Context, req *rpc.Request) (*auth.Principal, error) {
+	var tp tokenParams
+	if err := req.Decode(&tp); err != nil {
+		return nil, err
+	}
+	if tp.Token == "" {
+		return nil, rpc.Errorf(rpc.ErrInvalidParams, "params.token is required")
+	}
+	// Bounded by its own timeout, not the connection's context: a context
+	// derived from that one would leave a table of children on it for the
+	// connection's life.
+	vctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	p, err := s.srv.verifier.Verify(vctx, tp.Token)
+	if err != nil {
+		reason := auth.Reason(err)
+		s.srv.metrics.AuthFailures.WithLabelValues(reason).Inc()
+		s.lg().Info("token rejected", "method", req.Method, "reason", reason)
+		return nil, rpc.Errorf(rpc.ErrUnauthenticated, "invalid token (%s)", reason)
+	}
+	return p, nil
+}
+
+func (s *session) auth(ctx context.Context, req *rpc.Request, _ *auth.Principal) (any, error) {
+	p, err := s.verify(ctx, req)
+	if err != nil {
+		s.closing.Store(true)
+		req.AfterReply(func() { s.closeWith(StatusUnauthenticated, "invalid token") })
+		return nil, err
+	}
+	s.mu.Lock()
+	if !s.finished && !s.srv.acquireSubject(p.Subject) {
+		s.mu.Unlock()
+		max := s.srv.cfg.MaxConnectionsPerSubject
+		s.lg().Info("connection refused: too many connections of its subject", "subject", p.Subject, "max", max)
+		s.closing.Store(true)
+		req.AfterReply(func() { s.closeWith(StatusLimitExceeded, "too many connections of this subject") })
+		return nil, s.srv.limitError(limitSubjectConns, max, 0)
+	}
+	if !s.finished {
+		s.counted = p.Subject
+	}
+	s.principal = p
+	s.mu.Unlock()
+	s.authed.Store(true)
+	s.setExpiry(p.ExpiresAt)
+	s.lg().Info("authenticated", "human", p.Human)
+	s.mu.Lock()
+	if s.authTimer != nil {
+		s.authTimer.Stop()
+		s.authTimer = nil // an idle connection keeps only what it needs
+	}
+	s.mu.Unlock()
+	return authResult{Subject: p.Subject, ExpiresAt: p.ExpiresAt.Unix(), Limits: s.srv.advertised()}, nil
+}
+
+func (s *session) refresh(ctx context.Context, req *rpc.Request, _ *auth.Principal) (any, error) {
+	p, err := s.verify(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	old := s.principal
+	if p.Subject != old.Subject {
+		s.mu.Unlock()
+		s.srv.metrics.AuthFailures.WithLabelValues("subject_changed").Inc()
+		return nil, rpc.Errorf(rpc.ErrUnauthenticated, "auth.refresh must keep the subject %q", old.Subject)
+	}
+	s.principal = p
+	s.mu.Unlock()
+	s.setExpiry(p.ExpiresAt)
+	return authResult{Subject: p.Subject, ExpiresAt: p.ExpiresAt.Unix(), Limits: s.srv.advertised()}, nil
+}
+
+// setExpiry closes the connection with 4001 when the token expires, unless
+// a refresh moves the expiry first.
+func (s *session) setExpiry(at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expAt = 0
+	if !at.IsZero() {
+		s.expAt = at.UnixNano()
+	}
+	s.rescheduleLocked(time.Now())
+}

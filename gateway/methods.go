@@ -1,0 +1,113 @@
+// The method table: from a method name to its handler and what it needs,
+// so that main → Server → methods → handler is the whole route.
+
+package gateway
+
+import (
+	"context"
+	"time"
+
+	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/rpc"
+)
+
+// method is one entry of the method table: the handler of a request or
+// notification, and what is required before it runs.
+type method struct {
+	// serve answers the message; p is the caller, nil only for auth.
+	serve func(s *session, ctx context.Context, req *rpc.Request, p *auth.Principal) (any, error)
+	// anonymous: served before authentication, and only then (auth).
+	anonymous bool
+	// planner: served only when the server runs the planner.
+	planner bool
+	// human: the caller must be a person, not a service (RFC 9068: a
+	// client-credentials token has sub = client id).
+	human bool
+	// perm is the permission needed on the project the params name. The
+	// handler checks it (stream.subscribe) or the planner service does,
+	// since the project is known only from the params.
+	perm auth.Perm
+	// subscribes: each success takes one of the connection's
+	// BALLET_MAX_SUBSCRIPTIONS places until stream.unsubscribe.
+	subscribes bool
+}
+
+// methods is every method the gateway serves. Every message, request or
+// notification, also spends the connection's BALLET_REQUEST_RATE budget
+// (session.admit); before auth only an auth request is read
+// (session.screen).
+var methods = map[string]method{
+	"auth":               {serve: (*session).auth, anonymous: true},
+	"auth.refresh":       {serve: (*session).refresh},
+	"$/heartbeat":        {serve: (*session).heartbeatReceived},
+	"system.ping":        {serve: (*session).ping},
+	"stream.subscribe":   {serve: (*session).subscribe, perm: auth.PermRead, subscribes: true},
+	"stream.unsubscribe": {serve: (*session).unsubscribe},
+	"planner.send":       {serve: (*session).plannerSend, planner: true, human: true, perm: auth.PermWrite},
+	"planner.cancel":     {serve: (*session).plannerCancel, planner: true, perm: auth.PermWrite},
+	"planner.watch":      {serve: (*session).plannerWatch, planner: true, perm: auth.PermRead, subscribes: true},
+}
+
+// Handle serves one request or notification (rpc.Handler): it finds the
+// method in the table, checks what the table requires, and counts it.
+func (s *session) Handle(ctx context.Context, req *rpc.Request) (result any, err error) {
+	label := methodLabel(req.Method)
+	s.srv.metrics.MessagesIn.WithLabelValues(label).Inc()
+	if !req.Notification {
+		start := time.Now()
+		defer func() {
+			s.srv.metrics.Requests.WithLabelValues(label, codeLabel(rpc.Code(errOrNil(err)))).Inc()
+			s.srv.metrics.RequestDuration.WithLabelValues(label).Observe(time.Since(start).Seconds())
+		}()
+	}
+	m, found := methods[req.Method]
+	p := s.getPrincipal()
+	switch {
+	case p == nil && (!m.anonymous || req.Notification):
+		s.srv.metrics.AuthFailures.WithLabelValues("no_auth").Inc()
+		const msg = "the first message must be an auth request"
+		s.closing.Store(true) // read no further while the answer goes out
+		req.AfterReply(func() { s.closeWith(StatusUnauthenticated, msg) })
+		return nil, rpc.Errorf(rpc.ErrUnauthenticated, msg)
+	case !found || (m.planner && s.srv.planner == nil):
+		return nil, rpc.Errorf(rpc.ErrMethodNotFound, "method %s not found", shorten(req.Method, 64))
+	case m.anonymous && p != nil:
+		return nil, rpc.Errorf(rpc.ErrInvalidRequest, "already authenticated: use auth.refresh")
+	case m.human && !p.Human:
+		return nil, rpc.Errorf(rpc.ErrForbidden, "%s needs a person's token, not a service's", req.Method)
+	}
+	return m.serve(s, ctx, req, p)
+}
+
+func (s *session) ping(_ context.Context, _ *rpc.Request, p *auth.Principal) (any, error) {
+	return map[string]any{"time": s.srv.now().UnixMilli(), "subject": p.Subject}, nil
+}
+
+// heartbeatReceived does nothing: any message counts as the peer's
+// liveness (OnMessage), a heartbeat only exists to be one.
+func (s *session) heartbeatReceived(context.Context, *rpc.Request, *auth.Principal) (any, error) {
+	return nil, nil
+}
+
+// shorten cuts s to at most n characters, marking the cut with "…": a
+// peer's text quoted in an answer costs no more than that.
+func shorten(s string, n int) string {
+	i := 0
+	for at := range s {
+		if i == n {
+			return s[:at] + "…"
+		}
+		i++
+	}
+	return s
+}
+
+func errOrNil(err error) error {
+	if err == nil {
+		return nil
+	}
+	if rpc.Code(err) == 0 {
+		return rpc.ErrInternal
+	}
+	return err
+}

@@ -1,0 +1,208 @@
+// The stream.subscribe and stream.unsubscribe methods, the connection's
+// subscription-id namespace shared with planner.watch, and the delivery of
+// stream.event frames (streams.Sender).
+
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/rpc"
+	"github.com/ballet/gateway/streams"
+)
+
+// Subscription ids: 1–64 characters, unique on the connection across
+// stream.subscribe and planner.watch.
+func checkSubID(id string) error {
+	n := 0
+	for range id {
+		n++
+	}
+	if n < 1 || n > 64 {
+		return rpc.Errorf(rpc.ErrInvalidParams, "subscription must be 1 to 64 characters, got %d", n)
+	}
+	if !streams.ValidText(id) {
+		return rpc.Errorf(rpc.ErrInvalidParams, "subscription must be UTF-8 text")
+	}
+	return nil
+}
+
+// reserve claims a subscription id in the connection's namespace.
+func (s *session) reserve(id string, cs *clientSub) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return rpc.ErrClosed
+	}
+	if _, dup := s.subs.get(id); dup {
+		return rpc.Errorf(rpc.ErrInvalidParams, "subscription %q is already in use on this connection", id)
+	}
+	if max := s.srv.cfg.MaxSubscriptions; s.subs.len() >= max {
+		return s.srv.limitError(limitSubscriptions, max, 0)
+	}
+	s.subs.put(id, cs)
+	s.srv.metrics.Subscriptions.WithLabelValues(cs.kind).Inc()
+	return nil
+}
+
+type subscribeParams struct {
+	Subscription string `json:"subscription"`
+	Stream       string `json:"stream"`
+	FromSeq      *int64 `json:"from_seq"`
+}
+
+type subscribeResult struct {
+	Subscription string `json:"subscription"`
+	Seq          int64  `json:"seq"`
+}
+
+type closedParams struct {
+	Subscription string `json:"subscription"`
+	Reason       string `json:"reason"`
+}
+
+func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Principal) (any, error) {
+	var sp subscribeParams
+	if err := req.Decode(&sp); err != nil {
+		return nil, err
+	}
+	if err := checkSubID(sp.Subscription); err != nil {
+		return nil, err
+	}
+	st, err := streams.ParseStream(sp.Stream)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.ErrInvalidParams, "stream %q: want project:<KEY> or item:<KEY>", sp.Stream)
+	}
+	if sp.FromSeq != nil && *sp.FromSeq < 0 {
+		return nil, rpc.Errorf(rpc.ErrInvalidParams, "from_seq must not be negative")
+	}
+	// Short queries; see verify for why not on the connection's context.
+	if err := s.authorize(context.WithoutCancel(ctx), st, p, auth.PermRead); err != nil {
+		return nil, err
+	}
+	kind := st.Kind.String()
+	cs := &clientSub{kind: kind}
+	if err := s.reserve(sp.Subscription, cs); err != nil {
+		return nil, err
+	}
+	sub, head, err := s.srv.hub.Subscribe(ctx, s.srv.log, streams.SubscribeRequest{
+		ID: sp.Subscription, Subject: p.Subject, Stream: st, Codec: s.codec, Out: s,
+		FromSeq: sp.FromSeq, QueueLimit: s.srv.cfg.SubscriberQueue, ReplayLimit: s.srv.cfg.ReplayLimit,
+		OnClosed: s.subClosed,
+	})
+	if err != nil {
+		s.forget(sp.Subscription, cs)
+		if errors.Is(err, streams.ErrResyncRequired) {
+			return nil, rpc.Errorf(rpc.ErrResyncRequired, "resync required: %s", resyncDetail(err))
+		}
+		return nil, fmt.Errorf("subscribe %s: %w", st, err)
+	}
+	s.mu.Lock()
+	cur, _ := s.subs.get(sp.Subscription)
+	current := cur == cs
+	if current {
+		cs.stream = sub
+	}
+	s.mu.Unlock()
+	if !current {
+		// Closed while subscribing (lagging during the replay, or the
+		// connection ended): the client hears of it through stream.closed.
+		s.srv.hub.Unsubscribe(sub)
+	}
+	if sp.FromSeq != nil {
+		s.srv.metrics.ReplayEvents.Observe(float64(sub.Replayed()))
+	}
+	return subscribeResult{Subscription: sp.Subscription, Seq: head}, nil
+}
+
+func resyncDetail(err error) string {
+	msg := err.Error()
+	// "subscribe project:X: <detail>: streams: resync required"
+	const suffix = ": " + "streams: resync required"
+	if len(msg) > len(suffix) && msg[len(msg)-len(suffix):] == suffix {
+		msg = msg[:len(msg)-len(suffix)]
+	}
+	return msg
+}
+
+// authorize checks perm on the stream's project: -32004 for an unknown
+// project, -32003 without the permission.
+func (s *session) authorize(ctx context.Context, st streams.Stream, p *auth.Principal, perm auth.Perm) error {
+	project := st.Project()
+	if project == "" {
+		return rpc.Errorf(rpc.ErrNotFound, "%s not found", st)
+	}
+	role, exists, err := s.srv.roles.Role(ctx, project, p.Subject)
+	if err != nil {
+		return fmt.Errorf("role of %s in %s: %w", p.Subject, project, err)
+	}
+	if !exists {
+		return rpc.Errorf(rpc.ErrNotFound, "project %s not found", project)
+	}
+	if !auth.Role(role).Has(perm) {
+		return rpc.Errorf(rpc.ErrForbidden, "%s on project %s is required", perm, project)
+	}
+	if st.Kind == streams.StreamItem && s.srv.items != nil {
+		ok, err := s.srv.items.ItemExists(ctx, st.Key)
+		if err != nil {
+			return fmt.Errorf("item %s: %w", st.Key, err)
+		}
+		if !ok {
+			return rpc.Errorf(rpc.ErrNotFound, "item %s not found", st.Key)
+		}
+	}
+	return nil
+}
+
+// subClosed runs when the hub closes a subscription (lagging, forbidden,
+// not_found): it leaves the namespace and the client is told.
+func (s *session) subClosed(sub *streams.Subscription, reason string) {
+	s.mu.Lock()
+	cs, ok := s.subs.get(sub.ID())
+	mine := ok && (cs.stream == sub || cs.stream == nil)
+	s.mu.Unlock()
+	if !mine || !s.forget(sub.ID(), cs) {
+		return
+	}
+	s.serverClosed(sub.ID(), reason)
+}
+
+type unsubscribeParams struct {
+	Subscription string `json:"subscription"`
+}
+
+func (s *session) unsubscribe(_ context.Context, req *rpc.Request, _ *auth.Principal) (any, error) {
+	var up unsubscribeParams
+	if err := req.Decode(&up); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	cs, ok := s.subs.get(up.Subscription)
+	s.mu.Unlock()
+	if !ok || !s.forget(up.Subscription, cs) {
+		return nil, rpc.Errorf(rpc.ErrNotFound, "subscription %q not found", up.Subscription)
+	}
+	return struct{}{}, nil
+}
+
+// TrySendSpliced queues one stream.event frame for a subscription and
+// counts it (streams.Sender).
+func (s *session) TrySendSpliced(method, sub string, body []byte, done func()) bool {
+	if !s.conn.TrySendSpliced(method, sub, body, done) {
+		return false
+	}
+	s.srv.metrics.EventsDelivered.Inc()
+	return true
+}
+
+// TrySendSplicedBatch is TrySendSpliced for several events (streams.Sender).
+func (s *session) TrySendSplicedBatch(method, sub string, bodies [][]byte, room int, done func()) bool {
+	if !s.conn.TrySendSplicedBatch(method, sub, bodies, room, done) {
+		return false
+	}
+	s.srv.metrics.EventsDelivered.Add(float64(len(bodies)))
+	return true
+}
