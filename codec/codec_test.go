@@ -366,3 +366,31 @@ func TestRawJSONTrailingRejected(t *testing.T) {
 		t.Fatal("truncated JSON accepted")
 	}
 }
+
+func TestIsArray(t *testing.T) {
+	for _, c := range codecs {
+		for _, tc := range []struct {
+			v    any
+			want bool
+		}{
+			{[]any{}, true},
+			{[]any{1, "a"}, true},
+			{make([]int, 20), true}, // array 16 in MessagePack
+			{map[string]any{}, false},
+			{map[string]any{"a": []any{1}}, false},
+			{"[", false},
+			{7, false},
+		} {
+			raw, err := c.Marshal(tc.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := IsArray(c, raw); got != tc.want {
+				t.Errorf("%s %v: IsArray %v", c.Name(), tc.v, got)
+			}
+		}
+	}
+	if !IsArray(JSON, []byte(" \n[1]")) || IsArray(JSON, nil) || IsArray(MsgPack, nil) {
+		t.Error("IsArray on JSON with leading space, or on nothing")
+	}
+}

@@ -39,18 +39,6 @@ type Request struct {
 // the connection right after an error reply.
 func (r *Request) AfterReply(f func()) { r.after = f }
 
-// Decode decodes the params into v. Absent params leave v unchanged; params
-// that do not fit v are an ErrInvalidParams error.
-func (r *Request) Decode(v any) error {
-	if r.Params == nil {
-		return nil
-	}
-	if err := r.Conn.codec.Unmarshal(r.Params, v); err != nil {
-		return Errorf(ErrInvalidParams, "invalid params for %s: %v", r.Method, err)
-	}
-	return nil
-}
-
 // Handler serves incoming requests and notifications. For a notification the
 // result is discarded, and so is ErrMethodNotFound (unknown notifications are
 // ignored, as JSON-RPC says).
