@@ -413,7 +413,10 @@ func (c *Conn) call(req *Request) (result any, err error) {
 	return c.handler.Handle(c.ctx, req)
 }
 
-// respond sends the response for a request: err, or result.
+// respond sends the response for a request: err, or result. Every request
+// is answered: a result that cannot be encoded is -32603, an error whose
+// data cannot be goes without it, and a response the codec cannot encode
+// becomes a bare -32603 (or, failing that too, ends the connection).
 func (c *Conn) respond(m *codec.Message, err error, result any) {
 	if err != nil {
 		we, internal := wireError(err)
@@ -422,23 +425,26 @@ func (c *Conn) respond(m *codec.Message, err error, result any) {
 		}
 		m.Error = &codec.Error{Code: we.Code, Message: we.Message}
 		if we.Data != nil {
-			if data, derr := c.codec.Marshal(we.Data); derr == nil {
+			if data, derr := c.codec.Marshal(we.Data); derr != nil {
+				c.log.Error("rpc error data encoding failed", "id", m.ID, "code", we.Code, "err", derr)
+			} else {
 				m.Error.Data = data
 			}
 		}
+	} else if raw, merr := c.marshal(result); merr != nil {
+		c.log.Error("rpc result encoding failed", "id", m.ID, "err", merr)
+		m.Error = &codec.Error{Code: ErrInternal.Code, Message: ErrInternal.Message}
 	} else {
-		raw, merr := c.marshal(result)
-		if merr != nil {
-			c.log.Error("rpc result encoding failed", "id", m.ID, "err", merr)
-			m.Error = &codec.Error{Code: ErrInternal.Code, Message: ErrInternal.Message}
-		} else {
-			m.Result = raw
-		}
+		m.Result = raw
 	}
 	frame, eerr := c.codec.Encode(nil, m)
 	if eerr != nil {
 		c.log.Error("rpc response encoding failed", "id", m.ID, "err", eerr)
-		return
+		bare := &codec.Message{ID: m.ID, HasID: m.HasID, Error: &codec.Error{Code: ErrInternal.Code, Message: ErrInternal.Message}}
+		if frame, eerr = c.codec.Encode(nil, bare); eerr != nil {
+			c.fail(fmt.Errorf("rpc: encode response: %w", eerr)) // the peer would wait for ever
+			return
+		}
 	}
 	_ = c.send(c.ctx, frame)
 }
