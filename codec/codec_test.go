@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -392,5 +394,30 @@ func TestIsArray(t *testing.T) {
 	}
 	if !IsArray(JSON, []byte(" \n[1]")) || IsArray(JSON, nil) || IsArray(MsgPack, nil) {
 		t.Error("IsArray on JSON with leading space, or on nothing")
+	}
+}
+
+// JSON text is always UTF-8, also when a raw value carries invalid bytes:
+// they become U+FFFD, as encoding/json does with Go strings.
+func TestJSONMarshalIsUTF8(t *testing.T) {
+	for _, v := range []any{
+		RawJSON("{\"a\":\"x\xff\xfey\",\"\xfe\":[\"\xc3\"]}"),
+		map[string]any{"a": "x\xff\xfey", "\xfe": []string{"\xc3"}},
+		json.RawMessage("{\"a\":\"x\xff\xfey\",\"\xfe\":[\"\xc3\"]}"),
+	} {
+		b, err := JSON.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !utf8.Valid(b) || !json.Valid(b) {
+			t.Fatalf("%T: %q is not UTF-8 JSON", v, b)
+		}
+		var back map[string]any
+		if err := json.Unmarshal(b, &back); err != nil || !strings.HasPrefix(back["a"].(string), "x\uFFFD") {
+			t.Fatalf("%T: %q → %v %v", v, b, back, err)
+		}
+	}
+	if b, _ := JSON.Marshal(RawJSON(`{"a":"żółw"}`)); string(b) != `{"a":"żółw"}` {
+		t.Fatalf("valid UTF-8 changed: %s", b)
 	}
 }
