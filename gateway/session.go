@@ -225,6 +225,8 @@ func (s *session) finish() {
 			switch {
 			case errors.Is(s.conn.Err(), errWrongFrameKind):
 				code = websocket.StatusUnsupportedData
+			case errors.Is(s.conn.Err(), errInvalidUTF8):
+				code = websocket.StatusInvalidFramePayloadData
 			default:
 				code = websocket.StatusAbnormalClosure
 			}
