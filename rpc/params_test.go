@@ -148,3 +148,44 @@ func checkParamsError(t *testing.T, name string, err error, want string) {
 		}
 	}
 }
+
+// fuzzParams checks that any params decode or are refused with -32602 in
+// the protocol's words.
+func fuzzParams(t *testing.T, c codec.Codec, data []byte) {
+	var p sampleParams
+	err := decodeParams(c, data, &p)
+	if err == nil {
+		return
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Code != ErrInvalidParams.Code {
+		t.Fatalf("%q: %v, want -32602", data, err)
+	}
+	if e.Message == "invalid params" || e.Message == "params must be an object" {
+		return
+	}
+	for _, want := range []string{"a string", "an integer", "a non-negative integer", "a number", "a boolean", "an object", "an array"} {
+		if strings.HasPrefix(e.Message, "params") && strings.HasSuffix(e.Message, " must be "+want) {
+			return
+		}
+	}
+	t.Fatalf("%q: message %q is not in the protocol's words", data, e.Message)
+}
+
+func FuzzParamsJSON(f *testing.F) {
+	f.Add([]byte(`{"token":5,"types":["a",{}],"labels":{"x":"y"}}`))
+	f.Add([]byte(`{"actor":{"kind":[]},"from_seq":1e400}`))
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzParams(t, codec.JSON, data) })
+}
+
+func FuzzParamsMsgpack(f *testing.F) {
+	for _, js := range []string{`{"token":5,"types":["a",{}],"labels":{"x":"y"}}`, `{"actor":{"kind":[]},"small":-1.5}`} {
+		raw, err := codec.ToMsgpack([]byte(js))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw)
+	}
+	f.Add([]byte("\x81\x01\xa1x"))
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzParams(t, codec.MsgPack, data) })
+}
