@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ballet/gateway/client"
+	"github.com/ballet/gateway/codec"
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/gateway/gatewaytest"
 	"github.com/ballet/gateway/rpc"
@@ -114,6 +115,28 @@ func TestCall(t *testing.T) {
 	}
 	if _, err := c.Ping(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Raw params with bytes that are not UTF-8 go out as U+FFFD, so the
+// gateway, which closes 1007 on a text frame that is not UTF-8, answers
+// them like any other request.
+func TestCallWithInvalidUTF8(t *testing.T) {
+	env := startEnv(t, false, gateway.Config{})
+	var st states
+	m := &minter{env: env, subject: "alice"}
+	c := dial(t, env.URL, &client.Options{Token: m.Token, Codec: codec.JSON, OnStateChange: st.record})
+	ctx := context.Background()
+	err := c.Call(ctx, "stream.unsubscribe", codec.RawJSON("{\"subscription\":\"x\xff\xfe\"}"), nil)
+	var re *rpc.Error
+	if !errors.As(err, &re) || re.Code != -32004 || re.Message != "subscription \"x\uFFFD\" not found" {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := c.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := st.count(client.StateReconnecting); n != 0 {
+		t.Fatalf("the connection was lost %d times", n)
 	}
 }
 

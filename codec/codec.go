@@ -1,5 +1,7 @@
 package codec
 
+import "bytes"
+
 // Codec encodes and decodes envelopes and values in one wire format.
 // Implementations are safe for concurrent use.
 type Codec interface {
@@ -35,4 +37,15 @@ func ByName(name string) Codec {
 		return JSON
 	}
 	return nil
+}
+
+// IsArray reports whether raw, one value encoded by c (params, say), is an
+// array. MessagePack decoders fill a struct from an array by field order;
+// the realtime API's params are objects, so callers refuse arrays first.
+func IsArray(c Codec, raw []byte) bool {
+	if c.Binary() {
+		return len(raw) > 0 && isArray(raw[0])
+	}
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	return len(raw) > 0 && raw[0] == '['
 }

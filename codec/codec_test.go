@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -364,5 +366,58 @@ func TestRawJSONTrailingRejected(t *testing.T) {
 	}
 	if _, err := ToMsgpack([]byte(`{"a":`)); err == nil {
 		t.Fatal("truncated JSON accepted")
+	}
+}
+
+func TestIsArray(t *testing.T) {
+	for _, c := range codecs {
+		for _, tc := range []struct {
+			v    any
+			want bool
+		}{
+			{[]any{}, true},
+			{[]any{1, "a"}, true},
+			{make([]int, 20), true}, // array 16 in MessagePack
+			{map[string]any{}, false},
+			{map[string]any{"a": []any{1}}, false},
+			{"[", false},
+			{7, false},
+		} {
+			raw, err := c.Marshal(tc.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := IsArray(c, raw); got != tc.want {
+				t.Errorf("%s %v: IsArray %v", c.Name(), tc.v, got)
+			}
+		}
+	}
+	if !IsArray(JSON, []byte(" \n[1]")) || IsArray(JSON, nil) || IsArray(MsgPack, nil) {
+		t.Error("IsArray on JSON with leading space, or on nothing")
+	}
+}
+
+// JSON text is always UTF-8, also when a raw value carries invalid bytes:
+// they become U+FFFD, as encoding/json does with Go strings.
+func TestJSONMarshalIsUTF8(t *testing.T) {
+	for _, v := range []any{
+		RawJSON("{\"a\":\"x\xff\xfey\",\"\xfe\":[\"\xc3\"]}"),
+		map[string]any{"a": "x\xff\xfey", "\xfe": []string{"\xc3"}},
+		json.RawMessage("{\"a\":\"x\xff\xfey\",\"\xfe\":[\"\xc3\"]}"),
+	} {
+		b, err := JSON.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !utf8.Valid(b) || !json.Valid(b) {
+			t.Fatalf("%T: %q is not UTF-8 JSON", v, b)
+		}
+		var back map[string]any
+		if err := json.Unmarshal(b, &back); err != nil || !strings.HasPrefix(back["a"].(string), "x\uFFFD") {
+			t.Fatalf("%T: %q → %v %v", v, b, back, err)
+		}
+	}
+	if b, _ := JSON.Marshal(RawJSON(`{"a":"żółw"}`)); string(b) != `{"a":"żółw"}` {
+		t.Fatalf("valid UTF-8 changed: %s", b)
 	}
 }

@@ -12,7 +12,18 @@ type jsonCodec struct{}
 func (jsonCodec) Name() string { return NameJSON }
 func (jsonCodec) Binary() bool { return false }
 
-func (jsonCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
+// Marshal encodes v as JSON text, always UTF-8: a text frame that is not
+// fails the connection (RFC 6455 §8.1, close 1007). encoding/json makes Go
+// strings so; invalid UTF-8 carried by raw values (RawJSON) becomes U+FFFD
+// the same way.
+func (jsonCodec) Marshal(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil || utf8.Valid(b) {
+		return b, err
+	}
+	// Outside strings JSON is ASCII: only string contents change.
+	return bytes.ToValidUTF8(b, []byte("\uFFFD")), nil
+}
 
 func (jsonCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
 

@@ -37,20 +37,27 @@ type watchParams struct {
 	Session      string `json:"session"`
 }
 
-// plannerError maps the planner's errors onto the spec's codes.
+// plannerError maps the planner's errors onto the spec's codes, with the
+// planner's caller-safe detail or else the code's own words.
 func plannerError(method string, err error) error {
-	msg := planner.Detail(err)
+	var kind *rpc.Error
 	switch {
 	case errors.Is(err, planner.ErrNotFound):
-		return rpc.Errorf(rpc.ErrNotFound, "%s", msg)
+		kind = rpc.ErrNotFound
 	case errors.Is(err, planner.ErrForbidden):
-		return rpc.Errorf(rpc.ErrForbidden, "%s", msg)
+		kind = rpc.ErrForbidden
 	case errors.Is(err, planner.ErrConflict):
-		return rpc.Errorf(rpc.ErrConflict, "%s", msg)
+		kind = rpc.ErrConflict
 	case errors.Is(err, planner.ErrInvalid):
-		return rpc.Errorf(rpc.ErrInvalidParams, "%s", msg)
+		kind = rpc.ErrInvalidParams
+	default:
+		return fmt.Errorf("%s: %w", method, err)
 	}
-	return fmt.Errorf("%s: %w", method, err)
+	msg := planner.Detail(err)
+	if msg == "" {
+		msg = kind.Message // the error's own text may hold internals
+	}
+	return rpc.Errorf(kind, "%s", msg)
 }
 
 func (s *session) plannerSend(ctx context.Context, req *rpc.Request, p *auth.Principal) (any, error) {

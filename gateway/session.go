@@ -47,13 +47,14 @@ type session struct {
 
 	// Timers instead of a goroutine per session: an idle connection costs
 	// only its reader.
-	closeOnce sync.Once
 	closeCode websocket.StatusCode
 	closeMsg  string
 	authTimer *time.Timer
 	tIndex    int   // place in the server's heartbeat heap, -1 when absent (srv.timers.mu)
 	tDue      int64 // Unix ns of the next heartbeat check (srv.timers.mu)
 	ticking   bool  // heartbeats started
+	started   bool  // start has run: until then finish waits (closeWith leaves it to start)
+	closeSet  bool  // closeWith has been called: closeCode and closeMsg are final
 	expAt     int64 // the token's expiry, Unix ns; zero until authenticated
 	lastSent  int64 // last heartbeat sent, Unix ns
 	finished  bool
@@ -109,7 +110,9 @@ func (s *session) start() {
 		s.conn.Abort(ErrServerClosed) // Shutdown gave up waiting meanwhile
 	}
 	s.mu.Lock()
-	if !s.finished {
+	s.started = true
+	closing := s.closeSet
+	if !closing {
 		s.authTimer = time.AfterFunc(s.srv.cfg.AuthTimeout, func() {
 			if s.getPrincipal() == nil {
 				s.srv.metrics.AuthFailures.WithLabelValues("timeout").Inc()
@@ -121,19 +124,28 @@ func (s *session) start() {
 	}
 	s.mu.Unlock()
 	s.lg().Debug("connection opened")
+	if closing {
+		go s.finish() // closed (by Shutdown, or the connection ended) while starting
+	}
 }
 
 // closeWith closes the session: with a WebSocket close code chosen by the
 // server, or 0 when the connection already ended. The first call wins; it
-// never blocks.
+// never blocks. Before start has run, start finishes the session.
 func (s *session) closeWith(code websocket.StatusCode, reason string) {
 	s.closing.Store(true)
-	s.closeOnce.Do(func() {
-		s.mu.Lock()
-		s.closeCode, s.closeMsg = code, reason
+	s.mu.Lock()
+	if s.closeSet {
 		s.mu.Unlock()
+		return
+	}
+	s.closeSet = true
+	s.closeCode, s.closeMsg = code, reason
+	started := s.started
+	s.mu.Unlock()
+	if started {
 		go s.finish()
-	})
+	}
 }
 
 // heartbeat runs from the server's heartbeat timers: it closes a connection whose
@@ -226,6 +238,8 @@ func (s *session) finish() {
 			switch {
 			case errors.Is(s.conn.Err(), errWrongFrameKind):
 				code = websocket.StatusUnsupportedData
+			case errors.Is(s.conn.Err(), errInvalidUTF8):
+				code = websocket.StatusInvalidFramePayloadData
 			default:
 				code = websocket.StatusAbnormalClosure
 			}

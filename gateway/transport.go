@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
@@ -13,6 +14,10 @@ import (
 
 // errWrongFrameKind ends a session whose client sent a frame of the other codec's kind.
 var errWrongFrameKind = errors.New("gateway: frame kind does not match the subprotocol")
+
+// errInvalidUTF8 ends a session whose client sent a text frame that is not
+// UTF-8: RFC 6455 §8.1 fails such a connection with 1007.
+var errInvalidUTF8 = errors.New("gateway: text frame is not valid UTF-8")
 
 // wsTransport carries one JSON-RPC message per WebSocket frame.
 type wsTransport struct {
@@ -127,6 +132,12 @@ func (t *wsTransport) Read(_ context.Context) ([]byte, error) {
 		// Close here, before the read's context ends the connection abruptly.
 		_ = t.ws.Close(websocket.StatusUnsupportedData, "frame kind does not match the subprotocol")
 		return nil, errWrongFrameKind
+	}
+	if typ == websocket.MessageText && !utf8.Valid(data) {
+		const reason = "text frame is not valid UTF-8"
+		t.sess.closeWith(websocket.StatusInvalidFramePayloadData, reason)
+		_ = t.ws.Close(websocket.StatusInvalidFramePayloadData, reason)
+		return nil, errInvalidUTF8
 	}
 	return data, nil
 }

@@ -39,18 +39,6 @@ type Request struct {
 // the connection right after an error reply.
 func (r *Request) AfterReply(f func()) { r.after = f }
 
-// Decode decodes the params into v. Absent params leave v unchanged; params
-// that do not fit v are an ErrInvalidParams error.
-func (r *Request) Decode(v any) error {
-	if r.Params == nil {
-		return nil
-	}
-	if err := r.Conn.codec.Unmarshal(r.Params, v); err != nil {
-		return Errorf(ErrInvalidParams, "invalid params for %s: %v", r.Method, err)
-	}
-	return nil
-}
-
 // Handler serves incoming requests and notifications. For a notification the
 // result is discarded, and so is ErrMethodNotFound (unknown notifications are
 // ignored, as JSON-RPC says).
@@ -113,6 +101,8 @@ type Conn struct {
 	onDone  func(error)
 	log     *slog.Logger
 
+	// The context exists from NewConn on, so that every method is safe
+	// before and during Start; cancel also runs ended, once.
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	endOnce sync.Once
@@ -126,10 +116,10 @@ type Conn struct {
 	freed     chan struct{} // closed when a token is returned, if anyone waits (mu)
 	maxTry    int
 	nextID    atomic.Int64
-	started   atomic.Bool
-	running   atomic.Bool // Start has set ctx and cancel
 
 	mu      sync.Mutex
+	started bool        // Start has been called
+	unwatch func() bool // stops watching Start's ctx
 	queue   []outFrame
 	spare   []outFrame // the writer's previous batch, reused
 	tryLen  int
@@ -212,41 +202,44 @@ func NewConn(t Transport, c codec.Codec, opts *Options) *Conn {
 		o.Logger = slog.Default()
 	}
 	tw, _ := t.(TryWriter)
-	return &Conn{
+	cn := &Conn{
 		t: t, tw: tw, codec: c, handler: o.Handler, inline: o.Inline, onMsg: o.OnMessage, admit: o.Admit, screen: o.Screen,
 		onDone: o.OnDone, log: o.Logger,
 		maxConc:  o.MaxConcurrent,
 		outQueue: o.OutQueue,
 		maxTry:   o.MaxTrySend,
 	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cn.ctx = ctx
+	cn.cancel = func(err error) {
+		cancel(err)
+		cn.endOnce.Do(func() { go cn.ended() })
+	}
+	return cn
 }
 
 // Codec returns the connection's codec.
 func (c *Conn) Codec() codec.Codec { return c.codec }
 
-// Start runs the connection until ctx ends, the transport fails, or Close is
-// called. One goroutine reads (none while a Parker transport is parked); a
+// Start runs the connection until ctx ends (its cause becomes Err), the
+// transport fails, or Close is called; handlers' contexts carry no values of
+// ctx. One goroutine reads (none while a Parker transport is parked); a
 // writer goroutine runs only while frames are queued, so an idle connection
-// costs at most one goroutine.
+// costs at most one goroutine. A connection that has ended already, by Close
+// or Abort, does not start.
 func (c *Conn) Start(ctx context.Context) {
-	if !c.started.CompareAndSwap(false, true) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	again := c.started
+	c.started = true
+	if again || c.closed || c.ctx.Err() != nil {
 		return
 	}
-	c.ctx, c.cancel = context.WithCancelCause(ctx)
-	if ctx.Done() == nil {
-		// Only the connection itself can end its context: it runs ended
-		// as it cancels, without registering a callback on the context.
-		cancel := c.cancel
-		c.cancel = func(err error) {
-			cancel(err)
-			c.endOnce.Do(func() { go c.ended() })
-		}
-	} else {
-		context.AfterFunc(c.ctx, c.ended)
+	if ctx.Done() != nil {
+		c.unwatch = context.AfterFunc(ctx, func() { c.cancel(context.Cause(ctx)) })
 	}
-	c.wg.Add(1)
+	c.wg.Add(1) // before Close can wait: it sets closed under mu first
 	go c.readLoop(false)
-	c.running.Store(true)
 }
 
 // ended runs once when the connection's context is done.
@@ -260,10 +253,10 @@ func (c *Conn) ended() {
 	}
 }
 
-// Context is cancelled when the connection ends (Start must have been called).
+// Context is cancelled when the connection ends.
 func (c *Conn) Context() context.Context { return c.ctx }
 
-// Done is closed when the connection has ended (Start must have been called).
+// Done is closed when the connection has ended.
 func (c *Conn) Done() <-chan struct{} { return c.ctx.Done() }
 
 // Err returns why the connection ended, or nil while it runs.
@@ -275,24 +268,16 @@ func (c *Conn) Err() error {
 }
 
 // Close ends the connection and waits for its goroutines, including running
-// handlers, to return. It is safe to call more than once.
+// handlers, to return. It is safe to call more than once, and before Start.
 func (c *Conn) Close() error {
-	if !c.started.Load() {
-		return nil
-	}
 	c.cancel(ErrClosed)
-	c.failPending() // no writer starts after this
+	c.failPending() // neither Start nor a writer starts a goroutine after this
 	c.wg.Wait()
 	return nil
 }
 
 // Abort ends the connection with err as its reason, without waiting.
-// It does nothing before Start has returned.
-func (c *Conn) Abort(err error) {
-	if c.running.Load() {
-		c.cancel(err)
-	}
-}
+func (c *Conn) Abort(err error) { c.cancel(err) }
 
 // Wait blocks until every goroutine of the connection has returned.
 func (c *Conn) Wait() { c.wg.Wait() }
@@ -302,9 +287,12 @@ func (c *Conn) fail(err error) { c.cancel(err) }
 func (c *Conn) failPending() {
 	c.mu.Lock()
 	c.closed = true
-	pending := c.pending
-	c.pending = nil
+	pending, unwatch := c.pending, c.unwatch
+	c.pending, c.unwatch = nil, nil
 	c.mu.Unlock()
+	if unwatch != nil {
+		unwatch()
+	}
 	for _, ch := range pending {
 		close(ch)
 	}
@@ -453,7 +441,10 @@ func (c *Conn) call(req *Request) (result any, err error) {
 	return c.handler.Handle(c.ctx, req)
 }
 
-// respond sends the response for a request: err, or result.
+// respond sends the response for a request: err, or result. Every request
+// is answered: a result that cannot be encoded is -32603, an error whose
+// data cannot be goes without it, and a response the codec cannot encode
+// becomes a bare -32603 (or, failing that too, ends the connection).
 func (c *Conn) respond(m *codec.Message, err error, result any) {
 	if err != nil {
 		we, internal := wireError(err)
@@ -462,23 +453,26 @@ func (c *Conn) respond(m *codec.Message, err error, result any) {
 		}
 		m.Error = &codec.Error{Code: we.Code, Message: we.Message}
 		if we.Data != nil {
-			if data, derr := c.codec.Marshal(we.Data); derr == nil {
+			if data, derr := c.codec.Marshal(we.Data); derr != nil {
+				c.log.Error("rpc error data encoding failed", "id", m.ID, "code", we.Code, "err", derr)
+			} else {
 				m.Error.Data = data
 			}
 		}
+	} else if raw, merr := c.marshal(result); merr != nil {
+		c.log.Error("rpc result encoding failed", "id", m.ID, "err", merr)
+		m.Error = &codec.Error{Code: ErrInternal.Code, Message: ErrInternal.Message}
 	} else {
-		raw, merr := c.marshal(result)
-		if merr != nil {
-			c.log.Error("rpc result encoding failed", "id", m.ID, "err", merr)
-			m.Error = &codec.Error{Code: ErrInternal.Code, Message: ErrInternal.Message}
-		} else {
-			m.Result = raw
-		}
+		m.Result = raw
 	}
 	frame, eerr := c.codec.Encode(nil, m)
 	if eerr != nil {
 		c.log.Error("rpc response encoding failed", "id", m.ID, "err", eerr)
-		return
+		bare := &codec.Message{ID: m.ID, HasID: m.HasID, Error: &codec.Error{Code: ErrInternal.Code, Message: ErrInternal.Message}}
+		if frame, eerr = c.codec.Encode(nil, bare); eerr != nil {
+			c.fail(fmt.Errorf("rpc: encode response: %w", eerr)) // the peer would wait for ever
+			return
+		}
 	}
 	_ = c.send(c.ctx, frame)
 }
@@ -679,7 +673,7 @@ func (c *Conn) enqueue(fs []outFrame, try bool) bool { return c.enqueueRoom(fs, 
 // enqueueRoom is enqueue that refuses more than room frames.
 func (c *Conn) enqueueRoom(fs []outFrame, try bool, room int) bool {
 	c.mu.Lock()
-	now := !c.writing && c.tw != nil && fs[0].marker == nil && c.running.Load()
+	now := !c.writing && c.tw != nil && fs[0].marker == nil
 	if c.closed || (try && c.tryLen+len(fs) > c.maxTry) || len(fs) > room {
 		c.mu.Unlock()
 		return false

@@ -29,6 +29,7 @@ func TestUsage(t *testing.T) {
 		{"extra argument", tok, []string{"ping", "pong"}, "wrong number of arguments"},
 		{"send without text", tok, []string{"send", "s1"}, "wrong number of arguments"},
 		{"bad params", tok, []string{"call", "system.ping", "{nope"}, "not JSON"},
+		{"params not UTF-8", tok, []string{"call", "system.ping", "{\"pad\":\"\xff\xfe\"}"}, "not UTF-8"},
 		{"bad from-seq", tok, []string{"subscribe", "project:WEB", "--from-seq", "x"}, "non-negative integer"},
 		{"from-seq elsewhere", tok, []string{"ping", "--from-seq", "1"}, "--from-seq is for subscribe"},
 		{"unknown flag", tok, []string{"--verbose", "ping"}, "flag provided but not defined"},

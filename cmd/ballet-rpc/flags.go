@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/ballet/gateway/codec"
 )
@@ -94,6 +95,9 @@ func parse(args []string, getenv func(string) string) (*command, error) {
 	if c.name == "call" && len(c.args) == 2 {
 		if !json.Valid([]byte(c.args[1])) {
 			return nil, fmt.Errorf("call: params %q are not JSON", c.args[1])
+		}
+		if !utf8.ValidString(c.args[1]) {
+			return nil, fmt.Errorf("call: params %q are not UTF-8 text", c.args[1])
 		}
 		c.params = codec.RawJSON(c.args[1])
 	}
