@@ -150,7 +150,8 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 		}
 		pending++
 		mu.Unlock()
-		if !s.conn.TrySendSpliced("planner.output", wp.Subscription, body, written) {
+		f := [1]rpc.Frame{{Method: "planner.output", Sub: wp.Subscription, Params: body}}
+		if !s.conn.TrySendFrames(f[:], 1, written) {
 			closed(streams.ReasonLagging)
 			return false
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/rpc"
 	"github.com/ballet/gateway/streams"
 )
 
@@ -93,8 +94,9 @@ type Server struct {
 	cancel   context.CancelFunc
 	draining atomic.Bool
 
-	idle   *idlePoller   // parks idle connections' readers
-	timers sessionTimers // every session's heartbeat
+	idle    *idlePoller   // parks idle connections' readers
+	timers  sessionTimers // every session's heartbeat
+	workers *rpc.Workers  // the connections' writers and resumed readers
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}
@@ -113,7 +115,7 @@ func NewServer(o *Options) (*Server, error) {
 	s := &Server{
 		cfg: o.Config, verifier: o.Verifier, log: o.Log, hub: o.Hub, roles: o.Roles, items: o.Items, planner: o.Planner,
 		metrics: o.Metrics, logger: o.Logger, ready: o.Ready, api: o.API, root: o.Root, now: o.Now, restTime: o.RESTTimeout,
-		sessions: make(map[*session]struct{}), idle: newIdlePoller(),
+		sessions: make(map[*session]struct{}), idle: newIdlePoller(), workers: rpc.NewWorkers(),
 	}
 	def := Defaults()
 	if s.cfg.AuthTimeout <= 0 {
@@ -327,11 +329,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 		s.cancel()
+		s.workers.Close()
 		return nil
 	case <-ctx.Done():
 		s.cancel()
 		s.abortAll() // ends every session now
 		<-done
+		s.workers.Close()
 		return ctx.Err()
 	}
 }

@@ -88,6 +88,7 @@ func newSession(srv *Server, ws *websocket.Conn, lw *leanWriter, c codec.Codec, 
 		Inline:    func(m string) bool { return m == "auth" || !s.authed.Load() },
 		OnMessage: func() { s.lastRecv.Store(time.Now().UnixNano()) },
 		Admit:     s.admit,
+		Workers:   srv.workers,
 		Screen:    s.screen,
 		// When the peer closes or the transport fails, finish without a code.
 		OnDone: func(error) { s.closeWith(0, "") },

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/rpc"
@@ -191,18 +192,34 @@ func (s *session) unsubscribe(_ context.Context, req *rpc.Request, _ *auth.Princ
 // TrySendSpliced queues one stream.event frame for a subscription and
 // counts it (streams.Sender).
 func (s *session) TrySendSpliced(method, sub string, body []byte, done func()) bool {
-	if !s.conn.TrySendSpliced(method, sub, body, done) {
+	f := [1]rpc.Frame{{Method: method, Sub: sub, Params: body}}
+	if !s.conn.TrySendFrames(f[:], 1, done) {
 		return false
 	}
 	s.srv.metrics.EventsDelivered.Inc()
 	return true
 }
 
-// TrySendSplicedBatch is TrySendSpliced for several events (streams.Sender).
+// TrySendSplicedBatch is TrySendSpliced for several events, all or none
+// (streams.Sender).
 func (s *session) TrySendSplicedBatch(method, sub string, bodies [][]byte, room int, done func()) bool {
-	if !s.conn.TrySendSplicedBatch(method, sub, bodies, room, done) {
+	fs := frameSlices.Get().(*[]rpc.Frame)
+	for _, b := range bodies {
+		*fs = append(*fs, rpc.Frame{Method: method, Sub: sub, Params: b})
+	}
+	ok := s.conn.TrySendFrames(*fs, room, done)
+	if cap(*fs) <= 1024 {
+		clear(*fs)
+		*fs = (*fs)[:0]
+		frameSlices.Put(fs)
+	}
+	if !ok {
 		return false
 	}
 	s.srv.metrics.EventsDelivered.Add(float64(len(bodies)))
 	return true
 }
+
+// frameSlices are TrySendSplicedBatch's frames: a fan-out makes one batch
+// per subscriber, so it allocates none.
+var frameSlices = sync.Pool{New: func() any { s := make([]rpc.Frame, 0, 16); return &s }}

@@ -667,14 +667,21 @@ func TestTryWriterKeepsOrder(t *testing.T) {
 
 		// Taken at once: written, and done, before the call returns.
 		e.accept.Store(true)
-		if !conn.TrySendSpliced("ev", "s", body(0), count) || done.Load() != 1 || e.tries.Load() != 1 {
+		spliced := func(bodies ...[]byte) []Frame {
+			fs := make([]Frame, len(bodies))
+			for i, b := range bodies {
+				fs[i] = Frame{Method: "ev", Sub: "s", Params: b}
+			}
+			return fs
+		}
+		if !conn.TrySendFrames(spliced(body(0)), 1, count) || done.Load() != 1 || e.tries.Load() != 1 {
 			t.Fatalf("single frame: done %d, tries %d", done.Load(), e.tries.Load())
 		}
-		if !conn.TrySendSplicedBatch("ev", "s", [][]byte{body(1), body(2), body(3)}, 3, count) || done.Load() != 4 || e.tries.Load() != 2 {
+		if !conn.TrySendFrames(spliced(body(1), body(2), body(3)), 3, count) || done.Load() != 4 || e.tries.Load() != 2 {
 			t.Fatalf("batch: done %d, tries %d (want one write for the batch)", done.Load(), e.tries.Load())
 		}
 		// More than room: refused whole.
-		if conn.TrySendSplicedBatch("ev", "s", [][]byte{body(-1), body(-1)}, 1, count) {
+		if conn.TrySendFrames(spliced(body(-1), body(-1)), 1, count) {
 			t.Fatal("a batch larger than its room was taken")
 		}
 
@@ -689,12 +696,12 @@ func TestTryWriterKeepsOrder(t *testing.T) {
 				for i := range bodies {
 					bodies[i] = body(n + i)
 				}
-				if !conn.TrySendSplicedBatch("ev", "s", bodies, k, count) {
+				if !conn.TrySendFrames(spliced(bodies...), k, count) {
 					t.Fatalf("batch at %d refused", n)
 				}
 				n += k
 			} else {
-				if !conn.TrySendSpliced("ev", "s", body(n), count) {
+				if !conn.TrySendFrames(spliced(body(n)), 1, count) {
 					t.Fatalf("frame %d refused", n)
 				}
 				n++

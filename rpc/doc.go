@@ -5,10 +5,13 @@
 // in-flight call cancelled when the connection ends.
 //
 // Entry points: NewConn wraps a Transport and a codec.Codec; Handler serves
-// incoming requests and notifications; Conn.Call, Conn.Notify and
-// Conn.TrySend send. Errors carry the spec's codes as *Error values that
-// match by code, so handlers return fmt.Errorf("...: %w", ErrInvalidParams)
-// or Errorf(ErrNotFound, "...").
+// incoming requests and notifications; Conn.Call, Conn.Notify, Conn.TrySend
+// and Conn.TrySendFrames send. Errors carry the spec's codes as *Error
+// values that match by code, so handlers return
+// fmt.Errorf("...: %w", ErrInvalidParams) or Errorf(ErrNotFound, "...").
+// Files by concern: conn.go (life), read.go (the reader), dispatch.go
+// (handlers, responses, calls), write.go (queues and the writer role),
+// params.go (decoding params), workers.go (the loops' goroutines).
 //
 // Caveat: Transport.Read must return when its context is cancelled, or,
 // when the transport is an io.Closer, once the Conn closes it as it ends;

@@ -1,0 +1,42 @@
+package rpc
+
+import (
+	"context"
+)
+
+// Transport carries whole messages (WebSocket frames, or an in-memory pipe).
+// Read must return when ctx is cancelled, or, for a transport that is also
+// an io.Closer, when the Conn closes it as it ends. Write is called from one
+// goroutine.
+type Transport interface {
+	Read(ctx context.Context) ([]byte, error)
+	Write(ctx context.Context, frame []byte) error
+}
+
+// Parker is implemented by transports that can wait for the next message
+// without a goroutine of their own (an event poller): between messages the
+// reader asks Park to call resume once a read would not block, or once the
+// transport is closed, and its goroutine returns. Park reports false when it
+// cannot park now (bytes are already buffered, or the transport cannot be
+// polled); the reader then reads as usual. An idle connection that parks
+// costs no goroutine and no stack.
+type Parker interface {
+	Park(resume func()) bool
+}
+
+// Batcher is implemented by transports that can gather several frames into
+// one write: the writer calls Cork before a batch and Uncork after it.
+type Batcher interface {
+	Cork()
+	Uncork() error
+}
+
+// TryWriter is implemented by transports that can take a frame without the
+// caller waiting: TryWrite writes frame when the transport is not still
+// sending earlier bytes to a slow peer, and reports false (having written
+// nothing) when it is. Several frames go out together. A frame with no writer running then goes out on the
+// sender's goroutine, without a hand-off to a writer (a fan-out to many
+// connections makes no goroutine switch per connection).
+type TryWriter interface {
+	TryWrite(frames [][]byte) (bool, error)
+}

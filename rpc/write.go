@@ -1,0 +1,379 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// Frame is one frame for TrySendFrames: Data as encoded, or, when Params
+// is set, the notification Method whose params are the encoded object
+// Params with "subscription": Sub added (codec.Splice). The second kind is
+// built when it is written, into a reused buffer, so that one encoded
+// body (an event, a planner output) goes to many connections without an
+// allocation per connection.
+type Frame struct {
+	Data   []byte
+	Method string
+	Sub    string
+	Params []byte
+}
+
+// outFrame is one queued frame: a Frame, or a Flush marker.
+type outFrame struct {
+	Frame
+	done   func()
+	token  bool          // holds an OutQueue token
+	try    bool          // counted in tryLen
+	marker chan struct{} // Flush marker
+}
+
+var scratchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// send queues a frame, waiting for space in the bounded out queue.
+func (c *Conn) send(ctx context.Context, frame []byte) error {
+	if err := c.takeSpace(ctx); err != nil {
+		return err
+	}
+	if !c.enqueue([]outFrame{{Frame: Frame{Data: frame}, token: true}}, false, 1) {
+		c.giveSpace()
+		return ErrClosed
+	}
+	return nil
+}
+
+// takeSpace takes one of the OutQueue tokens, waiting while none is free.
+func (c *Conn) takeSpace(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		if c.used < c.outQueue {
+			c.used++
+			c.mu.Unlock()
+			return nil
+		}
+		if c.freed == nil {
+			c.freed = make(chan struct{})
+		}
+		freed := c.freed
+		c.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.ctx.Done():
+			return ErrClosed
+		}
+	}
+}
+
+// giveSpace returns a token and wakes the senders waiting for one.
+func (c *Conn) giveSpace() {
+	c.mu.Lock()
+	c.used--
+	if c.freed != nil {
+		close(c.freed)
+		c.freed = nil
+	}
+	c.mu.Unlock()
+}
+
+// TrySend queues an already encoded frame without waiting. It returns false
+// when the connection has ended or MaxTrySend frames are already queued by
+// TrySend. done, when non-nil, is called once the frame was written or
+// dropped because the connection ended.
+func (c *Conn) TrySend(frame []byte, done func()) bool {
+	return c.enqueue([]outFrame{{Frame: Frame{Data: frame}, done: done, try: true}}, true, 1)
+}
+
+// TrySendFrames is TrySend for several frames, all or none, and none when
+// they are more than room (the caller's own queue bound). done is called
+// once per frame. When no writer runs and the transport is a TryWriter,
+// they go out at once on the caller's goroutine, in one write.
+func (c *Conn) TrySendFrames(frames []Frame, room int, done func()) bool {
+	if len(frames) == 0 {
+		return true
+	}
+	fs := outFrames.Get().(*[]outFrame)
+	for _, f := range frames {
+		*fs = append(*fs, outFrame{Frame: f, done: done, try: true})
+	}
+	ok := c.enqueue(*fs, true, room)
+	putFrames(fs)
+	return ok
+}
+
+var outFrames = sync.Pool{New: func() any { s := make([]outFrame, 0, 8); return &s }}
+
+func putFrames(fs *[]outFrame) {
+	if cap(*fs) <= 1024 {
+		clear(*fs)
+		*fs = (*fs)[:0]
+		outFrames.Put(fs)
+	}
+}
+
+// The writer role: at most one goroutine writes to the transport at a
+// time, the one that holds the role (c.writing, with a count of c.wg so
+// that Close waits for it). Frames are written in the order they were
+// queued. Under c.mu:
+//
+//	idle    !writing, queue empty.
+//	direct  writing, on a sender's goroutine (writeNow): the sender found the
+//	        connection idle and the transport a TryWriter. Frames sent
+//	        meanwhile are queued behind the ones being written.
+//	queued  writing, on a writer goroutine (writeLoop), which writes the
+//	        queue until it is empty, then goes idle.
+//
+//	idle   → direct  enqueue with a TryWriter and no Flush marker
+//	idle   → queued  enqueue otherwise
+//	direct → queued  TryWrite declined (its frames go back to the front of
+//	                 the queue) or frames were queued meanwhile
+//	direct → idle    nothing else queued
+//	queued → idle    the queue is empty, or the connection ended (what is
+//	                 still queued is finished unsent)
+//
+// The role passes from direct to queued without being released, so no
+// other sender can write in between.
+
+// enqueue queues fs (copied) in order, or writes them at once; it refuses
+// them all when the connection has ended, when try frames would be more
+// than MaxTrySend, or when they are more than room.
+func (c *Conn) enqueue(fs []outFrame, try bool, room int) bool {
+	c.mu.Lock()
+	if c.closed || (try && c.tryLen+len(fs) > c.maxTry) || len(fs) > room {
+		c.mu.Unlock()
+		return false
+	}
+	if try {
+		c.tryLen += len(fs)
+	}
+	if c.writing {
+		c.queue = append(c.queue, fs...)
+		c.mu.Unlock()
+		return true
+	}
+	c.writing = true
+	c.wg.Add(1)
+	if c.tw != nil && fs[0].marker == nil {
+		c.mu.Unlock()
+		c.writeNow(fs)
+		return true
+	}
+	c.queue = append(c.queue, fs...)
+	c.mu.Unlock()
+	c.workers.run(c.writeLoop)
+	return true
+}
+
+// handOffLocked ends the direct state: to a writer goroutine when frames
+// are queued (it reports true: the caller must start writeLoop), or to
+// idle.
+func (c *Conn) handOffLocked() bool {
+	if len(c.queue) > 0 {
+		return true
+	}
+	c.writing = false
+	c.wg.Done()
+	return false
+}
+
+// direct is writeNow's buffers: the spliced frames one after another, and
+// the frames to write.
+type direct struct {
+	data   []byte
+	ends   []int // per frame: end of its splice in data, -1 when none
+	frames [][]byte
+}
+
+var directs = sync.Pool{New: func() any { return new(direct) }}
+
+// writeNow writes fs on the caller's goroutine if the transport takes them
+// without waiting, and otherwise hands them to a writer goroutine. The
+// caller holds the writer role in the direct state (see enqueue).
+func (c *Conn) writeNow(fs []outFrame) {
+	written := false
+	var err error
+	if c.ctx.Err() == nil {
+		d := directs.Get().(*direct)
+		for i := range fs {
+			f := &fs[i]
+			end := -1
+			if f.Params != nil {
+				var serr error
+				n := len(d.data)
+				if d.data, serr = c.codec.Splice(d.data, f.Method, f.Sub, f.Params); serr != nil {
+					c.log.Error("rpc: splice failed", "method", f.Method, "err", serr)
+					d.data = d.data[:n] // dropped like the writer drops it
+				} else {
+					end = len(d.data)
+				}
+			}
+			d.ends = append(d.ends, end)
+		}
+		start := 0
+		for i := range fs {
+			switch {
+			case d.ends[i] >= 0:
+				d.frames = append(d.frames, d.data[start:d.ends[i]])
+				start = d.ends[i]
+			case fs[i].Params == nil && fs[i].Data != nil:
+				d.frames = append(d.frames, fs[i].Data)
+			}
+		}
+		if len(d.frames) == 0 {
+			written = true
+		} else {
+			written, err = c.tw.TryWrite(d.frames)
+		}
+		clear(d.frames)
+		d.frames, d.ends = d.frames[:0], d.ends[:0]
+		if cap(d.data) <= 64<<10 && cap(d.frames) <= 1024 {
+			d.data = d.data[:0]
+			directs.Put(d)
+		}
+	}
+	c.mu.Lock()
+	if !written {
+		// The writer writes them (or drops them, if the connection ended),
+		// before anything queued after them.
+		q := make([]outFrame, 0, len(fs)+len(c.queue))
+		q = append(q, fs...)
+		c.queue = append(q, c.queue...)
+	}
+	handOff := c.handOffLocked()
+	c.mu.Unlock()
+	if written {
+		for i := range fs {
+			c.finish(fs[i])
+		}
+	}
+	if err != nil {
+		c.fail(fmt.Errorf("rpc: write: %w", err))
+	}
+	if handOff {
+		c.workers.run(c.writeLoop)
+	}
+}
+
+// Flush waits until every frame queued before it has been written.
+func (c *Conn) Flush(ctx context.Context) error {
+	marker := make(chan struct{})
+	if !c.enqueue([]outFrame{{marker: marker}}, false, 1) {
+		return ErrClosed
+	}
+	select {
+	case <-marker:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.ctx.Done():
+		return ErrClosed
+	}
+}
+
+// writeLoop is the writer role's queued state: it writes queued frames
+// until the queue is empty, then exits; the next enqueue starts it again. Each batch is corked into one write when the
+// transport is a Batcher.
+func (c *Conn) writeLoop() {
+	defer c.wg.Done()
+	batcher, _ := c.t.(Batcher)
+	// A writer runs only while frames are queued: its splice buffer comes
+	// from a pool rather than being made anew each time.
+	sp := scratchBufs.Get().(*[]byte)
+	scratch := (*sp)[:0]
+	defer func() {
+		if cap(scratch) <= 64<<10 {
+			*sp = scratch[:0]
+			scratchBufs.Put(sp)
+		}
+	}()
+	for {
+		c.mu.Lock()
+		if len(c.queue) == 0 || c.ctx.Err() != nil {
+			rest := c.queue
+			// An idle connection keeps no queue: the next enqueue makes one.
+			c.queue, c.spare = nil, nil
+			if c.ctx.Err() != nil {
+				c.closed = true
+			}
+			c.writing = false
+			c.mu.Unlock()
+			for _, f := range rest {
+				c.finish(f)
+			}
+			return
+		}
+		batch := c.queue
+		c.queue = c.spare[:0]
+		c.mu.Unlock()
+
+		err := c.writeBatch(batch, batcher, &scratch)
+		for i := range batch {
+			if err != nil {
+				c.finish(batch[i]) // drops the unwritten rest
+			}
+			batch[i] = outFrame{}
+		}
+		c.mu.Lock()
+		c.spare = batch[:0]
+		c.mu.Unlock()
+		if err != nil {
+			c.fail(fmt.Errorf("rpc: write: %w", err))
+		}
+		if cap(scratch) > 64<<10 {
+			scratch = (*sp)[:0] // do not keep a large frame's buffer
+		}
+	}
+}
+
+// writeBatch writes the frames of batch in order, finishing each written one.
+// On error the written ones are already finished and zeroed.
+func (c *Conn) writeBatch(batch []outFrame, batcher Batcher, scratch *[]byte) (err error) {
+	if batcher != nil {
+		// Also for one frame: its header and payload go out in one write.
+		batcher.Cork()
+		defer func() {
+			if uerr := batcher.Uncork(); err == nil {
+				err = uerr
+			}
+		}()
+	}
+	for i := range batch {
+		f := &batch[i]
+		data := f.Data
+		if f.Params != nil {
+			*scratch, err = c.codec.Splice((*scratch)[:0], f.Method, f.Sub, f.Params)
+			if err != nil {
+				c.log.Error("rpc: splice failed", "method", f.Method, "err", err)
+				data = nil
+			} else {
+				data = *scratch
+			}
+		}
+		if data != nil {
+			if err := c.t.Write(c.ctx, data); err != nil {
+				return err
+			}
+		}
+		c.finish(*f)
+		*f = outFrame{}
+	}
+	return nil
+}
+
+func (c *Conn) finish(f outFrame) {
+	if f.token {
+		c.giveSpace()
+	}
+	if f.try {
+		c.mu.Lock()
+		c.tryLen--
+		c.mu.Unlock()
+	}
+	if f.done != nil {
+		f.done()
+	}
+	if f.marker != nil {
+		close(f.marker)
+	}
+}
