@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -190,4 +191,220 @@ func (e *stressEnd) has(sub string, n int) bool {
 		}
 	}
 	return false
+}
+
+// gatedEnd is a pipe end whose writes wait for the test's go-ahead.
+type gatedEnd struct {
+	*PipeEnd
+	gate chan struct{}
+}
+
+func (g *gatedEnd) Write(ctx context.Context, frame []byte) error {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.PipeEnd.Write(ctx, frame)
+}
+
+// Senders wait while OutQueue frames are queued, give up with their
+// context, and go on once frames are written.
+func TestOutQueueBoundsSenders(t *testing.T) {
+	a, b := NewPipe(64)
+	g := &gatedEnd{PipeEnd: a, gate: make(chan struct{})}
+	c := NewConn(g, codec.JSON, &Options{OutQueue: 2})
+	c.Start(context.Background())
+	defer func() {
+		c.Close()
+		b.Close()
+	}()
+	ctx := context.Background()
+	for i := range 2 { // frames queued or being written hold a token each
+		if err := c.Notify(ctx, "n", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := c.Notify(short, "n", 3); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a sender past OutQueue got %v, want it to wait and time out", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Notify(ctx, "n", 4) }()
+	select {
+	case err := <-done:
+		t.Fatalf("a sender past OutQueue returned %v before a frame was written", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	g.gate <- struct{}{}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting sender did not go on after a write")
+	}
+	close(g.gate)
+	for range 3 {
+		if _, err := b.Read(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// tryEnd is a pipe end that takes frames on the sender's goroutine while
+// accept is set (TryWriter), like a socket with room.
+type tryEnd struct {
+	*PipeEnd
+	accept atomic.Bool
+	tries  atomic.Int64 // TryWrite calls that wrote
+}
+
+func (e *tryEnd) TryWrite(frames [][]byte) (bool, error) {
+	if !e.accept.Load() {
+		return false, nil
+	}
+	e.tries.Add(1)
+	for _, f := range frames {
+		// The pipe keeps the slice: the caller reuses its buffer.
+		if err := e.PipeEnd.Write(context.Background(), append([]byte(nil), f...)); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
+}
+
+// Frames go out on the sender's goroutine while the transport takes them
+// and through the writer while it does not, in the order they were sent;
+// a batch goes out whole or not at all, and never beyond its room.
+func TestTryWriterKeepsOrder(t *testing.T) {
+	forEachCodec(t, func(t *testing.T, c codec.Codec) {
+		a, b := NewPipe(4096)
+		e := &tryEnd{PipeEnd: a}
+		conn := NewConn(e, c, nil)
+		conn.Start(context.Background())
+		defer func() {
+			conn.Close()
+			b.Close()
+		}()
+		body := func(n int) []byte {
+			raw, err := c.Marshal(map[string]int{"n": n})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return raw
+		}
+		var done atomic.Int64
+		count := func() { done.Add(1) }
+
+		// Taken at once: written, and done, before the call returns.
+		e.accept.Store(true)
+		spliced := func(bodies ...[]byte) []Frame {
+			fs := make([]Frame, len(bodies))
+			for i, b := range bodies {
+				fs[i] = Frame{Method: "ev", Sub: "s", Params: b}
+			}
+			return fs
+		}
+		if !conn.TrySendFrames(spliced(body(0)), 1, count) || done.Load() != 1 || e.tries.Load() != 1 {
+			t.Fatalf("single frame: done %d, tries %d", done.Load(), e.tries.Load())
+		}
+		if !conn.TrySendFrames(spliced(body(1), body(2), body(3)), 3, count) || done.Load() != 4 || e.tries.Load() != 2 {
+			t.Fatalf("batch: done %d, tries %d (want one write for the batch)", done.Load(), e.tries.Load())
+		}
+		// More than room: refused whole.
+		if conn.TrySendFrames(spliced(body(-1), body(-1)), 1, count) {
+			t.Fatal("a batch larger than its room was taken")
+		}
+
+		// The transport taking frames now and then: every frame arrives
+		// once, in order, and every done is called.
+		n := 4
+		rnd := rand.New(rand.NewPCG(1, 2))
+		for n < 2000 {
+			e.accept.Store(rnd.IntN(3) != 0)
+			if k := 1 + rnd.IntN(5); k > 1 {
+				bodies := make([][]byte, k)
+				for i := range bodies {
+					bodies[i] = body(n + i)
+				}
+				if !conn.TrySendFrames(spliced(bodies...), k, count) {
+					t.Fatalf("batch at %d refused", n)
+				}
+				n += k
+			} else {
+				if !conn.TrySendFrames(spliced(body(n)), 1, count) {
+					t.Fatalf("frame %d refused", n)
+				}
+				n++
+			}
+		}
+		for want := range n {
+			frame, err := b.Read(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m codec.Message
+			if err := c.Decode(frame, &m); err != nil {
+				t.Fatal(err)
+			}
+			var p struct {
+				Subscription string `json:"subscription"`
+				N            int    `json:"n"`
+			}
+			if err := c.Unmarshal(m.Params, &p); err != nil {
+				t.Fatal(err)
+			}
+			if m.Method != "ev" || p.Subscription != "s" || p.N != want {
+				t.Fatalf("frame %d: %s %+v", want, m.Method, p)
+			}
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for done.Load() != int64(n) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if done.Load() != int64(n) {
+			t.Fatalf("done called %d times for %d frames", done.Load(), n)
+		}
+	})
+}
+
+func TestTrySendBoundedAndFlush(t *testing.T) {
+	a, b := NewPipe(0) // nobody reads b: the writer blocks on the first frame
+	k := NewConn(a, codec.JSON, &Options{MaxTrySend: 3})
+	k.Start(context.Background())
+	defer func() { a.Close(); k.Close() }()
+	var written atomic.Int32
+	ok := 0
+	for i := 0; i < 10; i++ {
+		if k.TrySend([]byte(`{}`), func() { written.Add(1) }) {
+			ok++
+		}
+	}
+	// One frame may already be in the writer's hands; at most 3 are queued.
+	if ok < 3 || ok > 4 {
+		t.Fatalf("TrySend accepted %d of 10 with MaxTrySend 3", ok)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := k.Flush(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("flush with a stuck peer: %v", err)
+	}
+	go func() {
+		for {
+			if _, err := b.Read(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel2()
+	if err := k.Flush(ctx2); err != nil {
+		t.Fatal(err)
+	}
+	if int(written.Load()) != ok {
+		t.Fatalf("written %d of %d", written.Load(), ok)
+	}
 }
