@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"errors"
 	"net/http"
 	"net/url"
 
@@ -89,22 +88,14 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request, c Caller) error {
 
 // Status returns the HTTP status for err: 404, 403, 409 and 422 for the sentinels, 503 for
 // ErrClosed, 500 for anything else (and 200 for nil).
-func Status(err error) int {
-	switch {
-	case err == nil:
-		return http.StatusOK
-	case errors.Is(err, ErrNotFound):
-		return http.StatusNotFound
-	case errors.Is(err, ErrForbidden):
-		return http.StatusForbidden
-	case errors.Is(err, ErrConflict):
-		return http.StatusConflict
-	case errors.Is(err, ErrInvalid):
-		return http.StatusUnprocessableEntity
-	case errors.Is(err, ErrClosed):
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
+func Status(err error) int { return httpapi.StatusOf(err, statuses) }
+
+var statuses = []httpapi.Sentinel{
+	{Err: ErrNotFound, Status: http.StatusNotFound},
+	{Err: ErrForbidden, Status: http.StatusForbidden},
+	{Err: ErrConflict, Status: http.StatusConflict},
+	{Err: ErrInvalid, Status: http.StatusUnprocessableEntity},
+	{Err: ErrClosed, Status: http.StatusServiceUnavailable},
 }
 
 // classify maps an error of the Service to its status and caller-safe detail.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -160,5 +161,24 @@ func TestUnavailableIssuer(t *testing.T) {
 	a.problem(t, 503)
 	if a.header.Get("Retry-After") != "5" {
 		t.Fatalf("Retry-After %q", a.header.Get("Retry-After"))
+	}
+}
+
+func TestStatusOf(t *testing.T) {
+	errBusy := errors.New("busy")
+	sentinels := []httpapi.Sentinel{{Err: errGone, Status: 404}, {Err: errBusy, Status: 409}}
+	for _, c := range []struct {
+		err  error
+		want int
+	}{
+		{nil, 200},
+		{errGone, 404},
+		{fmt.Errorf("read: %w", errBusy), 409},
+		{errors.Join(errBusy, errGone), 404}, // the first sentinel that matches
+		{errors.New("other"), 500},
+	} {
+		if got := httpapi.StatusOf(c.err, sentinels); got != c.want {
+			t.Errorf("StatusOf(%v) = %d, want %d", c.err, got, c.want)
+		}
 	}
 }
