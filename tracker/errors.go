@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/ballet/gateway/internal/httpapi"
 )
 
 // Sentinel errors of the tracker. Compare with errors.Is; HTTPStatus maps them to statuses.
@@ -42,22 +44,14 @@ func Errorf(sentinel error, format string, args ...any) error {
 
 // HTTPStatus returns the HTTP status for err: 404, 403, 409, 412 and 422 for the sentinels,
 // 500 for anything else (and 200 for nil).
-func HTTPStatus(err error) int {
-	switch {
-	case err == nil:
-		return http.StatusOK
-	case errors.Is(err, ErrNotFound):
-		return http.StatusNotFound
-	case errors.Is(err, ErrForbidden):
-		return http.StatusForbidden
-	case errors.Is(err, ErrConflict):
-		return http.StatusConflict
-	case errors.Is(err, ErrPrecondition):
-		return http.StatusPreconditionFailed
-	case errors.Is(err, ErrInvalid):
-		return http.StatusUnprocessableEntity
-	}
-	return http.StatusInternalServerError
+func HTTPStatus(err error) int { return httpapi.StatusOf(err, statuses) }
+
+var statuses = []httpapi.Sentinel{
+	{Err: ErrNotFound, Status: http.StatusNotFound},
+	{Err: ErrForbidden, Status: http.StatusForbidden},
+	{Err: ErrConflict, Status: http.StatusConflict},
+	{Err: ErrPrecondition, Status: http.StatusPreconditionFailed},
+	{Err: ErrInvalid, Status: http.StatusUnprocessableEntity},
 }
 
 // Detail returns the caller-safe detail of err: the Detail of the *Error inside it, or "" for

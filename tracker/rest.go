@@ -1,32 +1,19 @@
 package tracker
 
 import (
-	"context"
-	"encoding/json"
-	"log/slog"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 
-	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/internal/httpapi"
 )
 
 // TokenVerifier checks an OIDC access token (auth.Verifier does, as /rpc's auth).
-type TokenVerifier interface {
-	Verify(ctx context.Context, token string) (*auth.Principal, error)
-}
+type TokenVerifier = httpapi.TokenVerifier
 
-var _ TokenVerifier = (*auth.Verifier)(nil)
-
-// HandlerOptions configure NewHandler. A nil *HandlerOptions means defaults.
-type HandlerOptions struct {
-	// Logger receives internal errors (their text never reaches callers). Default
-	// slog.Default().
-	Logger *slog.Logger
-	// MaxBodyBytes limits request bodies; larger ones are refused with 413. Default 1 MiB.
-	MaxBodyBytes int64
-}
+// HandlerOptions configure NewHandler. A nil *HandlerOptions means defaults: the log is
+// slog.Default(), MaxBodyBytes (beyond which a body is refused with 413) is 1 MiB.
+type HandlerOptions = httpapi.HandlerOptions
 
 // NewHandler returns the REST API at /api/v1/ (it expects the full path, so mount it at
 // "/api/v1/" without stripping):
@@ -44,115 +31,41 @@ type HandlerOptions struct {
 //	PUT    /api/v1/items/{key}/dependencies/{blocker}        blocker blocks key
 //	DELETE /api/v1/items/{key}/dependencies/{blocker}
 //
-// Every request needs "Authorization: Bearer <token>". Errors are application/problem+json.
+// Every request needs "Authorization: Bearer <token>". Errors are application/problem+json
+// (RFC 7807): 400, 401, 403, 404, 405, 409, 412, 413, 415, 422.
 func NewHandler(svc *Service, v TokenVerifier, opts *HandlerOptions) http.Handler {
-	h := &handler{svc: svc, verifier: v, logger: slog.Default(), max: 1 << 20}
-	if opts != nil {
-		if opts.Logger != nil {
-			h.logger = opts.Logger
-		}
-		if opts.MaxBodyBytes > 0 {
-			h.max = opts.MaxBodyBytes
-		}
-	}
+	h := &handler{svc: svc, api: httpapi.New(httpapi.Config{
+		Name: "tracker", Verifier: v, MaxBodyBytes: 1 << 20,
+		Classify: func(err error) (int, string) { return HTTPStatus(err), Detail(err) },
+	}, opts)}
+	route := func(ms methods) http.Handler { return httpapi.Route(h.api, ActorFor, ms) }
 	mux := http.NewServeMux()
-	mux.Handle("/api/v1/projects", h.route(methods{"GET": h.listProjects, "POST": h.createProject}))
-	mux.Handle("/api/v1/projects/{project}", h.route(methods{"GET": h.getProject}))
-	mux.Handle("/api/v1/projects/{project}/members/{subject}", h.route(methods{"PUT": h.setMember, "DELETE": h.removeMember}))
-	mux.Handle("/api/v1/projects/{project}/items", h.route(methods{"GET": h.listItems, "POST": h.createItem}))
-	mux.Handle("/api/v1/items/{item}", h.route(methods{"GET": h.getItem, "PATCH": h.patchItem, "DELETE": h.deleteItem}))
-	mux.Handle("/api/v1/items/{item}/dependencies/{blocker}", h.route(methods{"PUT": h.addDependency, "DELETE": h.removeDependency}))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, r, h.logger, requestError(http.StatusNotFound, "no such resource"))
-	})
+	mux.Handle("/api/v1/projects", route(methods{"GET": h.listProjects, "POST": h.createProject}))
+	mux.Handle("/api/v1/projects/{project}", route(methods{"GET": h.getProject}))
+	mux.Handle("/api/v1/projects/{project}/members/{subject}", route(methods{"PUT": h.setMember, "DELETE": h.removeMember}))
+	mux.Handle("/api/v1/projects/{project}/items", route(methods{"GET": h.listItems, "POST": h.createItem}))
+	mux.Handle("/api/v1/items/{item}", route(methods{"GET": h.getItem, "PATCH": h.patchItem, "DELETE": h.deleteItem}))
+	mux.Handle("/api/v1/items/{item}/dependencies/{blocker}", route(methods{"PUT": h.addDependency, "DELETE": h.removeDependency}))
+	mux.Handle("/", h.api.NotFound())
 	return mux
 }
 
 type handler struct {
-	svc      *Service
-	verifier TokenVerifier
-	logger   *slog.Logger
-	max      int64
+	svc *Service
+	api *httpapi.API
 }
 
-type apiFunc func(w http.ResponseWriter, r *http.Request, a Actor) error
-
-type methods map[string]apiFunc
-
-// route dispatches on the method (405 with Allow otherwise; HEAD as GET), authenticates the
-// caller (401) and answers errors as problems.
-func (h *handler) route(ms methods) http.Handler {
-	var allow []string
-	for m := range ms {
-		allow = append(allow, m)
-	}
-	if ms["GET"] != nil {
-		allow = append(allow, "HEAD")
-	}
-	slices.Sort(allow)
-	allowed := strings.Join(allow, ", ")
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		m := r.Method
-		if m == "HEAD" {
-			m = "GET"
-		}
-		f := ms[m]
-		if f == nil {
-			writeProblem(w, r, h.logger, &httpError{status: http.StatusMethodNotAllowed,
-				detail: r.Method + " is not allowed here", header: http.Header{"Allow": {allowed}}})
-			return
-		}
-		a, err := h.authenticate(r)
-		if err == nil {
-			err = f(w, r, a)
-		}
-		if err != nil {
-			writeProblem(w, r, h.logger, err)
-		}
-	})
-}
-
-func (h *handler) authenticate(r *http.Request) (Actor, error) {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	token = strings.TrimSpace(token)
-	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return Actor{}, &httpError{status: http.StatusUnauthorized, detail: "an OIDC access token is required: Authorization: Bearer <token>",
-			header: http.Header{"Www-Authenticate": {`Bearer`}}}
-	}
-	p, err := h.verifier.Verify(r.Context(), token)
-	if err != nil {
-		if auth.Reason(err) == auth.ReasonUnavailable {
-			h.logger.WarnContext(r.Context(), "token verification unavailable", "err", err)
-			return Actor{}, &httpError{status: http.StatusServiceUnavailable, detail: "tokens cannot be verified right now",
-				header: http.Header{"Retry-After": {"5"}}}
-		}
-		return Actor{}, &httpError{status: http.StatusUnauthorized, detail: "the access token is not valid (" + auth.Reason(err) + ")",
-			header: http.Header{"Www-Authenticate": {`Bearer error="invalid_token"`}}}
-	}
-	return ActorFor(p), nil
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
-	return nil
-}
+type methods = httpapi.Methods[Actor]
 
 func writeItem(w http.ResponseWriter, status int, it *Item) error {
 	w.Header().Set("ETag", etag(it.Version))
-	return writeJSON(w, status, it)
+	return httpapi.WriteJSON(w, status, it)
 }
 
 func ifMatch(r *http.Request) (*int64, error) {
 	v, err := ParseIfMatch(strings.Join(r.Header.Values("If-Match"), ", "))
 	if err != nil {
-		return nil, requestError(http.StatusBadRequest, err.Error())
+		return nil, &httpapi.Error{Status: http.StatusBadRequest, Detail: err.Error()}
 	}
 	return v, nil
 }
@@ -162,7 +75,7 @@ func (h *handler) listProjects(w http.ResponseWriter, r *http.Request, a Actor) 
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, struct {
+	return httpapi.WriteJSON(w, http.StatusOK, struct {
 		Projects []Project `json:"projects"`
 	}{ps})
 }
@@ -172,7 +85,7 @@ func (h *handler) createProject(w http.ResponseWriter, r *http.Request, a Actor)
 		Key  string `json:"key"`
 		Name string `json:"name"`
 	}
-	if err := decodeBody(w, r, h.max, &req); err != nil {
+	if err := h.api.DecodeBody(w, r, &req); err != nil {
 		return err
 	}
 	p, err := h.svc.CreateProject(r.Context(), a, req.Key, req.Name)
@@ -180,7 +93,7 @@ func (h *handler) createProject(w http.ResponseWriter, r *http.Request, a Actor)
 		return err
 	}
 	w.Header().Set("Location", "/api/v1/projects/"+url.PathEscape(p.Key))
-	return writeJSON(w, http.StatusCreated, p)
+	return httpapi.WriteJSON(w, http.StatusCreated, p)
 }
 
 func (h *handler) getProject(w http.ResponseWriter, r *http.Request, a Actor) error {
@@ -188,21 +101,21 @@ func (h *handler) getProject(w http.ResponseWriter, r *http.Request, a Actor) er
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, p)
+	return httpapi.WriteJSON(w, http.StatusOK, p)
 }
 
 func (h *handler) setMember(w http.ResponseWriter, r *http.Request, a Actor) error {
 	var req struct {
 		Role string `json:"role"`
 	}
-	if err := decodeBody(w, r, h.max, &req); err != nil {
+	if err := h.api.DecodeBody(w, r, &req); err != nil {
 		return err
 	}
 	m, err := h.svc.SetMember(r.Context(), a, r.PathValue("project"), r.PathValue("subject"), req.Role)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, m)
+	return httpapi.WriteJSON(w, http.StatusOK, m)
 }
 
 func (h *handler) removeMember(w http.ResponseWriter, r *http.Request, a Actor) error {
@@ -219,7 +132,7 @@ func (h *handler) listItems(w http.ResponseWriter, r *http.Request, a Actor) err
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, struct {
+	return httpapi.WriteJSON(w, http.StatusOK, struct {
 		Seq   int64  `json:"seq"`
 		Items []Item `json:"items"`
 	}{seq, items})
@@ -231,7 +144,7 @@ func (h *handler) createItem(w http.ResponseWriter, r *http.Request, a Actor) er
 		Description string `json:"description"`
 		State       string `json:"state"`
 	}
-	if err := decodeBody(w, r, h.max, &req); err != nil {
+	if err := h.api.DecodeBody(w, r, &req); err != nil {
 		return err
 	}
 	it, err := h.svc.CreateItem(r.Context(), a, r.PathValue("project"), ItemInput{Title: req.Title, Description: req.Description, State: req.State})
@@ -256,7 +169,7 @@ func (h *handler) patchItem(w http.ResponseWriter, r *http.Request, a Actor) err
 		Description *string `json:"description"`
 		State       *string `json:"state"`
 	}
-	if err := decodeBody(w, r, h.max, &req); err != nil {
+	if err := h.api.DecodeBody(w, r, &req); err != nil {
 		return err
 	}
 	v, err := ifMatch(r)

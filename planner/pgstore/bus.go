@@ -8,20 +8,23 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ballet/gateway/internal/pglisten"
 	"github.com/ballet/gateway/planner"
 )
 
 // DefaultChannel is the NOTIFY channel of the planner's bus.
 const DefaultChannel = "ballet_planner"
+
+// applicationName names the bus's listening connection in pg_stat_activity unless the pool's
+// connection string sets application_name.
+const applicationName = "ballet-gateway-planner-bus"
 
 // Payload limits. NOTIFY refuses payloads of 8000 bytes or more; a note whose JSON is longer
 // than maxWhole is cut into fragments of fragmentData bytes, base64 in a small envelope.
@@ -33,14 +36,6 @@ const (
 	maxFragments = 4096
 	maxPartial   = 64
 	partialAge   = time.Minute
-)
-
-const (
-	backoffMin = 100 * time.Millisecond
-	backoffMax = 5 * time.Second
-	// idlePing is how long the listener waits for a notification before checking that its
-	// connection is alive.
-	idlePing = 30 * time.Second
 )
 
 // BusOptions configure OpenBus. A nil *BusOptions means defaults.
@@ -63,10 +58,7 @@ type Bus struct {
 
 	partial map[string]*partial // listener goroutine only
 
-	pid       atomic.Int32
-	cancel    context.CancelFunc
-	done      chan struct{}
-	closeOnce sync.Once
+	listener *pglisten.Listener
 }
 
 var _ planner.Bus = (*Bus)(nil)
@@ -86,7 +78,7 @@ type fragment struct {
 }
 
 // OpenBus opens the listening connection (an error then is returned) and keeps it open,
-// reconnecting with backoff, until Close.
+// reconnecting with backoff, until Close. After a reconnect it delivers a Note with Lost set.
 func OpenBus(ctx context.Context, pool *pgxpool.Pool, opts *BusOptions) (*Bus, error) {
 	var o BusOptions
 	if opts != nil {
@@ -100,29 +92,26 @@ func OpenBus(ctx context.Context, pool *pgxpool.Pool, opts *BusOptions) (*Bus, e
 	}
 	b := &Bus{
 		pool: pool, channel: o.Channel, logger: o.Logger,
-		subs: map[int]func(planner.Note){}, partial: map[string]*partial{}, done: make(chan struct{}),
+		subs: map[int]func(planner.Note){}, partial: map[string]*partial{},
 	}
-	conn, err := b.listen(ctx)
+	var err error
+	b.listener, err = pglisten.Open(ctx, pool.Config().ConnConfig, []string{o.Channel}, &pglisten.Options{
+		ApplicationName: applicationName,
+		OnNotify:        b.receive,
+		OnReconnect:     b.reconnected,
+		Logger:          o.Logger,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: open bus: %w", err)
 	}
-	lctx, cancel := context.WithCancel(context.Background())
-	b.cancel = cancel
-	go b.run(lctx, conn)
 	return b, nil
 }
 
 // Close stops the listener and waits for it. The pool stays open. Safe to call twice.
-func (b *Bus) Close() error {
-	b.closeOnce.Do(func() {
-		b.cancel()
-		<-b.done
-	})
-	return nil
-}
+func (b *Bus) Close() error { return b.listener.Close() }
 
 // ListenerPID is the backend pid of the listening connection, 0 while it is disconnected.
-func (b *Bus) ListenerPID() int32 { return b.pid.Load() }
+func (b *Bus) ListenerPID() int32 { return b.listener.PID() }
 
 // Subscribe registers fn; it is called on the listener's goroutine.
 func (b *Bus) Subscribe(fn func(planner.Note)) func() {
@@ -264,110 +253,22 @@ func (b *Bus) deliver(n planner.Note) {
 	}
 }
 
-// listen opens a dedicated connection with the pool's settings and LISTENs on the channel.
-func (b *Bus) listen(ctx context.Context) (*pgx.Conn, error) {
-	cfg := b.pool.Config().ConnConfig.Copy()
-	if cfg.RuntimeParams == nil {
-		cfg.RuntimeParams = map[string]string{}
-	}
-	cfg.RuntimeParams["application_name"] = "ballet-gateway-planner-bus"
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+// receive delivers the note a notification completes, if any.
+func (b *Bus) receive(n *pgconn.Notification) {
+	note, complete, err := b.decodePayload(n.Payload, time.Now())
 	if err != nil {
-		return nil, fmt.Errorf("listener connect: %w", err)
+		b.logger.Warn("pgstore: planner bus: malformed notification", "from_pid", n.PID, "err", err)
+		return
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{b.channel}.Sanitize()); err != nil {
-		_ = conn.Close(context.Background())
-		return nil, fmt.Errorf("listen %s: %w", b.channel, err)
-	}
-	b.pid.Store(int32(conn.PgConn().PID()))
-	return conn, nil
-}
-
-// run owns the listening connection: it delivers notes, and replaces the connection when it
-// is lost, then delivers a Lost note.
-func (b *Bus) run(ctx context.Context, conn *pgx.Conn) {
-	defer close(b.done)
-	backoff := backoffMin
-	for {
-		if conn != nil {
-			err := b.receive(ctx, conn)
-			b.pid.Store(0)
-			closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_ = conn.Close(closeCtx)
-			cancel()
-			conn = nil
-			clear(b.partial)
-			if ctx.Err() != nil {
-				return
-			}
-			b.logger.Warn("pgstore: planner bus connection lost; reconnecting", "err", err)
-		}
-		if !sleep(ctx, jitter(backoff)) {
-			return
-		}
-		var err error
-		if conn, err = b.listen(ctx); err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			b.logger.Warn("pgstore: planner bus reconnect failed", "err", err, "retry_in", backoff)
-			backoff = min(2*backoff, backoffMax)
-			continue
-		}
-		b.logger.Info("pgstore: planner bus reconnected")
-		backoff = backoffMin
-		b.deliver(planner.Note{Lost: true})
+	if complete {
+		note.Lost = false
+		b.deliver(note)
 	}
 }
 
-// receive delivers notifications until the connection fails or ctx ends.
-func (b *Bus) receive(ctx context.Context, conn *pgx.Conn) error {
-	for {
-		wctx, cancel := context.WithTimeout(ctx, idlePing)
-		n, err := conn.WaitForNotification(wctx)
-		cancel()
-		switch {
-		case err == nil:
-			note, complete, err := b.decodePayload(n.Payload, time.Now())
-			if err != nil {
-				b.logger.Warn("pgstore: planner bus: malformed notification", "from_pid", n.PID, "err", err)
-				continue
-			}
-			if complete {
-				note.Lost = false
-				b.deliver(note)
-			}
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err):
-			if conn.IsClosed() {
-				return err
-			}
-			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			err := conn.Ping(pctx)
-			cancel()
-			if err != nil {
-				return fmt.Errorf("listener ping: %w", err)
-			}
-		default:
-			return err
-		}
-	}
-}
-
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// jitter returns d ± 20%.
-func jitter(d time.Duration) time.Duration {
-	return d + time.Duration((rand.Float64()*0.4-0.2)*float64(d))
+// reconnected drops the fragments of notes that will not complete, and tells subscribers
+// that notes may have been lost.
+func (b *Bus) reconnected() {
+	clear(b.partial)
+	b.deliver(planner.Note{Lost: true})
 }

@@ -9,7 +9,9 @@
 // Bus: Publish is one NOTIFY on channel "ballet_planner" whose payload is the note's JSON
 // ({"session", "output"} or {"session", "cancel"}); a note too long for NOTIFY's 8000 bytes is
 // sent as base64 fragments in one transaction and reassembled. Each Bus keeps one dedicated
-// listening connection, reconnecting with backoff; after a reconnect it delivers a Note with
-// Lost set, since notifications sent meanwhile are gone. Notifications are delivered in commit
-// order, so notes published one after the other arrive in that order on every replica.
+// listening connection (internal/pglisten), named "ballet-gateway-planner-bus" unless the
+// pool's connection string sets application_name, reconnecting with backoff; after a
+// reconnect it delivers a Note with Lost set, since notifications sent meanwhile are gone.
+// Notifications are delivered in commit order, so notes published one after the other arrive
+// in that order on every replica.
 package pgstore

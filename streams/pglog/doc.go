@@ -1,11 +1,13 @@
 // Package pglog is the Postgres event log: it reads the events table (streams.Log), appends
 // to it (streams.Appender) and keeps projects and members (streams.ProjectStore).
 //
-// Open starts one goroutine that LISTENs for the insert trigger's wake-ups on a dedicated
-// connection, reconnecting with backoff when it is lost and waking waiters afterwards. Wait
-// also polls Head every PollInterval, so a lost notification delays delivery but never loses
-// an event. Reads go by primary-key range with LIMIT; seq is assigned by the database in commit
-// order (see the migrations package), so reading "seq > last" never skips an event.
+// Open starts a listener (internal/pglisten) that LISTENs for the insert trigger's wake-ups on
+// a dedicated connection, named "ballet-gateway-event-listener" unless the pool's connection
+// string sets application_name; it reconnects with backoff when the connection is lost and
+// wakes waiters afterwards. Wait also polls Head every PollInterval, so a lost notification
+// delays delivery but never loses an event. Reads go by primary-key range with LIMIT; seq is
+// assigned by the database in commit order (see the migrations package), so reading
+// "seq > last" never skips an event.
 //
 // Close stops the listener; the pool belongs to the caller.
 package pglog

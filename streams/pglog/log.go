@@ -5,15 +5,20 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ballet/gateway/internal/pglisten"
 	"github.com/ballet/gateway/streams"
 )
+
+// applicationName names the LISTEN connection in pg_stat_activity unless the pool's
+// connection string sets application_name.
+const applicationName = "ballet-gateway-event-listener"
 
 // Options configure a Log. The zero value (or nil) means defaults.
 type Options struct {
@@ -28,18 +33,14 @@ type Options struct {
 
 // Log is the event log in Postgres.
 type Log struct {
-	pool    *pgxpool.Pool
-	poll    time.Duration
-	logger  *slog.Logger
-	channel string
+	pool *pgxpool.Pool
+	poll time.Duration
 
 	mu     sync.Mutex
 	wakeCh chan struct{} // closed and replaced on every wake-up
 
-	pid       atomic.Int32
+	listener  *pglisten.Listener
 	closed    chan struct{}
-	cancel    context.CancelFunc
-	done      chan struct{}
 	closeOnce sync.Once
 }
 
@@ -59,28 +60,27 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Log, error) 
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
 	if o.Channel == "" {
 		o.Channel = "ballet_events"
 	}
 	l := &Log{
-		pool:    pool,
-		poll:    o.PollInterval,
-		logger:  o.Logger,
-		channel: o.Channel,
-		wakeCh:  make(chan struct{}),
-		closed:  make(chan struct{}),
-		done:    make(chan struct{}),
+		pool:   pool,
+		poll:   o.PollInterval,
+		wakeCh: make(chan struct{}),
+		closed: make(chan struct{}),
 	}
-	conn, err := l.listen(ctx)
+	// Every notification is a wake-up; so is a reconnect, since notifications sent while no
+	// connection listened are gone.
+	var err error
+	l.listener, err = pglisten.Open(ctx, pool.Config().ConnConfig, []string{o.Channel}, &pglisten.Options{
+		ApplicationName: applicationName,
+		OnNotify:        func(*pgconn.Notification) { l.wake() },
+		OnReconnect:     l.wake,
+		Logger:          o.Logger,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("pglog: open: %w", err)
 	}
-	lctx, cancel := context.WithCancel(context.Background())
-	l.cancel = cancel
-	go l.run(lctx, conn)
 	return l, nil
 }
 
@@ -89,14 +89,13 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Log, error) 
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
 		close(l.closed)
-		l.cancel()
-		<-l.done
+		l.listener.Close()
 	})
 	return nil
 }
 
 // ListenerPID is the backend pid of the LISTEN connection, 0 while it is disconnected.
-func (l *Log) ListenerPID() int32 { return l.pid.Load() }
+func (l *Log) ListenerPID() int32 { return l.listener.PID() }
 
 // Head returns the highest committed seq, 0 for an empty log.
 func (l *Log) Head(ctx context.Context) (int64, error) {

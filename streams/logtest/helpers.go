@@ -1,0 +1,84 @@
+package logtest
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/ballet/gateway/streams"
+)
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func ev(project, typ, etype, eid, ekey string) streams.NewEvent {
+	return streams.NewEvent{
+		ProjectKey: project, Type: typ, EntityType: etype, EntityID: eid, EntityKey: ekey,
+		ActorKind: "human", ActorSubject: "sub-1", Payload: []byte(`{"n":"` + eid + `"}`),
+	}
+}
+
+func mustAppend(t *testing.T, a streams.Appender, evs ...streams.NewEvent) int64 {
+	t.Helper()
+	last, err := a.Append(ctxT(t), evs...)
+	if err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	return last
+}
+
+func readAll(t *testing.T, l streams.Log) []streams.Event {
+	t.Helper()
+	evs, err := l.ReadAfter(ctxT(t), 0, 1<<20)
+	if err != nil {
+		t.Fatalf("ReadAfter: %v", err)
+	}
+	return evs
+}
+
+func seqs(evs []streams.Event) []int64 {
+	s := make([]int64, len(evs))
+	for i := range evs {
+		s[i] = evs[i].Seq
+	}
+	return s
+}
+
+func ids(evs []streams.Event) []string {
+	s := make([]string, len(evs))
+	for i := range evs {
+		s[i] = evs[i].EntityID
+	}
+	return s
+}
+
+func checkIncreasing(t *testing.T, evs []streams.Event) {
+	t.Helper()
+	for i := 1; i < len(evs); i++ {
+		if evs[i].Seq <= evs[i-1].Seq {
+			t.Fatalf("seq not strictly increasing: %v", seqs(evs))
+		}
+	}
+}
+
+func sameJSON(t *testing.T, got, want []byte) {
+	t.Helper()
+	if !json.Valid(got) {
+		t.Fatalf("payload %q is not valid JSON", got)
+	}
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Fatalf("payload %s, want %s", got, want)
+	}
+}
