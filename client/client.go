@@ -34,6 +34,7 @@ type Client struct {
 	ready   chan struct{} // closed when cur is set
 	gen     uint64
 	subject string
+	limits  Limits
 	subs    map[string]entry
 	orphans []orphan
 	nextID  uint64
@@ -157,10 +158,20 @@ func (c *Client) setCurrent(cn *conn) bool {
 	}
 	c.cur = cn
 	c.subject = cn.subject
+	c.limits = cn.limits
 	close(c.ready)
 	c.mu.Unlock()
 	c.setState(StateConnected, nil)
 	return true
+}
+
+// setLimits records limits advertised again on cn (by auth.refresh).
+func (c *Client) setLimits(cn *conn, l Limits) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur == cn {
+		c.limits = l
+	}
 }
 
 func (c *Client) isClosed() bool {

@@ -32,7 +32,10 @@ type conn struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	subject  string
-	lastRecv atomic.Int64 // Unix ns of the last frame from the server
+	limits   Limits        // advertised by the auth result
+	beat     time.Duration // how often to send $/heartbeat
+	silence  time.Duration // three of these without a frame end the connection
+	lastRecv atomic.Int64  // Unix ns of the last frame from the server
 	wg       sync.WaitGroup
 
 	mu    sync.Mutex
@@ -67,8 +70,9 @@ type tokenParams struct {
 }
 
 type authResult struct {
-	Subject   string `json:"subject"`
-	ExpiresAt int64  `json:"expires_at"`
+	Subject   string      `json:"subject"`
+	ExpiresAt int64       `json:"expires_at"`
+	Limits    *wireLimits `json:"limits,omitempty"` // absent from older servers
 }
 
 type heartbeat struct {
@@ -115,6 +119,8 @@ func (c *Client) connect(ctx context.Context, gen uint64) (*conn, error) {
 		return nil, fmt.Errorf("client: auth: %w", err)
 	}
 	cn.subject = ar.Subject
+	cn.limits = ar.Limits.limits()
+	cn.beat, cn.silence = heartbeats(c.o.HeartbeatInterval, cn.limits.Heartbeat)
 	cn.wg.Add(2)
 	go cn.keepalive()
 	go cn.refreshLoop(sent, time.Unix(ar.ExpiresAt, 0))
@@ -191,7 +197,7 @@ func (cn *conn) shutdown() {
 // intervals. Any frame from the server counts as a sign of life.
 func (cn *conn) keepalive() {
 	defer cn.wg.Done()
-	iv := cn.c.o.HeartbeatInterval
+	iv, silence := cn.beat, cn.silence
 	tick := time.NewTicker(max(iv/4, time.Millisecond))
 	defer tick.Stop()
 	lastSent := time.Now()
@@ -200,7 +206,7 @@ func (cn *conn) keepalive() {
 		case <-cn.done():
 			return
 		case now := <-tick.C:
-			if now.Sub(time.Unix(0, cn.lastRecv.Load())) >= 3*iv {
+			if now.Sub(time.Unix(0, cn.lastRecv.Load())) >= 3*silence {
 				cn.c.log.Info("heartbeat timeout: reconnecting", "silent", now.Sub(time.Unix(0, cn.lastRecv.Load())))
 				cn.die(ErrHeartbeatTimeout)
 				return
@@ -253,6 +259,9 @@ func (cn *conn) refresh() (authResult, error) {
 		return ar, fmt.Errorf("client: token: %w", err)
 	}
 	err = cn.call(ctx, "auth.refresh", tokenParams{Token: tok}, &ar)
+	if err == nil && ar.Limits != nil {
+		cn.c.setLimits(cn, ar.Limits.limits())
+	}
 	return ar, err
 }
 

@@ -32,8 +32,14 @@ type Options struct {
 	// http.DefaultClient.
 	HTTPClient *http.Client
 	// HeartbeatInterval is how often $/heartbeat is sent; three intervals
-	// without any message from the server end the connection. Default 15s,
-	// the server's default: keep both the same.
+	// without any message from the server end the connection. Default: the
+	// server's interval, as its auth result advertises it (heartbeat_ms),
+	// or 15s from a server that advertises none. When set and the server
+	// advertises another interval, heartbeats are sent at the shorter of
+	// the two (the server closes a connection that is silent for three of
+	// its intervals) and the connection is given up after three of the
+	// longer (the server sends its heartbeats only every interval of its
+	// own).
 	HeartbeatInterval time.Duration
 	// ConnectTimeout bounds one connection attempt: handshake and auth.
 	// Default 10s.
@@ -62,8 +68,8 @@ func (o *Options) withDefaults() Options {
 	if r.HTTPClient == nil {
 		r.HTTPClient = http.DefaultClient
 	}
-	if r.HeartbeatInterval <= 0 {
-		r.HeartbeatInterval = 15 * time.Second
+	if r.HeartbeatInterval < 0 {
+		r.HeartbeatInterval = 0
 	}
 	if r.ConnectTimeout <= 0 {
 		r.ConnectTimeout = 10 * time.Second
