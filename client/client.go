@@ -295,7 +295,7 @@ func (c *Client) dropOrphans(cn *conn) {
 			continue // that connection, and the subscription with it, is gone
 		}
 		ctx, cancel := context.WithTimeout(c.ctx, c.o.ConnectTimeout)
-		err := cn.call(ctx, "stream.unsubscribe", unsubscribeParams{Subscription: o.id}, nil)
+		err := cn.callPatient(ctx, "stream.unsubscribe", unsubscribeParams{Subscription: o.id}, nil)
 		cancel()
 		if err != nil && !errors.Is(err, rpc.ErrNotFound) {
 			c.log.Debug("stream.unsubscribe failed", "subscription", o.id, "err", err)
@@ -311,12 +311,16 @@ func (c *Client) newID() string {
 	return fmt.Sprintf("s%d", c.nextID)
 }
 
-// register adds e under id.
+// register adds e under id, unless the client holds as many
+// subscriptions as the server takes.
 func (c *Client) register(id string, e entry) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return ErrClosed
+	}
+	if err := c.checkSubscriptionLimitLocked(); err != nil {
+		return err
 	}
 	c.subs[id] = e
 	return nil

@@ -129,13 +129,35 @@ func (c *Client) connect(ctx context.Context, gen uint64) (*conn, error) {
 
 func (cn *conn) touch() { cn.lastRecv.Store(time.Now().UnixNano()) }
 
-// call sends one request; a connection that ends first is ErrConnectionLost.
+// call sends a request, and again after a refusal for the request rate,
+// up to Options.RateLimitRetries times.
 func (cn *conn) call(ctx context.Context, method string, params, result any) error {
+	return cn.callRetrying(ctx, cn.c.o.RateLimitRetries, method, params, result)
+}
+
+// callPatient is call for the client's own subscribes after a reconnect,
+// which come in a burst: refusals for the rate are sent again for as long
+// as ctx and the connection last.
+func (cn *conn) callPatient(ctx context.Context, method string, params, result any) error {
+	return cn.callRetrying(ctx, -1, method, params, result)
+}
+
+// call1 sends one request; a connection that ends first is
+// ErrConnectionLost, a -32029 answer a *LimitError.
+func (cn *conn) call1(ctx context.Context, method string, params, result any) error {
 	err := cn.rpc.Call(ctx, method, params, result)
 	if errors.Is(err, rpc.ErrClosed) {
-		return fmt.Errorf("%w: %v", ErrConnectionLost, cn.err())
+		return cn.lost()
 	}
-	return err
+	return asLimitError(err)
+}
+
+// lost is ErrConnectionLost with why the connection ended.
+func (cn *conn) lost() error {
+	if err := cn.err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConnectionLost, err)
+	}
+	return ErrConnectionLost
 }
 
 // done is closed when the connection has ended.

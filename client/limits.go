@@ -1,6 +1,9 @@
 package client
 
 import (
+	"context"
+	"errors"
+	"math/rand/v2"
 	"time"
 )
 
@@ -67,4 +70,53 @@ func (c *Client) Limits() Limits {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.limits
+}
+
+// checkSubscriptionLimitLocked refuses one more subscription beyond the
+// advertised limit. The caller holds c.mu.
+func (c *Client) checkSubscriptionLimitLocked() error {
+	if n := c.limits.Subscriptions; n > 0 && len(c.subs) >= n {
+		return &LimitError{Limit: LimitSubscriptions, Max: n}
+	}
+	return nil
+}
+
+// callRetrying sends a request; a refusal for the request rate (-32029,
+// limit "requests") is sent again after the server's retry_after_ms, up to
+// retries times (negative: for as long as ctx and the connection last).
+// The server refuses such a request before handling it, so sending it
+// again is safe for every method. A wait that would outlast ctx's deadline
+// is not begun: the *LimitError is returned at once.
+func (cn *conn) callRetrying(ctx context.Context, retries int, method string, params, result any) error {
+	for attempt := 0; ; attempt++ {
+		err := cn.call1(ctx, method, params, result)
+		var le *LimitError
+		if !errors.As(err, &le) || le.Limit != LimitRequests || (retries >= 0 && attempt >= retries) {
+			return err
+		}
+		wait := retryWait(le.RetryAfter, attempt)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			return err
+		}
+		cn.c.log.Debug("request rate limit: waiting", "method", method, "wait", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-cn.done():
+			t.Stop()
+			return cn.lost()
+		}
+	}
+}
+
+// retryWait is the wait before sending a request refused for the rate
+// again: the server's retry_after, plus jitter growing with the attempts
+// so that calls refused together do not all return together.
+func retryWait(after time.Duration, attempt int) time.Duration {
+	after = max(after, time.Millisecond)
+	spread := after << min(attempt, 6)
+	return after + rand.N(spread+1)
 }

@@ -2,13 +2,54 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ballet/gateway/client"
 	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/gateway/gatewaytest"
+	"github.com/ballet/gateway/planner/provider"
+	"github.com/ballet/gateway/rpc"
 )
+
+// limitErr returns err's *client.LimitError, failing the test when there
+// is none.
+func limitErr(t testing.TB, err error) *client.LimitError {
+	t.Helper()
+	var le *client.LimitError
+	if !errors.As(err, &le) {
+		t.Fatalf("%v: not a *client.LimitError", err)
+	}
+	if !errors.Is(err, rpc.ErrLimitExceeded) || rpc.Code(err) != rpc.ErrLimitExceeded.Code {
+		t.Fatalf("%v does not match rpc.ErrLimitExceeded", err)
+	}
+	return le
+}
+
+func rejections(env *gatewaytest.Env, limit string) float64 {
+	mfs, err := env.Server.Metrics().Registry.Gather()
+	if err != nil {
+		panic(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "ballet_gateway_limit_rejections_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "limit" && l.GetValue() == limit {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
 
 // The client takes its heartbeat interval from the auth result: an idle
 // connection to a server with a short interval stays up, and a silent one
@@ -54,6 +95,181 @@ func TestHeartbeatFollowsServer(t *testing.T) {
 			}
 			waitFor(t, "the reconnect", 10*time.Second, func() bool { return st.count(client.StateConnected) == 2 })
 		})
+	}
+}
+
+// Subscriptions and planner watches beyond the advertised limit fail
+// locally with a *LimitError, without a request; the server's own -32029
+// becomes the same error.
+func TestSubscriptionLimit(t *testing.T) {
+	script, err := provider.ParseScript(strings.NewReader(`{"rules": []}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := gatewaytest.Start(t, &gatewaytest.Options{
+		Config: gateway.Config{MaxSubscriptions: 3}, Planner: provider.NewScripted(script),
+	})
+	env.Project(t, "WEB", "alice", "member")
+	session := createSession(t, env, "alice")
+	c := dial(t, env.URL, &client.Options{Token: (&minter{env: env, subject: "alice"}).Token})
+	if got := c.Limits().Subscriptions; got != 3 {
+		t.Fatalf("advertised subscriptions %d, want 3", got)
+	}
+	ctx := context.Background()
+	a, err := c.Subscribe(ctx, "project:WEB", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PlannerWatch(ctx, session, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Subscribe(ctx, "project:WEB", nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Subscribe(ctx, "project:WEB", nil)
+	if le := limitErr(t, err); le.Limit != client.LimitSubscriptions || le.Max != 3 {
+		t.Fatalf("subscribe beyond the limit: %+v", le)
+	}
+	_, err = c.PlannerWatch(ctx, session, nil)
+	if le := limitErr(t, err); le.Limit != client.LimitSubscriptions {
+		t.Fatalf("watch beyond the limit: %+v", le)
+	}
+	if n := rejections(env, "subscriptions"); n != 0 {
+		t.Fatalf("the server refused %v subscriptions: the client sent them", n)
+	}
+
+	// The server's answer, to a subscribe the client does not count.
+	err = c.Call(ctx, "stream.subscribe", map[string]string{"subscription": "raw", "stream": "project:WEB"}, nil)
+	if le := limitErr(t, err); le.Limit != client.LimitSubscriptions || le.Max != 3 || le.RetryAfter != 0 {
+		t.Fatalf("the server's -32029: %+v", le)
+	}
+	if n := rejections(env, "subscriptions"); n != 1 {
+		t.Fatalf("server refusals %v, want 1", n)
+	}
+
+	if err := a.Unsubscribe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Subscribe(ctx, "project:WEB", nil); err != nil {
+		t.Fatalf("subscribe after an unsubscribe: %v", err)
+	}
+}
+
+func createSession(t testing.TB, env *gatewaytest.Env, subject string) string {
+	t.Helper()
+	req, _ := http.NewRequest("POST", env.BaseURL+"/api/v1/projects/WEB/planner/sessions", strings.NewReader(`{"title":"t"}`))
+	req.Header.Set("Authorization", "Bearer "+env.Token(t, subject))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var sess struct {
+		ID string `json:"id"`
+	}
+	if resp.StatusCode != 201 || json.Unmarshal(body, &sess) != nil {
+		t.Fatalf("create session: %d %s", resp.StatusCode, body)
+	}
+	return sess.ID
+}
+
+// Requests refused for the rate are sent again after retry_after_ms; with
+// retries off, or no time left in ctx, the *LimitError says when to retry.
+func TestRequestRateRetries(t *testing.T) {
+	const rate = 5 // bursts of 10
+	env := startEnv(t, false, gateway.Config{RequestRate: rate})
+	ctx := context.Background()
+
+	c := dial(t, env.URL, &client.Options{Token: (&minter{env: env, subject: "alice"}).Token})
+	if got := c.Limits().RequestsPerSecond; got != rate {
+		t.Fatalf("advertised rate %d", got)
+	}
+	for i := range 3 * rate {
+		if _, err := c.Ping(ctx); err != nil {
+			t.Fatalf("ping %d: %v", i, err)
+		}
+	}
+	if n := rejections(env, "requests"); n == 0 {
+		t.Fatal("the server refused nothing: the test did not exceed the rate")
+	}
+
+	none := dial(t, env.URL, &client.Options{Token: (&minter{env: env, subject: "alice"}).Token, RateLimitRetries: -1})
+	var err error
+	for i := 0; err == nil && i < 4*rate; i++ {
+		_, err = none.Ping(ctx)
+	}
+	le := limitErr(t, err)
+	if le.Limit != client.LimitRequests || le.Max != rate || le.RetryAfter <= 0 || le.RetryAfter > time.Second {
+		t.Fatalf("refusal: %+v", le)
+	}
+
+	// A retry that would outlast the deadline is not waited for.
+	short, cancel := context.WithTimeout(ctx, time.Millisecond)
+	defer cancel()
+	for i := 0; i < 4*rate; i++ {
+		start := time.Now()
+		_, err := c.Ping(short)
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			break // the deadline passed before an answer
+		}
+		limitErr(t, err)
+		if d := time.Since(start); d > 100*time.Millisecond {
+			t.Fatalf("waited %v past the deadline", d)
+		}
+		break
+	}
+}
+
+// After a reconnect, the client's resubscribes beyond the request budget
+// wait and are sent again rather than ending their subscriptions, even
+// with RateLimitRetries off.
+func TestResubscribeWaitsForRate(t *testing.T) {
+	const rate, subs = 5, 15 // a new connection's budget is 10 requests
+	env := startEnv(t, true, gateway.Config{RequestRate: rate})
+	p := startProxy(t, env.HTTP.Listener.Addr().String())
+	var st states
+	c := dial(t, p.URL(), &client.Options{
+		Token: (&minter{env: env, subject: "alice"}).Token, RateLimitRetries: -1, OnStateChange: st.record,
+	})
+	ctx := context.Background()
+	var all []*client.Subscription
+	for len(all) < subs {
+		s, err := c.Subscribe(ctx, "project:WEB", nil)
+		if err != nil {
+			le := limitErr(t, err)
+			time.Sleep(le.RetryAfter)
+			continue
+		}
+		all = append(all, s)
+	}
+	before := rejections(env, "requests")
+	p.Drop()
+	waitFor(t, "the reconnect", 10*time.Second, func() bool { return st.count(client.StateConnected) == 2 })
+	waitFor(t, "every resubscribe", 20*time.Second, func() bool {
+		for _, s := range all {
+			if err := s.Err(); err != nil {
+				t.Fatalf("%s ended: %v", s.ID(), err)
+			}
+		}
+		return subscriptions(env) == subs
+	})
+	if n := rejections(env, "requests"); n <= before {
+		t.Fatal("the server refused no resubscribe: the test did not exceed the rate")
+	}
+	var a appender
+	a.append(t, env, 1)
+	for _, s := range all {
+		if ev := recv(t, s); ev.Seq != a.all()[0] {
+			t.Fatalf("%s: seq %d", s.ID(), ev.Seq)
+		}
+		if err := s.Err(); err != nil {
+			t.Fatalf("%s ended: %v", s.ID(), err)
+		}
 	}
 }
 
