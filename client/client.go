@@ -212,7 +212,7 @@ func (c *Client) run(cn *conn) {
 			// keep growing.
 			b.attempt = 0
 		}
-		if cn = c.reconnect(b); cn == nil {
+		if cn = c.reconnect(b, err); cn == nil {
 			return
 		}
 	}
@@ -233,9 +233,11 @@ func (c *Client) serve(cn *conn) error {
 	}
 }
 
-func (c *Client) reconnect(b *backoff) *conn {
+// reconnect connects again with backoff after cause ended the last
+// connection; nil when the client closed first.
+func (c *Client) reconnect(b *backoff, cause error) *conn {
 	for {
-		t := time.NewTimer(b.next())
+		t := time.NewTimer(c.reconnectDelay(b, cause))
 		select {
 		case <-c.closing:
 			t.Stop()
@@ -259,6 +261,7 @@ func (c *Client) reconnect(b *backoff) *conn {
 		}
 		c.log.Info("reconnect failed", "err", err)
 		c.setState(StateReconnecting, err)
+		cause = err
 	}
 }
 

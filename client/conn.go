@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,10 +89,13 @@ func (c *Client) connect(ctx context.Context, gen uint64) (*conn, error) {
 		return nil, fmt.Errorf("client: token: %w", err)
 	}
 	name := c.o.Codec.Name()
-	ws, _, err := websocket.Dial(ctx, c.url, &websocket.DialOptions{
+	ws, resp, err := websocket.Dial(ctx, c.url, &websocket.DialOptions{
 		HTTPClient: c.o.HTTPClient, HTTPHeader: c.o.Header, Subprotocols: []string{name},
 	})
 	if err != nil {
+		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+			err = &HandshakeError{StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header, time.Now()), err: err}
+		}
 		return nil, fmt.Errorf("client: dial %s: %w", c.url, err)
 	}
 	if ws.Subprotocol() != name {

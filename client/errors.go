@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/ballet/gateway/rpc"
 )
 
@@ -108,4 +110,33 @@ func asLimitError(err error) error {
 		le.RetryAfter = time.Duration(max(d.RetryAfterMs, 0)) * time.Millisecond
 	}
 	return le
+}
+
+// HandshakeError is a WebSocket handshake that the server answered with an
+// HTTP status instead of switching protocols, such as 503 from a replica
+// at its connection limit. RetryAfter is its Retry-After header, 0 when
+// absent; the client waits at least that long before its next attempt.
+type HandshakeError struct {
+	StatusCode int
+	RetryAfter time.Duration
+	err        error
+}
+
+func (e *HandshakeError) Error() string {
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("%v (retry after %v)", e.err, e.RetryAfter)
+	}
+	return e.err.Error()
+}
+
+func (e *HandshakeError) Unwrap() error { return e.err }
+
+// isSubjectLimit reports whether err says that the subject has too many
+// connections: the auth refused with -32029, or a close with 4029.
+func isSubjectLimit(err error) bool {
+	var le *LimitError
+	if errors.As(err, &le) && le.Limit == LimitConnectionsPerSubject {
+		return true
+	}
+	return websocket.CloseStatus(err) == statusLimitExceeded
 }

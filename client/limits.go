@@ -4,8 +4,20 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"net/http"
+	"strconv"
 	"time"
+
+	"github.com/coder/websocket"
 )
+
+// statusLimitExceeded is the close code of a connection refused for the
+// subject's connection limit (after a -32029 answer to its auth).
+const statusLimitExceeded websocket.StatusCode = 4029
+
+// maxRetryAfter caps a server's Retry-After, so that a misconfigured
+// proxy cannot stop a client for hours.
+const maxRetryAfter = 10 * time.Minute
 
 // defaultHeartbeat is the interval when neither the options nor the
 // server say one: the spec's.
@@ -119,4 +131,38 @@ func retryWait(after time.Duration, attempt int) time.Duration {
 	after = max(after, time.Millisecond)
 	spread := after << min(attempt, 6)
 	return after + rand.N(spread+1)
+}
+
+// retryAfter parses a Retry-After header: seconds or an HTTP date.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if s, err := strconv.Atoi(v); err == nil {
+		d = time.Duration(s) * time.Second
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = t.Sub(now)
+	}
+	return min(max(d, 0), maxRetryAfter)
+}
+
+// reconnectDelay is the wait before the next attempt after err (why the
+// last connection ended or the last attempt failed). A subject at its
+// connection limit waits near MaxBackoff, since other connections must end
+// first; a handshake refused with Retry-After waits at least that.
+func (c *Client) reconnectDelay(b *backoff, err error) time.Duration {
+	var he *HandshakeError
+	switch {
+	case isSubjectLimit(err):
+		d := b.ceiling()
+		c.log.Warn("too many connections of this subject: backing off", "err", err, "delay", d)
+		return d
+	case errors.As(err, &he) && he.RetryAfter > 0:
+		d := max(b.next(), he.RetryAfter+rand.N(he.RetryAfter/4+1))
+		c.log.Warn("the server is busy: backing off", "status", he.StatusCode, "delay", d)
+		return d
+	}
+	return b.next()
 }

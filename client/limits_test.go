@@ -1,12 +1,17 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,6 +55,26 @@ func rejections(env *gatewaytest.Env, limit string) float64 {
 	}
 	return 0
 }
+
+// logBuffer collects a client's log lines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
 
 // The client takes its heartbeat interval from the auth result: an idle
 // connection to a server with a short interval stays up, and a silent one
@@ -271,6 +296,143 @@ func TestResubscribeWaitsForRate(t *testing.T) {
 			t.Fatalf("%s ended: %v", s.ID(), err)
 		}
 	}
+}
+
+// A subject at its connection limit: Dial fails with the *LimitError, and
+// a client whose reconnects are refused (-32029, close 4029) waits near
+// MaxBackoff between attempts, logs why, and gets in once a place is free.
+func TestSubjectConnectionLimitBacksOff(t *testing.T) {
+	const maxBackoff = time.Second
+	env := startEnv(t, true, gateway.Config{MaxConnectionsPerSubject: 2})
+	p := startProxy(t, env.HTTP.Listener.Addr().String())
+	m := &minter{env: env, subject: "alice"}
+	var logs logBuffer
+	var mu sync.Mutex
+	var refused []time.Time
+	var connected atomic.Int64
+	c := dial(t, p.URL(), &client.Options{
+		Token: m.Token, MinBackoff: 20 * time.Millisecond, MaxBackoff: maxBackoff, Logger: logs.logger(),
+		OnStateChange: func(s client.State, err error) {
+			var le *client.LimitError
+			switch {
+			case s == client.StateConnected:
+				connected.Add(1)
+			case errors.As(err, &le) && le.Limit == client.LimitConnectionsPerSubject:
+				mu.Lock()
+				refused = append(refused, time.Now())
+				mu.Unlock()
+			}
+		},
+	})
+	sub, err := c.Subscribe(context.Background(), "project:WEB", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial(t, env.URL, &client.Options{Token: m.Token})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = client.Dial(ctx, env.URL, &client.Options{Token: m.Token})
+	if le := limitErr(t, err); le.Limit != client.LimitConnectionsPerSubject || le.Max != 2 {
+		t.Fatalf("third connection: %+v", le)
+	}
+
+	// c loses its connection and another client takes its place.
+	p.Stop()
+	var other *client.Client
+	waitFor(t, "the free place", 10*time.Second, func() bool {
+		o, err := client.Dial(ctx, env.URL, &client.Options{Token: m.Token})
+		if err != nil {
+			return false
+		}
+		other = o
+		return true
+	})
+	t.Cleanup(func() { other.Close() })
+	p.Start()
+	waitFor(t, "three refused reconnects", 20*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(refused) >= 3
+	})
+	mu.Lock()
+	for i := 1; i < len(refused); i++ {
+		if gap := refused[i].Sub(refused[i-1]); gap < maxBackoff/2 {
+			t.Errorf("attempt %d came %v after a refusal, want at least %v", i, gap, maxBackoff/2)
+		}
+	}
+	mu.Unlock()
+	if !strings.Contains(logs.String(), "too many connections of this subject") {
+		t.Errorf("nothing logged about the limit:\n%s", logs.String())
+	}
+
+	other.Close()
+	waitFor(t, "the reconnect", 20*time.Second, func() bool { return connected.Load() == 2 })
+	var a appender
+	a.append(t, env, 1)
+	if ev := recv(t, sub); ev.Seq != a.all()[0] {
+		t.Fatalf("seq %d", ev.Seq)
+	}
+}
+
+// A replica at its connection limit answers the handshake with 503 and
+// Retry-After: Dial's error says so, and a reconnecting client waits that
+// long before its next attempt.
+func TestHandshake503(t *testing.T) {
+	t.Run("replica full", func(t *testing.T) {
+		env := startEnv(t, false, gateway.Config{MaxConnections: 1})
+		m := &minter{env: env, subject: "alice"}
+		dial(t, env.URL, &client.Options{Token: m.Token})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := client.Dial(ctx, env.URL, &client.Options{Token: m.Token})
+		var he *client.HandshakeError
+		if !errors.As(err, &he) || he.StatusCode != http.StatusServiceUnavailable || he.RetryAfter != 5*time.Second {
+			t.Fatalf("dial a full replica: %v (%+v)", err, he)
+		}
+	})
+	t.Run("reconnect waits", func(t *testing.T) {
+		env := startEnv(t, false, gateway.Config{})
+		// A front that refuses handshakes while busy, as a full replica does.
+		var busy atomic.Bool
+		var mu sync.Mutex
+		var refused []time.Time
+		h := env.Server.Handler()
+		front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if busy.Load() {
+				mu.Lock()
+				refused = append(refused, time.Now())
+				mu.Unlock()
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, "busy", http.StatusServiceUnavailable)
+				return
+			}
+			h.ServeHTTP(w, r)
+		}))
+		t.Cleanup(front.Close)
+		p := startProxy(t, front.Listener.Addr().String())
+		var st states
+		c := dial(t, p.URL(), &client.Options{Token: (&minter{env: env, subject: "alice"}).Token, OnStateChange: st.record})
+		busy.Store(true)
+		p.Drop()
+		waitFor(t, "two refused attempts", 10*time.Second, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(refused) >= 2
+		})
+		busy.Store(false)
+		mu.Lock()
+		gap := refused[1].Sub(refused[0])
+		mu.Unlock()
+		if gap < time.Second {
+			t.Fatalf("attempt %v after a 503 with Retry-After: 1", gap)
+		}
+		var he *client.HandshakeError
+		if errs := st.errs(client.StateReconnecting); len(errs) < 2 || !errors.As(errs[1], &he) || he.RetryAfter != time.Second {
+			t.Fatalf("reported: %v", errs)
+		}
+		waitFor(t, "the reconnect", 10*time.Second, func() bool { return c.State() == client.StateConnected })
+	})
 }
 
 // A server that advertises no limits (an older one): nothing is enforced

@@ -46,7 +46,10 @@ type Options struct {
 	ConnectTimeout time.Duration
 	// MinBackoff and MaxBackoff bound the reconnect delay, which doubles per
 	// failed attempt from MinBackoff up to MaxBackoff, with full jitter.
-	// Defaults 250ms and 30s.
+	// A connection refused because its subject has too many (-32029 to
+	// auth, close 4029) waits between MaxBackoff/2 and MaxBackoff, and so
+	// do the attempts after it; a handshake refused with Retry-After (503
+	// from a full replica) waits at least that long. Defaults 250ms and 30s.
 	MinBackoff, MaxBackoff time.Duration
 	// RateLimitRetries is how many times a request that the server refused
 	// for the connection's request rate (-32029 with limit "requests") is
