@@ -229,24 +229,25 @@ func TestRequestRateRetries(t *testing.T) {
 	if le.Limit != client.LimitRequests || le.Max != rate || le.RetryAfter <= 0 || le.RetryAfter > time.Second {
 		t.Fatalf("refusal: %+v", le)
 	}
+}
 
-	// A retry that would outlast the deadline is not waited for.
-	short, cancel := context.WithTimeout(ctx, time.Millisecond)
-	defer cancel()
-	for i := 0; i < 4*rate; i++ {
+// A retry that would outlast the call's deadline is not begun: the call
+// fails with the *LimitError at once instead of with the deadline.
+func TestRequestRateRetryWithinDeadline(t *testing.T) {
+	env := startEnv(t, false, gateway.Config{RequestRate: 1}) // a token a second, bursts of 2
+	c := dial(t, env.URL, &client.Options{Token: (&minter{env: env, subject: "alice"}).Token})
+	var err error
+	for i := 0; err == nil && i < 10; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		start := time.Now()
-		_, err := c.Ping(short)
-		if err == nil {
-			continue
+		_, err = c.Ping(ctx)
+		cancel()
+		if err != nil && time.Since(start) > 250*time.Millisecond {
+			t.Fatalf("waited %v for a retry that could not fit: %v", time.Since(start), err)
 		}
-		if errors.Is(err, context.DeadlineExceeded) {
-			break // the deadline passed before an answer
-		}
-		limitErr(t, err)
-		if d := time.Since(start); d > 100*time.Millisecond {
-			t.Fatalf("waited %v past the deadline", d)
-		}
-		break
+	}
+	if le := limitErr(t, err); le.Limit != client.LimitRequests || le.RetryAfter < 300*time.Millisecond {
+		t.Fatalf("refusal: %+v", le)
 	}
 }
 
