@@ -129,7 +129,7 @@ func (cn *conn) callRetrying(ctx context.Context, retries int, method string, pa
 // so that calls refused together do not all return together.
 func retryWait(after time.Duration, attempt int) time.Duration {
 	after = max(after, time.Millisecond)
-	spread := after << min(attempt, 6)
+	spread := after << min(attempt, 3)
 	return after + rand.N(spread+1)
 }
 

@@ -44,7 +44,7 @@ export function heartbeats(user, server) {
  */
 export function retryWait(afterMs, attempt, random = Math.random) {
   const after = Math.max(afterMs, 1);
-  return after + Math.floor(random() * (after * 2 ** Math.min(attempt, 6) + 1));
+  return after + Math.floor(random() * (after * 2 ** Math.min(attempt, 3) + 1));
 }
 
 /**
