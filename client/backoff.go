@@ -26,3 +26,11 @@ func (b *backoff) next() time.Duration {
 	}
 	return rand.N(ceil + 1)
 }
+
+// ceiling yields a delay from the upper half of max, with jitter, and
+// keeps later delays at max: for a refusal that only time repairs.
+func (b *backoff) ceiling() time.Duration {
+	b.attempt = 32
+	half := b.max / 2
+	return half + rand.N(b.max-half+1)
+}

@@ -34,6 +34,7 @@ type Client struct {
 	ready   chan struct{} // closed when cur is set
 	gen     uint64
 	subject string
+	limits  Limits
 	subs    map[string]entry
 	orphans []orphan
 	nextID  uint64
@@ -157,10 +158,20 @@ func (c *Client) setCurrent(cn *conn) bool {
 	}
 	c.cur = cn
 	c.subject = cn.subject
+	c.limits = cn.limits
 	close(c.ready)
 	c.mu.Unlock()
 	c.setState(StateConnected, nil)
 	return true
+}
+
+// setLimits records limits advertised again on cn (by auth.refresh).
+func (c *Client) setLimits(cn *conn, l Limits) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur == cn {
+		c.limits = l
+	}
 }
 
 func (c *Client) isClosed() bool {
@@ -201,7 +212,7 @@ func (c *Client) run(cn *conn) {
 			// keep growing.
 			b.attempt = 0
 		}
-		if cn = c.reconnect(b); cn == nil {
+		if cn = c.reconnect(b, err); cn == nil {
 			return
 		}
 	}
@@ -222,9 +233,11 @@ func (c *Client) serve(cn *conn) error {
 	}
 }
 
-func (c *Client) reconnect(b *backoff) *conn {
+// reconnect connects again with backoff after cause ended the last
+// connection; nil when the client closed first.
+func (c *Client) reconnect(b *backoff, cause error) *conn {
 	for {
-		t := time.NewTimer(b.next())
+		t := time.NewTimer(c.reconnectDelay(b, cause))
 		select {
 		case <-c.closing:
 			t.Stop()
@@ -248,6 +261,7 @@ func (c *Client) reconnect(b *backoff) *conn {
 		}
 		c.log.Info("reconnect failed", "err", err)
 		c.setState(StateReconnecting, err)
+		cause = err
 	}
 }
 
@@ -284,7 +298,7 @@ func (c *Client) dropOrphans(cn *conn) {
 			continue // that connection, and the subscription with it, is gone
 		}
 		ctx, cancel := context.WithTimeout(c.ctx, c.o.ConnectTimeout)
-		err := cn.call(ctx, "stream.unsubscribe", unsubscribeParams{Subscription: o.id}, nil)
+		err := cn.callPatient(ctx, "stream.unsubscribe", unsubscribeParams{Subscription: o.id}, nil)
 		cancel()
 		if err != nil && !errors.Is(err, rpc.ErrNotFound) {
 			c.log.Debug("stream.unsubscribe failed", "subscription", o.id, "err", err)
@@ -300,12 +314,16 @@ func (c *Client) newID() string {
 	return fmt.Sprintf("s%d", c.nextID)
 }
 
-// register adds e under id.
+// register adds e under id, unless the client holds as many
+// subscriptions as the server takes.
 func (c *Client) register(id string, e entry) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return ErrClosed
+	}
+	if err := c.checkSubscriptionLimitLocked(); err != nil {
+		return err
 	}
 	c.subs[id] = e
 	return nil

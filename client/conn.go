@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,7 +33,10 @@ type conn struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	subject  string
-	lastRecv atomic.Int64 // Unix ns of the last frame from the server
+	limits   Limits        // advertised by the auth result
+	beat     time.Duration // how often to send $/heartbeat
+	silence  time.Duration // three of these without a frame end the connection
+	lastRecv atomic.Int64  // Unix ns of the last frame from the server
 	wg       sync.WaitGroup
 
 	mu    sync.Mutex
@@ -67,8 +71,9 @@ type tokenParams struct {
 }
 
 type authResult struct {
-	Subject   string `json:"subject"`
-	ExpiresAt int64  `json:"expires_at"`
+	Subject   string      `json:"subject"`
+	ExpiresAt int64       `json:"expires_at"`
+	Limits    *wireLimits `json:"limits,omitempty"` // absent from older servers
 }
 
 type heartbeat struct {
@@ -84,10 +89,13 @@ func (c *Client) connect(ctx context.Context, gen uint64) (*conn, error) {
 		return nil, fmt.Errorf("client: token: %w", err)
 	}
 	name := c.o.Codec.Name()
-	ws, _, err := websocket.Dial(ctx, c.url, &websocket.DialOptions{
+	ws, resp, err := websocket.Dial(ctx, c.url, &websocket.DialOptions{
 		HTTPClient: c.o.HTTPClient, HTTPHeader: c.o.Header, Subprotocols: []string{name},
 	})
 	if err != nil {
+		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+			err = &HandshakeError{StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header, time.Now()), err: err}
+		}
 		return nil, fmt.Errorf("client: dial %s: %w", c.url, err)
 	}
 	if ws.Subprotocol() != name {
@@ -115,6 +123,8 @@ func (c *Client) connect(ctx context.Context, gen uint64) (*conn, error) {
 		return nil, fmt.Errorf("client: auth: %w", err)
 	}
 	cn.subject = ar.Subject
+	cn.limits = ar.Limits.limits()
+	cn.beat, cn.silence = heartbeats(c.o.HeartbeatInterval, cn.limits.Heartbeat)
 	cn.wg.Add(2)
 	go cn.keepalive()
 	go cn.refreshLoop(sent, time.Unix(ar.ExpiresAt, 0))
@@ -123,13 +133,35 @@ func (c *Client) connect(ctx context.Context, gen uint64) (*conn, error) {
 
 func (cn *conn) touch() { cn.lastRecv.Store(time.Now().UnixNano()) }
 
-// call sends one request; a connection that ends first is ErrConnectionLost.
+// call sends a request, and again after a refusal for the request rate,
+// up to Options.RateLimitRetries times.
 func (cn *conn) call(ctx context.Context, method string, params, result any) error {
+	return cn.callRetrying(ctx, cn.c.o.RateLimitRetries, method, params, result)
+}
+
+// callPatient is call for the client's own subscribes after a reconnect,
+// which come in a burst: refusals for the rate are sent again for as long
+// as ctx and the connection last.
+func (cn *conn) callPatient(ctx context.Context, method string, params, result any) error {
+	return cn.callRetrying(ctx, -1, method, params, result)
+}
+
+// call1 sends one request; a connection that ends first is
+// ErrConnectionLost, a -32029 answer a *LimitError.
+func (cn *conn) call1(ctx context.Context, method string, params, result any) error {
 	err := cn.rpc.Call(ctx, method, params, result)
 	if errors.Is(err, rpc.ErrClosed) {
-		return fmt.Errorf("%w: %v", ErrConnectionLost, cn.err())
+		return cn.lost()
 	}
-	return err
+	return asLimitError(err)
+}
+
+// lost is ErrConnectionLost with why the connection ended.
+func (cn *conn) lost() error {
+	if err := cn.err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConnectionLost, err)
+	}
+	return ErrConnectionLost
 }
 
 // done is closed when the connection has ended.
@@ -191,7 +223,7 @@ func (cn *conn) shutdown() {
 // intervals. Any frame from the server counts as a sign of life.
 func (cn *conn) keepalive() {
 	defer cn.wg.Done()
-	iv := cn.c.o.HeartbeatInterval
+	iv, silence := cn.beat, cn.silence
 	tick := time.NewTicker(max(iv/4, time.Millisecond))
 	defer tick.Stop()
 	lastSent := time.Now()
@@ -200,7 +232,7 @@ func (cn *conn) keepalive() {
 		case <-cn.done():
 			return
 		case now := <-tick.C:
-			if now.Sub(time.Unix(0, cn.lastRecv.Load())) >= 3*iv {
+			if now.Sub(time.Unix(0, cn.lastRecv.Load())) >= 3*silence {
 				cn.c.log.Info("heartbeat timeout: reconnecting", "silent", now.Sub(time.Unix(0, cn.lastRecv.Load())))
 				cn.die(ErrHeartbeatTimeout)
 				return
@@ -253,6 +285,9 @@ func (cn *conn) refresh() (authResult, error) {
 		return ar, fmt.Errorf("client: token: %w", err)
 	}
 	err = cn.call(ctx, "auth.refresh", tokenParams{Token: tok}, &ar)
+	if err == nil && ar.Limits != nil {
+		cn.c.setLimits(cn, ar.Limits.limits())
+	}
 	return ar, err
 }
 

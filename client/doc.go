@@ -10,6 +10,17 @@
 // no longer replay (-32010), the subscription's OnResync hook runs (reload
 // the snapshot) instead of events being lost silently.
 //
+// The client keeps within the limits the auth result advertises
+// (Client.Limits): its heartbeat interval is the server's unless
+// Options.HeartbeatInterval is set; a subscription or planner watch beyond
+// the subscription limit fails at once with a *LimitError, as the server's
+// -32029 does; a request refused for the request rate is sent again after
+// the server's retry_after_ms (Options.RateLimitRetries), and resubscribes
+// after a reconnect always wait their turn. A subject with too many
+// connections (close 4029) and a full replica (HTTP 503, a *HandshakeError)
+// are retried with a longer backoff. Servers that advertise no limits get
+// the spec's defaults.
+//
 // Entry points: Dial, Client.Subscribe (events on a bounded channel),
 // Client.PlannerWatch, Client.PlannerSend, Client.PlannerCancel, Client.Ping,
 // Client.Call for any method, Client.Close. Errors from the server are

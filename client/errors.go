@@ -1,8 +1,12 @@
 package client
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/ballet/gateway/rpc"
 )
@@ -49,4 +53,90 @@ func (e *ClosedError) Is(target error) bool {
 		return errors.Is(rpc.ErrNotFound, target)
 	}
 	return false
+}
+
+// The limits a server refuses with -32029, as LimitError.Limit says.
+const (
+	LimitSubscriptions         = "subscriptions"           // stream subscriptions and planner watches of a connection
+	LimitRequests              = "requests"                // requests per second of a connection
+	LimitConnectionsPerSubject = "connections_per_subject" // connections of one subject on a replica
+)
+
+// LimitError is a server limit that was reached: the server's -32029
+// answer, or the client's own refusal of a subscription beyond the limit
+// the server advertised (then nothing was sent). It matches
+// rpc.ErrLimitExceeded, and rpc.Code reports -32029 for it.
+type LimitError struct {
+	Limit      string        // LimitSubscriptions, LimitRequests or LimitConnectionsPerSubject
+	Max        int           // the limit's value
+	RetryAfter time.Duration // for LimitRequests: when the server takes requests again
+	err        *rpc.Error
+}
+
+func (e *LimitError) Error() string {
+	if e.err != nil {
+		return e.err.Message
+	}
+	return fmt.Sprintf("client: limit exceeded: %s (at most %d)", e.Limit, e.Max)
+}
+
+// Unwrap returns the JSON-RPC error: the server's, or a local one with
+// the same code.
+func (e *LimitError) Unwrap() error {
+	if e.err != nil {
+		return e.err
+	}
+	return &rpc.Error{Code: rpc.ErrLimitExceeded.Code, Message: e.Error()}
+}
+
+// limitData is the data of a -32029 error.
+type limitData struct {
+	Limit        string `json:"limit"`
+	Max          int    `json:"max"`
+	RetryAfterMs int64  `json:"retry_after_ms"`
+}
+
+// asLimitError turns a -32029 answer into a *LimitError; other errors
+// are returned as they are.
+func asLimitError(err error) error {
+	var re *rpc.Error
+	if !errors.As(err, &re) || re.Code != rpc.ErrLimitExceeded.Code {
+		return err
+	}
+	le := &LimitError{err: re}
+	var d limitData
+	if raw, jerr := json.Marshal(re.Data); re.Data != nil && jerr == nil && json.Unmarshal(raw, &d) == nil {
+		le.Limit, le.Max = d.Limit, d.Max
+		le.RetryAfter = time.Duration(max(d.RetryAfterMs, 0)) * time.Millisecond
+	}
+	return le
+}
+
+// HandshakeError is a WebSocket handshake that the server answered with an
+// HTTP status instead of switching protocols, such as 503 from a replica
+// at its connection limit. RetryAfter is its Retry-After header, 0 when
+// absent; the client waits at least that long before its next attempt.
+type HandshakeError struct {
+	StatusCode int
+	RetryAfter time.Duration
+	err        error
+}
+
+func (e *HandshakeError) Error() string {
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("%v (retry after %v)", e.err, e.RetryAfter)
+	}
+	return e.err.Error()
+}
+
+func (e *HandshakeError) Unwrap() error { return e.err }
+
+// isSubjectLimit reports whether err says that the subject has too many
+// connections: the auth refused with -32029, or a close with 4029.
+func isSubjectLimit(err error) bool {
+	var le *LimitError
+	if errors.As(err, &le) && le.Limit == LimitConnectionsPerSubject {
+		return true
+	}
+	return websocket.CloseStatus(err) == statusLimitExceeded
 }

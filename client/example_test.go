@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -97,6 +98,29 @@ func ExampleOptions_onStateChange() {
 			fmt.Println("connection:", s, err)
 		},
 	})
+}
+
+// Tell a limit of the server from other errors. Requests refused for the
+// rate were already sent again Options.RateLimitRetries times.
+func ExampleLimitError() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, "ws://127.0.0.1:8080/rpc", &client.Options{Token: client.StaticToken("<access token>")})
+	if err != nil {
+		fmt.Println("dial:", err)
+		return
+	}
+	defer c.Close()
+	fmt.Println("subscriptions allowed:", c.Limits().Subscriptions)
+	_, err = c.Subscribe(ctx, "item:WEB-42", nil)
+	var le *client.LimitError
+	switch {
+	case errors.As(err, &le) && le.Limit == client.LimitSubscriptions:
+		fmt.Println("unsubscribe something first; at most", le.Max)
+	case errors.As(err, &le) && le.Limit == client.LimitRequests:
+		fmt.Println("too many requests; try again in", le.RetryAfter)
+	case err != nil:
+		fmt.Println("subscribe:", err)
+	}
 }
 
 type exampleGateway struct {

@@ -147,7 +147,7 @@ func (b *core[T]) settled(ctx context.Context, cn *conn, epoch uint64) bool {
 	}
 	b.mu.Unlock()
 	if done {
-		_ = cn.call(ctx, "stream.unsubscribe", unsubscribeParams{Subscription: b.id}, nil)
+		_ = cn.callPatient(ctx, "stream.unsubscribe", unsubscribeParams{Subscription: b.id}, nil)
 	}
 	return !done
 }
@@ -206,7 +206,9 @@ func (c *Client) Unsubscribe(ctx context.Context, id string) error {
 	if gen == 0 || cn == nil || cn.gen != gen {
 		return nil // the server no longer has it
 	}
-	err := cn.call(ctx, "stream.unsubscribe", unsubscribeParams{Subscription: id}, nil)
+	// The client has forgotten it: an unsubscribe refused for the rate is
+	// sent again until ctx ends, or the server would keep counting it.
+	err := cn.callPatient(ctx, "stream.unsubscribe", unsubscribeParams{Subscription: id}, nil)
 	if err == nil || rpc.Code(err) == rpc.ErrNotFound.Code || rpc.Code(err) == 0 && !isCtxErr(ctx) {
 		return nil // done, or the server dropped it with the connection
 	}

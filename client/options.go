@@ -32,16 +32,34 @@ type Options struct {
 	// http.DefaultClient.
 	HTTPClient *http.Client
 	// HeartbeatInterval is how often $/heartbeat is sent; three intervals
-	// without any message from the server end the connection. Default 15s,
-	// the server's default: keep both the same.
+	// without any message from the server end the connection. Default: the
+	// server's interval, as its auth result advertises it (heartbeat_ms),
+	// or 15s from a server that advertises none. When set and the server
+	// advertises another interval, heartbeats are sent at the shorter of
+	// the two (the server closes a connection that is silent for three of
+	// its intervals) and the connection is given up after three of the
+	// longer (the server sends its heartbeats only every interval of its
+	// own).
 	HeartbeatInterval time.Duration
 	// ConnectTimeout bounds one connection attempt: handshake and auth.
 	// Default 10s.
 	ConnectTimeout time.Duration
 	// MinBackoff and MaxBackoff bound the reconnect delay, which doubles per
 	// failed attempt from MinBackoff up to MaxBackoff, with full jitter.
-	// Defaults 250ms and 30s.
+	// A connection refused because its subject has too many (-32029 to
+	// auth, close 4029) waits between MaxBackoff/2 and MaxBackoff, and so
+	// do the attempts after it; a handshake refused with Retry-After (503
+	// from a full replica) waits at least that long. Defaults 250ms and 30s.
 	MinBackoff, MaxBackoff time.Duration
+	// RateLimitRetries is how many times a request that the server refused
+	// for the connection's request rate (-32029 with limit "requests") is
+	// sent again, each time after the server's retry_after_ms plus jitter;
+	// past them the call fails with a *LimitError. The server refuses such
+	// a request before handling it, so repeating it is safe for any method.
+	// A wait that would outlast the call's ctx is not begun. The client's
+	// own resubscribes after a reconnect and its unsubscribes wait and
+	// repeat for as long as it takes. Default 3; negative: never.
+	RateLimitRetries int
 	// ReadLimit is the largest frame accepted from the server, in bytes.
 	// Default 4 MiB.
 	ReadLimit int64
@@ -62,8 +80,14 @@ func (o *Options) withDefaults() Options {
 	if r.HTTPClient == nil {
 		r.HTTPClient = http.DefaultClient
 	}
-	if r.HeartbeatInterval <= 0 {
-		r.HeartbeatInterval = 15 * time.Second
+	if r.HeartbeatInterval < 0 {
+		r.HeartbeatInterval = 0
+	}
+	switch {
+	case r.RateLimitRetries == 0:
+		r.RateLimitRetries = 3
+	case r.RateLimitRetries < 0:
+		r.RateLimitRetries = 0 // from here on, 0 means none
 	}
 	if r.ConnectTimeout <= 0 {
 		r.ConnectTimeout = 10 * time.Second

@@ -151,7 +151,7 @@ func (w *Watch) restore(ctx context.Context, cn *conn) error {
 	w.feed.hold = true
 	w.mu.Unlock()
 	var res watchResult
-	err := cn.call(ctx, "planner.watch", watchParams{Subscription: w.id, Session: w.session}, &res)
+	err := cn.callPatient(ctx, "planner.watch", watchParams{Subscription: w.id, Session: w.session}, &res)
 	if err != nil {
 		w.mu.Lock()
 		w.feed.hold, w.feed.held = false, nil

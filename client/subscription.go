@@ -186,7 +186,7 @@ func (s *Subscription) restore(ctx context.Context, cn *conn) error {
 	}
 	from, epoch := s.last, s.epoch
 	s.mu.Unlock()
-	err := cn.call(ctx, "stream.subscribe", subscribeParams{Subscription: s.id, Stream: s.stream, FromSeq: &from}, nil)
+	err := cn.callPatient(ctx, "stream.subscribe", subscribeParams{Subscription: s.id, Stream: s.stream, FromSeq: &from}, nil)
 	switch {
 	case err == nil:
 		s.settled(ctx, cn, epoch)
@@ -208,7 +208,7 @@ func (s *Subscription) resync(ctx context.Context, cn *conn) error {
 	s.feed.hold = true
 	s.mu.Unlock()
 	var res subscribeResult
-	err := cn.call(ctx, "stream.subscribe", subscribeParams{Subscription: s.id, Stream: s.stream}, &res)
+	err := cn.callPatient(ctx, "stream.subscribe", subscribeParams{Subscription: s.id, Stream: s.stream}, &res)
 	if err != nil {
 		s.mu.Lock()
 		s.feed.hold, s.feed.held, s.last = false, nil, old

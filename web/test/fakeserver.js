@@ -1,7 +1,7 @@
 // A small realtime API server for the client's unit tests, over the ws
 // package on loopback: auth, ping, change streams with replay from
-// from_seq (and -32010 beyond a replay limit), planner watches, and hooks to
-// misbehave.
+// from_seq (and -32010 beyond a replay limit), planner watches, advertised
+// limits with -32029 refusals, and hooks to misbehave.
 
 import { decode, encode } from '@msgpack/msgpack';
 import { WebSocketServer } from 'ws';
@@ -21,14 +21,23 @@ export const PROTOCOLS = ['ballet.v1.msgpack', 'ballet.v1.json'];
 
 export class FakeServer {
   /**
-   * @param {{protocols?: string[]|null, replayLimit?: number, subject?: string, ttl?: number}} [opts]
-   *   protocols: null accepts without any subprotocol; ttl: token lifetime in seconds
+   * @param {{protocols?: string[]|null, replayLimit?: number, subject?: string, ttl?: number, limits?: Record<string, number>}} [opts]
+   *   protocols: null accepts without any subprotocol; ttl: token lifetime in seconds;
+   *   limits: advertised in the auth results (none by default, as an older
+   *   server), and "subscriptions" enforced with -32029
    */
   constructor(opts = {}) {
     this.protocols = opts.protocols === undefined ? PROTOCOLS : opts.protocols;
     this.replayLimit = opts.replayLimit ?? 1000;
     this.subject = opts.subject ?? 'u1';
     this.ttl = opts.ttl ?? 3600;
+    this.limits = opts.limits;
+    /** How many of the next requests after auth to refuse for the request rate. */
+    this.refuseRequests = 0;
+    /** The retry_after_ms of those refusals. */
+    this.retryAfterMs = 20;
+    /** @type {Array<{method: string, at: number}>} requests refused for the rate */
+    this.refused = [];
     /** @type {any[]} the event log; seq = index + 1 */
     this.log = [];
     /** @type {FakeConn[]} */
@@ -112,11 +121,21 @@ export class FakeServer {
   handle(conn, msg) {
     if (msg.id === undefined) return; // notifications: $/heartbeat
     const reply = (/** @type {any} */ result) => conn.send({ jsonrpc: '2.0', id: msg.id, result });
-    const fail = (/** @type {number} */ code, /** @type {string} */ message) => conn.send({ jsonrpc: '2.0', id: msg.id, error: { code, message } });
+    const fail = (/** @type {number} */ code, /** @type {string} */ message, /** @type {any} */ data) => conn.send({
+      jsonrpc: '2.0', id: msg.id, error: data === undefined ? { code, message } : { code, message, data },
+    });
     const p = msg.params ?? {};
     if (!conn.authed && msg.method !== 'auth') {
       fail(-32001, 'auth first');
       conn.ws.close(4001, 'unauthenticated');
+      return;
+    }
+    if (conn.authed && this.refuseRequests > 0) {
+      this.refuseRequests--;
+      this.refused.push({ method: msg.method, at: Date.now() });
+      const max = this.limits?.requests_per_second ?? 100;
+      fail(-32029, `limit exceeded: requests (at most ${max}), retry after ${this.retryAfterMs} ms`,
+        { limit: 'requests', max, retry_after_ms: this.retryAfterMs });
       return;
     }
     const custom = this.methods[msg.method];
@@ -134,13 +153,17 @@ export class FakeServer {
           return;
         }
         conn.authed = true;
-        reply({ subject: this.subject, expires_at: Math.floor(Date.now() / 1000) + this.ttl });
+        reply({
+          subject: this.subject, expires_at: Math.floor(Date.now() / 1000) + this.ttl,
+          ...(this.limits ? { limits: this.limits } : {}),
+        });
         return;
       case 'system.ping':
         reply({ time: Date.now(), subject: this.subject });
         return;
       case 'stream.subscribe': {
         if (conn.subs.has(p.subscription)) return fail(-32602, 'duplicate subscription');
+        if (this.full(conn)) return this.refuseSubscription(fail);
         const head = this.log.length;
         if (p.from_seq !== undefined) {
           if (head - p.from_seq > this.replayLimit || p.from_seq > head) return fail(-32010, 'resync required');
@@ -158,6 +181,7 @@ export class FakeServer {
         return;
       case 'planner.watch':
         if (conn.subs.has(p.subscription)) return fail(-32602, 'duplicate subscription');
+        if (this.full(conn)) return this.refuseSubscription(fail);
         conn.subs.set(p.subscription, { session: p.session });
         reply({ subscription: p.subscription, running: this.sessions.get(p.session) ?? false });
         return;
@@ -173,6 +197,18 @@ export class FakeServer {
       default:
         fail(-32601, `method ${msg.method} not found`);
     }
+  }
+
+  /** @param {FakeConn} conn whether it holds as many subscriptions as the limit */
+  full(conn) {
+    const max = this.limits?.subscriptions;
+    return max !== undefined && conn.subs.size >= max;
+  }
+
+  /** @param {(code: number, message: string, data: any) => void} fail */
+  refuseSubscription(fail) {
+    const max = this.limits?.subscriptions;
+    fail(-32029, `limit exceeded: subscriptions (at most ${max})`, { limit: 'subscriptions', max });
   }
 
   /**

@@ -27,6 +27,16 @@ export class Backoff {
     return Math.floor(this.random() * (ceil + 1));
   }
 
+  /**
+   * atCeiling returns a delay from the upper half of max, with jitter, and
+   * keeps later delays at max: for a refusal that only time repairs.
+   */
+  atCeiling() {
+    this.attempt = 32;
+    const half = Math.floor(this.max / 2);
+    return half + Math.floor(this.random() * (this.max - half + 1));
+  }
+
   reset() {
     this.attempt = 0;
   }

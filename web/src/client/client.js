@@ -4,6 +4,7 @@ import { Backoff } from './backoff.js';
 import { codecFor } from './codec.js';
 import { Conn } from './conn.js';
 import { ClosedError, Code, ConnectionLostError, RpcError } from './errors.js';
+import { isSubjectLimit, subscriptionLimit } from './limits.js';
 import { Subscription, Watch } from './subscription.js';
 
 /**
@@ -21,13 +22,28 @@ import { Subscription, Watch } from './subscription.js';
  * @property {'msgpack'|'json'|import('./codec.js').Codec} [codec] Default "msgpack".
  * @property {any} [WebSocket] The WebSocket constructor. Default globalThis.WebSocket.
  * @property {number} [heartbeatInterval] ms between $/heartbeat; three silent
- *   intervals end the connection. Default 15000, the server's default.
+ *   intervals end the connection. Default: the server's interval, as its
+ *   auth result advertises it (heartbeat_ms), or 15000 from a server that
+ *   advertises none. When set and the server advertises another interval,
+ *   heartbeats are sent at the shorter of the two (the server closes a
+ *   connection silent for three of its intervals) and the connection is
+ *   given up after three of the longer (the server sends its heartbeats only
+ *   every interval of its own).
  * @property {number} [connectTimeout] ms for one attempt: open and auth. Default 10000.
  * @property {number} [callTimeout] ms for the client's own calls (auth.refresh,
  *   resubscribes). Default 10000.
  * @property {number} [minBackoff] ms. Default 250.
  * @property {number} [maxBackoff] ms; reconnect delays double from minBackoff
- *   up to maxBackoff, with full jitter. Default 30000.
+ *   up to maxBackoff, with full jitter. A connection refused because its
+ *   subject has too many (-32029 to auth, close 4029) waits between
+ *   maxBackoff/2 and maxBackoff, and so do the attempts after it. Default 30000.
+ * @property {number} [rateLimitRetries] How many times a request that the
+ *   server refused for the connection's request rate (LimitError with limit
+ *   "requests") is sent again, each time after its retryAfterMs plus jitter;
+ *   past them the call rejects with the LimitError. The server refuses such
+ *   a request before handling it, so repeating it is safe for any method.
+ *   The client's own resubscribes after a reconnect and its unsubscribes
+ *   wait and repeat for as long as it takes. Default 3; 0: never.
  * @property {number} [maxBuffered] bytes the socket may hold unsent before the
  *   connection is given up. Default 8 MiB.
  * @property {(state: State, err?: Error) => void} [onStateChange] Called on
@@ -78,7 +94,11 @@ function sleep(ms, stop) {
  * that survives disconnects: it authenticates first, refreshes the token at
  * 80 % of its lifetime, sends $/heartbeat and treats three silent intervals
  * as a dead connection, reconnects with full-jitter backoff, and resumes
- * every subscription from the last seq it delivered.
+ * every subscription from the last seq it delivered. It keeps within the
+ * limits the auth result advertises (see limits): the server's heartbeat
+ * interval, no subscription beyond its limit (LimitError), requests refused
+ * for the rate sent again after retry_after_ms, and a long backoff when the
+ * subject has too many connections (close 4029).
  */
 export class Client {
   /**
@@ -95,12 +115,13 @@ export class Client {
       token: options.token,
       codec: codecFor(options.codec),
       WebSocket: WS,
-      heartbeatInterval: options.heartbeatInterval ?? 15000,
+      heartbeatInterval: options.heartbeatInterval ?? 0,
       connectTimeout: options.connectTimeout ?? 10000,
       callTimeout: options.callTimeout ?? 10000,
       minBackoff,
       maxBackoff: Math.max(minBackoff, options.maxBackoff ?? 30000),
       maxBuffered: options.maxBuffered ?? 8 << 20,
+      rateLimitRetries: Math.max(0, options.rateLimitRetries ?? 3),
       onStateChange: options.onStateChange ?? (() => {}),
       logger: options.logger ?? quietLogger,
       random: options.random ?? Math.random,
@@ -119,6 +140,8 @@ export class Client {
     this._ready = new Deferred();
     this._gen = 0;
     this._subject = '';
+    /** @type {Conn|null} the connection whose limits are known */
+    this._limitsConn = null;
     /** @type {Map<string, Subscription|Watch>} subscriptions and watches, in creation order */
     this._subs = new Map();
     this._nextID = 0;
@@ -132,6 +155,16 @@ export class Client {
 
   /** The authenticated subject (from the auth result), or "" before the first connection. */
   get subject() { return this._subject; }
+
+  /**
+   * The limits the server advertised on the current (or the last)
+   * connection, with the wire's names (subscriptions, requests_per_second,
+   * message_bytes, replay, connections_per_subject, heartbeat_ms); null
+   * before the first connection and from a server that advertises none
+   * (an older one: nothing is enforced locally then).
+   * @returns {import('./limits.js').Limits|null}
+   */
+  get limits() { return this._limitsConn?.limits ?? null; }
 
   /** Whether close() was called. */
   get closed() { return this._closed; }
@@ -199,7 +232,9 @@ export class Client {
    * call sends a request and resolves with its result. While the client is
    * reconnecting it waits for the next connection. A call whose connection
    * ends before the answer is not repeated: it rejects with
-   * ConnectionLostError. Errors from the server are RpcError.
+   * ConnectionLostError. Errors from the server are RpcError (LimitError
+   * for -32029); a refusal for the request rate is sent again first, up to
+   * rateLimitRetries times.
    * @param {string} method
    * @param {object} [params]
    * @param {CallOptions} [opts]
@@ -208,7 +243,7 @@ export class Client {
   async call(method, params = {}, opts = {}) {
     const cn = await this._waitConn(opts.signal);
     try {
-      return await cn.call(method, params, opts.signal);
+      return await cn.request(method, params, { signal: opts.signal, retries: this.o.rateLimitRetries });
     } catch (err) {
       if (err instanceof ConnectionLostError && this._closed) throw new ClosedError();
       throw err;
@@ -238,6 +273,9 @@ export class Client {
    * "item:<KEY>"). Its events reach onEvent each exactly once and in seq
    * order, across reconnects. Errors from the server are RpcError with codes
    * Forbidden, NotFound, InvalidParams or ResyncRequired (with fromSeq).
+   * Beyond the server's subscription limit (stream subscriptions and
+   * planner watches together) it rejects with LimitError at once, without
+   * a request.
    * @param {string} stream
    * @param {import('./subscription.js').SubscribeOptions} [opts]
    * @returns {Promise<Subscription>}
@@ -262,7 +300,9 @@ export class Client {
     const cn = this._cur;
     if (!gen || !cn || cn.gen !== gen) return; // the server no longer has it
     try {
-      await cn.call('stream.unsubscribe', { subscription: id }, opts.signal);
+      // Forgotten here: a refusal for the rate is sent again until the
+      // signal aborts, or the server would keep counting it.
+      await cn.request('stream.unsubscribe', { subscription: id }, { signal: opts.signal, retries: Infinity });
     } catch (err) {
       if (err instanceof RpcError && err.code !== Code.NotFound) throw err;
       if (opts.signal?.aborted) throw err;
@@ -273,7 +313,8 @@ export class Client {
   /**
    * plannerWatch watches a planner session's live output (planner.watch)
    * until unsubscribe. Output is not replayed: after a reconnect the watch
-   * is established again and onResume runs (reload the transcript).
+   * is established again and onResume runs (reload the transcript). It
+   * counts against the subscription limit like subscribe.
    * @param {string} session
    * @param {import('./subscription.js').WatchOptions} [opts]
    * @returns {Promise<Watch>}
@@ -327,6 +368,11 @@ export class Client {
    */
   async _first(e, signal, what) {
     if (this._closed) throw new ClosedError();
+    const refused = subscriptionLimit(this.limits, this._subs.size);
+    if (refused) {
+      refused.message = `${what}: ${refused.message}`;
+      throw refused;
+    }
     this._subs.set(e.id, e);
     try {
       await e._first(signal);
@@ -356,6 +402,7 @@ export class Client {
     const cn = new Conn({
       url: this.url, gen, codec: this.o.codec, WebSocket: this.o.WebSocket,
       heartbeatInterval: this.o.heartbeatInterval, maxBuffered: this.o.maxBuffered,
+      rateLimitRetries: this.o.rateLimitRetries,
       onNotification: (c, method, params) => this._route(c, method, params),
       onEnd: (c) => this._lost(c),
       logger: this.log,
@@ -378,6 +425,7 @@ export class Client {
       return false;
     }
     this._cur = cn;
+    this._limitsConn = cn;
     this._everConnected = true;
     this._subject = cn.subject;
     this._ready.resolve(cn);
@@ -413,21 +461,23 @@ export class Client {
         // that drops every connection at once sees the delays keep growing.
         this._backoff.reset();
       }
-      const next = await this._attempts();
+      const next = await this._attempts(err);
       if (!next) return;
       cn = next;
     }
   }
 
   /**
-   * _attempts connects with backoff until it succeeds or the client closes.
-   * The first try of a fresh client is immediate.
+   * _attempts connects with backoff until it succeeds or the client closes,
+   * after cause ended the last connection. The first try of a fresh client
+   * is immediate.
+   * @param {Error} [cause]
    * @returns {Promise<Conn|null>}
    */
-  async _attempts() {
+  async _attempts(cause) {
     let first = this._gen === 0;
     for (;;) {
-      if (!first && !(await sleep(this._backoff.next(), this._closing.promise))) return null;
+      if (!first && !(await sleep(this._delay(cause), this._closing.promise))) return null;
       first = false;
       if (this._closed) return null;
       let cn;
@@ -437,10 +487,25 @@ export class Client {
         if (this._closed) return null;
         this.log.info('connect failed', { err: String(err) });
         this._setState(this._everConnected ? 'reconnecting' : 'connecting', /** @type {Error} */ (err));
+        cause = /** @type {Error} */ (err);
         continue;
       }
       return this._setCurrent(cn) ? cn : null;
     }
+  }
+
+  /**
+   * _delay is the wait before the next attempt after cause. A subject at
+   * its connection limit waits near maxBackoff, since other connections
+   * must end first. (Browsers do not show why a handshake failed, so a full
+   * replica's 503 is an ordinary failure here.)
+   * @param {Error} [cause]
+   */
+  _delay(cause) {
+    if (!isSubjectLimit(cause)) return this._backoff.next();
+    const d = this._backoff.atCeiling();
+    this.log.warn('too many connections of this subject: backing off', { err: String(cause), delayMs: d });
+    return d;
   }
 
   /**

@@ -4,8 +4,11 @@
 
 import {
   ClosedError, Code, CloseCode, ConnectionLostError, ConnectTimeoutError, FrameError,
-  HeartbeatTimeoutError, RpcError, SocketClosedError, SubprotocolError,
+  HeartbeatTimeoutError, Limit, LimitError, SocketClosedError, SubprotocolError, rpcError,
 } from './errors.js';
+import { heartbeats, retryWait } from './limits.js';
+
+/** @typedef {import('./limits.js').Limits} Limits */
 
 /** The shortest wait between two auth.refresh attempts. */
 export const MIN_REFRESH_MS = 1000;
@@ -30,8 +33,9 @@ export function refreshDelay(issued, exp, now) {
  * @property {number} gen the client's connection counter
  * @property {import('./codec.js').Codec} codec
  * @property {any} WebSocket the WebSocket constructor
- * @property {number} heartbeatInterval ms
+ * @property {number} [heartbeatInterval] ms, the user's; 0 or undefined: the server's
  * @property {number} maxBuffered bytes the socket may hold unsent
+ * @property {number} rateLimitRetries for auth.refresh, see ClientOptions
  * @property {(conn: Conn, method: string, params: any) => void} onNotification
  * @property {(conn: Conn) => void} onEnd called once, synchronously, when the connection ends
  * @property {{debug: Function, info: Function, warn: Function}} logger
@@ -53,6 +57,9 @@ export class Conn {
     this.lastRecv = Date.now();
     this.lastSent = Date.now();
     this.started = false; // heartbeats run (after auth)
+    /** @type {Limits|null} what the auth (or the last auth.refresh) result advertised */
+    this.limits = null;
+    [this.beat, this.silence] = heartbeats(o.heartbeatInterval, 0);
     /** @type {any[]} */
     this.timers = [];
     /** @type {any} */
@@ -82,7 +89,7 @@ export class Conn {
    * with token, within timeoutMs. It returns the auth result.
    * @param {string} token
    * @param {number} timeoutMs
-   * @returns {Promise<{subject: string, expires_at: number}>}
+   * @returns {Promise<{subject: string, expires_at: number, limits?: Limits}>}
    */
   async handshake(token, timeoutMs) {
     const timer = setTimeout(() => this.die(new ConnectTimeoutError(), CloseCode.Normal), timeoutMs);
@@ -92,9 +99,11 @@ export class Conn {
         this.die(new SubprotocolError(this.codec.name), CloseCode.PolicyViolation);
         throw this.error;
       }
-      /** @type {{subject: string, expires_at: number}} */
+      /** @type {{subject: string, expires_at: number, limits?: Limits}} */
       const res = await this.call('auth', { token });
       this.subject = res.subject;
+      this.setLimits(res.limits);
+      [this.beat, this.silence] = heartbeats(this.o.heartbeatInterval, this.limits?.heartbeat_ms);
       return res;
     } finally {
       clearTimeout(timer);
@@ -110,7 +119,7 @@ export class Conn {
    */
   start(issued, expiresAt, token, callTimeout) {
     if (this.error) return;
-    const iv = this.o.heartbeatInterval;
+    const iv = this.beat;
     this.lastSent = Date.now();
     this.started = true;
     const tick = setInterval(() => this.keepalive(), Math.max(Math.floor(iv / 4), 1));
@@ -120,9 +129,9 @@ export class Conn {
 
   keepalive() {
     if (this.error) return;
-    const iv = this.o.heartbeatInterval;
+    const iv = this.beat;
     const now = Date.now();
-    if (now - this.lastRecv >= 3 * iv) {
+    if (now - this.lastRecv >= 3 * this.silence) {
       this.o.logger.info('heartbeat timeout: reconnecting', { silentMs: now - this.lastRecv });
       this.die(new HeartbeatTimeoutError(), CloseCode.HeartbeatTimeout);
       return;
@@ -145,8 +154,9 @@ export class Conn {
       try {
         const signal = AbortSignal.timeout(callTimeout);
         const tok = await token(signal);
-        /** @type {{expires_at: number}} */
-        const res = await this.call('auth.refresh', { token: tok }, signal);
+        /** @type {{expires_at: number, limits?: Limits}} */
+        const res = await this.request('auth.refresh', { token: tok }, { signal, retries: this.o.rateLimitRetries });
+        if (res.limits) this.setLimits(res.limits);
         issued = sent;
         exp = res.expires_at * 1000;
       } catch (err) {
@@ -160,10 +170,66 @@ export class Conn {
     }, refreshDelay(issued, exp, Date.now()));
   }
 
+  /** @param {unknown} limits the auth result's, when it is an object */
+  setLimits(limits) {
+    if (limits && typeof limits === 'object' && !Array.isArray(limits)) this.limits = Object.freeze({ ...limits });
+  }
+
+  /**
+   * request sends a request like call; a refusal for the request rate
+   * (LimitError with limit "requests") is sent again after its
+   * retryAfterMs, with jitter, up to retries times (Infinity: for as long
+   * as the connection and signal last). The server refuses such a request
+   * before handling it, so sending it again is safe for every method.
+   * signal abandons it all; timeout (ms), when set, bounds each attempt
+   * instead (the client's own calls).
+   * @param {string} method
+   * @param {any} params
+   * @param {{signal?: AbortSignal, retries?: number, timeout?: number}} [opts]
+   * @returns {Promise<any>}
+   */
+  async request(method, params, { signal, retries = 0, timeout } = {}) {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.call(method, params, timeout ? AbortSignal.timeout(timeout) : signal);
+      } catch (err) {
+        if (!(err instanceof LimitError) || err.limit !== Limit.Requests || attempt >= retries) throw err;
+        const wait = retryWait(err.retryAfterMs, attempt);
+        this.o.logger.debug('request rate limit: waiting', { method, waitMs: wait });
+        await this.pause(wait, signal);
+      }
+    }
+  }
+
+  /**
+   * pause waits ms; it rejects with the signal's reason when it is aborted
+   * and with ConnectionLostError when the connection ends first.
+   * @param {number} ms @param {AbortSignal} [signal]
+   * @returns {Promise<void>}
+   */
+  pause(ms, signal) {
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted) {
+        reject(signal.reason);
+        return;
+      }
+      /** @type {() => void} */
+      let onAbort = () => {};
+      const t = setTimeout(() => { settle(); resolve(); }, ms);
+      const settle = () => {
+        clearTimeout(t);
+        signal?.removeEventListener('abort', onAbort);
+      };
+      onAbort = () => { settle(); reject(signal?.reason); };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.ended.then(() => { settle(); reject(this.lostError()); });
+    });
+  }
+
   /**
    * call sends a request and resolves with its result; a connection that
    * ends first rejects with ConnectionLostError, an error reply with
-   * RpcError, an aborted signal with its reason.
+   * RpcError (LimitError for -32029), an aborted signal with its reason.
    * @param {string} method
    * @param {any} params
    * @param {AbortSignal} [signal]
@@ -234,7 +300,7 @@ export class Conn {
   receive(data) {
     if (this.error) return;
     this.lastRecv = Date.now();
-    if (this.started && this.lastRecv - this.lastSent >= this.o.heartbeatInterval) {
+    if (this.started && this.lastRecv - this.lastSent >= this.beat) {
       // Browsers throttle timers in background tabs, never message events:
       // answering here keeps the server from timing the connection out.
       this.lastSent = this.lastRecv;
@@ -281,7 +347,7 @@ export class Conn {
       return;
     }
     if (msg.error) {
-      p.reject(new RpcError(Number(msg.error.code), String(msg.error.message ?? ''), msg.error.data));
+      p.reject(rpcError(Number(msg.error.code), String(msg.error.message ?? ''), msg.error.data));
     } else {
       p.resolve(msg.result);
     }

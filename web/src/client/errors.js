@@ -13,6 +13,8 @@ export const Code = Object.freeze({
   NotFound: -32004,
   Conflict: -32009,
   ResyncRequired: -32010,
+  /** An extension, numbered like HTTP's 429: see LimitError. */
+  LimitExceeded: -32029,
 });
 
 /** WebSocket close codes of the realtime API. */
@@ -25,6 +27,18 @@ export const CloseCode = Object.freeze({
   TryAgainLater: 1013,
   HeartbeatTimeout: 4000,
   Unauthenticated: 4001,
+  /** The subject has too many connections (after a -32029 answer to auth). */
+  LimitExceeded: 4029,
+});
+
+/** The limits a server refuses with -32029, as LimitError.limit says. */
+export const Limit = Object.freeze({
+  /** stream subscriptions and planner watches of a connection */
+  Subscriptions: 'subscriptions',
+  /** requests per second of a connection */
+  Requests: 'requests',
+  /** connections of one subject on a replica */
+  ConnectionsPerSubject: 'connections_per_subject',
 });
 
 /** An error answered by the server; code is one of Code. */
@@ -40,6 +54,43 @@ export class RpcError extends Error {
     this.code = code;
     if (data !== undefined) this.data = data;
   }
+}
+
+/**
+ * A server limit was reached: the server's -32029 answer, or the client's
+ * own refusal of a subscription beyond the limit the server advertised
+ * (then nothing was sent). It is an RpcError with code Code.LimitExceeded;
+ * limit is one of Limit, max its value, retryAfterMs (for Limit.Requests)
+ * when the server takes requests again.
+ */
+export class LimitError extends RpcError {
+  /**
+   * @param {string} limit
+   * @param {number} max
+   * @param {number} [retryAfterMs]
+   * @param {string} [message]
+   * @param {unknown} [data]
+   */
+  constructor(limit, max, retryAfterMs = 0, message = `limit exceeded: ${limit} (at most ${max})`, data = undefined) {
+    super(Code.LimitExceeded, message, data);
+    this.name = 'LimitError';
+    this.limit = limit;
+    this.max = max;
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/**
+ * rpcError is the error for an error answer: a LimitError for -32029, an
+ * RpcError otherwise.
+ * @param {number} code @param {string} message @param {any} [data]
+ * @returns {RpcError}
+ */
+export function rpcError(code, message, data) {
+  if (code !== Code.LimitExceeded) return new RpcError(code, message, data);
+  const d = data && typeof data === 'object' ? data : {};
+  const num = (/** @type {unknown} */ v) => (typeof v === 'number' && v > 0 ? v : 0);
+  return new LimitError(String(d.limit ?? ''), num(d.max), num(d.retry_after_ms), message, data);
 }
 
 /** The client was closed. */

@@ -1,14 +1,15 @@
 // The browser client of the Ballet realtime API: JSON-RPC 2.0 over
 // WebSocket, MessagePack by default, with auth refresh, heartbeats,
-// reconnects and gap-free resubscription.
+// reconnects, gap-free resubscription and the server's advertised limits.
 
 export { Client, dial } from './client.js';
 export { Subscription, Watch } from './subscription.js';
 export { msgpack, json, codecFor } from './codec.js';
 export { Backoff } from './backoff.js';
 export { refreshDelay } from './conn.js';
+export { heartbeats } from './limits.js';
 export {
-  Code, CloseCode, RpcError, ClosedError, ConnectionLostError, HeartbeatTimeoutError,
+  Code, CloseCode, Limit, RpcError, LimitError, ClosedError, ConnectionLostError, HeartbeatTimeoutError,
   SocketClosedError, ConnectTimeoutError, SubprotocolError, FrameError, StreamClosedError,
   OverflowError, errorCode,
 } from './errors.js';

@@ -159,7 +159,7 @@ class Entry {
     if (this.client._subs.get(this.id) === this) this.client._subs.delete(this.id);
     const cn = this.client._cur;
     if (gen && cn && cn.gen === gen) {
-      cn.call('stream.unsubscribe', { subscription: this.id }).catch(() => {});
+      cn.request('stream.unsubscribe', { subscription: this.id }, { retries: Infinity }).catch(() => {});
     }
   }
 
@@ -189,7 +189,7 @@ class Entry {
    */
   _settled(cn, epoch) {
     if (this.done) {
-      cn.call('stream.unsubscribe', { subscription: this.id }).catch(() => {});
+      cn.request('stream.unsubscribe', { subscription: this.id }, { retries: Infinity }).catch(() => {});
       return false;
     }
     this.active = true;
@@ -199,6 +199,16 @@ class Entry {
       this.client._kick(); // closed lagging while subscribing: again
     }
     return true;
+  }
+
+  /**
+   * _patient are the request options of a resubscribe: after a reconnect
+   * they come in a burst, so refusals for the request rate wait and are
+   * sent again for as long as the connection lasts; each attempt is bounded
+   * by callTimeout.
+   */
+  _patient() {
+    return { retries: Infinity, timeout: this.client.o.callTimeout };
   }
 
   /**
@@ -270,7 +280,7 @@ export class Subscription extends Entry {
       const p = { subscription: this.id, stream: this.stream };
       if (this.hasLast) p.from_seq = this.lastSeq;
       /** @type {{seq: number}} */
-      const res = await cn.call('stream.subscribe', p, signal);
+      const res = await cn.request('stream.subscribe', p, { signal, retries: this.client.o.rateLimitRetries });
       this.seq = res.seq;
       if (p.from_seq === undefined) this.lastSeq = Math.max(this.lastSeq, res.seq);
       this.hasLast = true;
@@ -304,8 +314,8 @@ export class Subscription extends Entry {
     const from = this.lastSeq;
     const epoch = this.epoch;
     try {
-      await cn.call('stream.subscribe', { subscription: this.id, stream: this.stream, from_seq: from },
-        AbortSignal.timeout(this.client.o.callTimeout));
+      await cn.request('stream.subscribe', { subscription: this.id, stream: this.stream, from_seq: from },
+        this._patient());
       this._settled(cn, epoch);
       return true;
     } catch (err) {
@@ -330,8 +340,7 @@ export class Subscription extends Entry {
     /** @type {{seq: number}} */
     let res;
     try {
-      res = await cn.call('stream.subscribe', { subscription: this.id, stream: this.stream },
-        AbortSignal.timeout(this.client.o.callTimeout));
+      res = await cn.request('stream.subscribe', { subscription: this.id, stream: this.stream }, this._patient());
     } catch (err) {
       this.holding = false;
       this.held = [];
@@ -381,7 +390,8 @@ export class Watch extends Entry {
   _first(signal) {
     return this._subscribeLoop(signal, async (cn) => {
       /** @type {{running: boolean}} */
-      const res = await cn.call('planner.watch', { subscription: this.id, session: this.session }, signal);
+      const res = await cn.request('planner.watch', { subscription: this.id, session: this.session },
+        { signal, retries: this.client.o.rateLimitRetries });
       this.running = !!res.running;
     });
   }
@@ -412,8 +422,7 @@ export class Watch extends Entry {
     /** @type {{running: boolean}} */
     let res;
     try {
-      res = await cn.call('planner.watch', { subscription: this.id, session: this.session },
-        AbortSignal.timeout(this.client.o.callTimeout));
+      res = await cn.request('planner.watch', { subscription: this.id, session: this.session }, this._patient());
     } catch (err) {
       this.holding = false;
       this.held = [];
