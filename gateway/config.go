@@ -25,6 +25,7 @@ type Config struct {
 	DrainWindow       time.Duration // BALLET_DRAIN_WINDOW
 	ReadLimit         int64         // BALLET_READ_LIMIT: largest accepted frame in bytes
 	PlannerLease      time.Duration // BALLET_PLANNER_LEASE
+	PlannerResume     time.Duration // BALLET_PLANNER_RESUME_WINDOW
 	PlannerProvider   string        // BALLET_PLANNER_PROVIDER
 	PlannerBaseURL    string        // BALLET_PLANNER_BASE_URL
 	PlannerAPIKey     string        // BALLET_PLANNER_API_KEY
@@ -50,7 +51,8 @@ func Defaults() Config {
 		SubscriberQueue:   4096,
 		DrainWindow:       10 * time.Second,
 		ReadLimit:         1 << 20,
-		PlannerLease:      15 * time.Second,
+		PlannerLease:      3 * time.Second,
+		PlannerResume:     5 * time.Minute,
 		PlannerMaxRounds:  16,
 
 		MaxSubscriptions:         256,
@@ -152,6 +154,7 @@ func LoadConfig(base Config, getenv func(string) string) (Config, error) {
 	integer("BALLET_MAX_CONNECTIONS_PER_SUBJECT", &c.MaxConnectionsPerSubject, 1)
 	integer("BALLET_MAX_CONNECTIONS", &c.MaxConnections, 1)
 	dur("BALLET_PLANNER_LEASE", &c.PlannerLease)
+	dur("BALLET_PLANNER_RESUME_WINDOW", &c.PlannerResume)
 	if v := getenv("BALLET_PLANNER_PROVIDER"); v != "" {
 		switch v {
 		case "anthropic", "openai", "scripted":

@@ -16,16 +16,17 @@ import (
 
 // Planner serves planner chat (planner.Service).
 type Planner interface {
-	Send(ctx context.Context, c planner.Caller, session, text string) (int64, error)
+	SendWithKey(ctx context.Context, c planner.Caller, session, text, key string) (int64, error)
 	Cancel(ctx context.Context, c planner.Caller, session string) error
-	Watch(ctx context.Context, c planner.Caller, session string, fn func(planner.Output) bool) (running bool, stop func(), err error)
+	WatchFrom(ctx context.Context, c planner.Caller, session string, opts planner.WatchOptions, fn func(planner.Output) bool) (planner.WatchResult, func(), error)
 }
 
 var _ Planner = (*planner.Service)(nil)
 
 type sendParams struct {
-	Session string `json:"session"`
-	Text    string `json:"text"`
+	Session        string  `json:"session"`
+	Text           string  `json:"text"`
+	IdempotencyKey *string `json:"idempotency_key"`
 }
 
 type sessionParams struct {
@@ -35,6 +36,15 @@ type sessionParams struct {
 type watchParams struct {
 	Subscription string `json:"subscription"`
 	Session      string `json:"session"`
+	Turn         string `json:"turn"`
+	After        *int64 `json:"after"`
+}
+
+type watchResult struct {
+	Subscription string `json:"subscription"`
+	Running      bool   `json:"running"`
+	Turn         string `json:"turn,omitempty"`
+	Resumed      *bool  `json:"resumed,omitempty"`
 }
 
 // plannerError maps the planner's errors onto the spec's codes, with the
@@ -68,7 +78,13 @@ func (s *session) plannerSend(ctx context.Context, req *rpc.Request, p *auth.Pri
 	if sp.Session == "" {
 		return nil, rpc.Errorf(rpc.ErrInvalidParams, "session is required")
 	}
-	seq, err := s.srv.planner.Send(ctx, planner.CallerFor(p), sp.Session, sp.Text)
+	var key string
+	if sp.IdempotencyKey != nil {
+		if key = *sp.IdempotencyKey; key == "" {
+			return nil, rpc.Errorf(rpc.ErrInvalidParams, "params.idempotency_key must be 1 to %d characters", planner.MaxIdempotencyKey)
+		}
+	}
+	seq, err := s.srv.planner.SendWithKey(ctx, planner.CallerFor(p), sp.Session, sp.Text, key)
 	if err != nil {
 		return nil, plannerError(req.Method, err)
 	}
@@ -104,6 +120,12 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 	}
 	if wp.Session == "" {
 		return nil, rpc.Errorf(rpc.ErrInvalidParams, "session is required")
+	}
+	if wp.After != nil && *wp.After < 0 {
+		return nil, rpc.Errorf(rpc.ErrInvalidParams, "params.after must not be negative")
+	}
+	if wp.Turn != "" && wp.After == nil {
+		return nil, rpc.Errorf(rpc.ErrInvalidParams, "params.turn needs params.after")
 	}
 	cs := &clientSub{kind: "planner"}
 	if err := s.reserve(wp.Subscription, cs); err != nil {
@@ -158,7 +180,8 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 		s.srv.metrics.MessagesOut.WithLabelValues("planner.output").Inc()
 		return true
 	}
-	running, stopWatch, err := s.srv.planner.Watch(ctx, planner.CallerFor(p), wp.Session, fn)
+	res, stopWatch, err := s.srv.planner.WatchFrom(ctx, planner.CallerFor(p), wp.Session,
+		planner.WatchOptions{Turn: wp.Turn, After: wp.After}, fn)
 	if err != nil {
 		s.forget(wp.Subscription, cs)
 		return nil, plannerError(req.Method, err)
@@ -179,7 +202,7 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 	if !current {
 		stop()
 	}
-	return map[string]any{"subscription": wp.Subscription, "running": running}, nil
+	return watchResult{Subscription: wp.Subscription, Running: res.Running, Turn: res.Turn, Resumed: res.Resumed}, nil
 }
 
 // serverClosed tells the client the server ended a subscription.

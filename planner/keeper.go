@@ -9,12 +9,17 @@ import (
 // ending it.
 const StaleText = "the planner stopped unexpectedly"
 
-// keep renews the leases of the turns running here and ends the turns of watched sessions
-// whose replica died, every Lease/3, until ctx ends.
+// expireEvery is how often a replica removes expired outputs and idempotency keys.
+const expireEvery = time.Minute
+
+// keep renews the leases of the turns running here, stops those whose cancel was asked for
+// through the store, and ends the turns of watched sessions whose replica died, every
+// Lease/3, until ctx ends; now and then it expires old outputs and idempotency keys.
 func (s *Service) keep(ctx context.Context) {
 	defer close(s.keeperDone)
 	tick := time.NewTicker(s.lease / 3)
 	defer tick.Stop()
+	lastExpiry := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -23,11 +28,17 @@ func (s *Service) keep(ctx context.Context) {
 		}
 		s.renew(ctx)
 		s.reap(ctx)
+		if time.Since(lastExpiry) >= expireEvery {
+			lastExpiry = time.Now()
+			s.expire(ctx)
+		}
 	}
 }
 
 // renew extends the leases of local turns. A turn whose lease is gone (another replica
 // judged it dead) stops without a word: whoever took the lease over ended it for watchers.
+// A turn whose lease carries a cancel request (planner.cancel on another replica, whose
+// notification may have been lost) is cancelled.
 func (s *Service) renew(ctx context.Context) {
 	s.mu.Lock()
 	ts := make([]*turn, 0, len(s.turns))
@@ -42,11 +53,14 @@ func (s *Service) renew(ctx context.Context) {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, s.lease/3)
-		ok, err := s.store.Renew(rctx, t.session.ID, t.owner, s.lease)
+		ok, cancelled, err := s.store.Renew(rctx, t.session.ID, t.owner, s.lease)
 		cancel()
 		switch {
 		case err == nil && ok:
 			t.renewedAt = time.Now()
+			if cancelled {
+				t.cancel(errCancelled)
+			}
 		case err == nil:
 			s.logger.Warn("planner: a turn lost its lease", "session", t.session.ID)
 			t.cancel(errLeaseLost)
@@ -68,6 +82,15 @@ func (s *Service) reap(ctx context.Context) {
 		sessions = append(sessions, id)
 	}
 	s.mu.Unlock()
+	s.reapSessions(ctx, sessions)
+}
+
+// reapSession is reap for one session, before a new turn takes it.
+func (s *Service) reapSession(ctx context.Context, session string) {
+	s.reapSessions(ctx, []string{session})
+}
+
+func (s *Service) reapSessions(ctx context.Context, sessions []string) {
 	if len(sessions) == 0 {
 		return
 	}
@@ -85,20 +108,42 @@ func (s *Service) reap(ctx context.Context) {
 			continue
 		}
 		if ok {
-			s.publishStale(l.Session)
+			s.publishStale(l)
 		}
 	}
 }
 
-// publishStale ends, for watchers, a turn whose replica died.
-func (s *Service) publishStale(session string) {
-	s.logger.Warn("planner: a turn's replica stopped without ending it", "session", session)
+// publishStale ends, for watchers, the turn of an expired lease whose replica died: error
+// and done follow the last output that turn stored.
+func (s *Service) publishStale(l Lease) {
+	s.logger.Warn("planner: a turn's replica stopped without ending it", "session", l.Session)
 	s.obs.TurnEnded(DoneError, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, o := range []Output{{Session: session, Type: OutputError, Text: StaleText}, {Session: session, Type: OutputDone, Text: DoneError}} {
-		if err := s.bus.Publish(ctx, Note{Session: session, Output: &o}); err != nil {
-			s.logger.Warn("planner: publish output", "session", session, "err", err)
+	turn := TurnOfOwner(l.Owner)
+	last, err := s.store.LastOffset(ctx, l.Session, turn)
+	if err != nil {
+		s.logger.Warn("planner: last output of a dead turn", "session", l.Session, "err", err)
+	}
+	for i, o := range []Output{{Type: OutputError, Text: StaleText}, {Type: OutputDone, Text: DoneError}} {
+		o.Session, o.Turn, o.Offset = l.Session, turn, last+int64(i)+1
+		if err := s.store.AppendOutput(ctx, o); err != nil {
+			s.logger.Warn("planner: store output", "session", l.Session, "err", err)
 		}
+		if err := s.bus.Publish(ctx, Note{Session: l.Session, Output: &o}); err != nil {
+			s.logger.Warn("planner: publish output", "session", l.Session, "err", err)
+		}
+	}
+}
+
+// expire removes outputs past the resume window and idempotency keys past theirs.
+func (s *Service) expire(ctx context.Context) {
+	ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := s.store.ExpireOutputs(ectx, s.window, abandonedTurn); err != nil {
+		s.logger.Warn("planner: expire outputs", "err", err)
+	}
+	if err := s.store.ExpireSends(ectx, SendKeyWindow); err != nil {
+		s.logger.Warn("planner: expire idempotency keys", "err", err)
 	}
 }

@@ -55,16 +55,18 @@ type Session struct {
 	Title     string
 	CreatedBy string // subject of the human who created it
 	CreatedAt time.Time
-	Running   bool // a turn holds the session's lease now
+	Running   bool   // a turn holds the session's lease now
+	Turn      string // the running turn's id, when Running
 }
 
-// MarshalJSON renders {"id", "project", "title", "created_by", "created_at", "running"}.
+// MarshalJSON renders {"id", "project", "title", "created_by", "created_at", "running"}, and
+// "turn" while a turn runs.
 func (s Session) MarshalJSON() ([]byte, error) {
 	return json.Marshal(s.json())
 }
 
 func (s *Session) json() sessionJSON {
-	return sessionJSON{s.ID, s.Project, s.Title, s.CreatedBy, tracker.FormatTime(s.CreatedAt), s.Running}
+	return sessionJSON{s.ID, s.Project, s.Title, s.CreatedBy, tracker.FormatTime(s.CreatedAt), s.Running, s.Turn}
 }
 
 type sessionJSON struct {
@@ -74,6 +76,7 @@ type sessionJSON struct {
 	CreatedBy string `json:"created_by"`
 	CreatedAt string `json:"created_at"`
 	Running   bool   `json:"running"`
+	Turn      string `json:"turn,omitempty"`
 }
 
 // Message is one stored message of a transcript. Content is JSON, by role:
@@ -139,6 +142,9 @@ type NewMessage struct {
 	// Actor is recorded on the planner.message event: the human for human messages, an agent
 	// acting for that human otherwise.
 	Actor tracker.Actor
+	// IdempotencyKey, when set on a human message, is remembered with the message's seq for
+	// Actor.Subject (Sends), in the same transaction.
+	IdempotencyKey string
 }
 
 // MessageEvent is the planner.message event of a stored message; stores append it in the
@@ -199,7 +205,11 @@ const (
 // Output is one piece of a turn's live output: the params of planner.output without
 // "subscription".
 type Output struct {
-	Session   string        `json:"session"`
+	Session string `json:"session"`
+	// Turn is the id of the turn the output belongs to, and Offset its place in the turn
+	// (1, 2, 3, ...): the same on every replica, for every watcher.
+	Turn      string        `json:"turn,omitempty"`
+	Offset    int64         `json:"offset,omitempty"`
 	Type      string        `json:"type"`
 	Text      string        `json:"text,omitempty"`
 	Tool      string        `json:"tool,omitempty"`
@@ -208,6 +218,15 @@ type Output struct {
 	IsError   *bool         `json:"is_error,omitempty"` // set on every tool_result
 	Seq       int64         `json:"seq,omitempty"`
 }
+
+// TurnOfOwner returns the turn id of a lease owner, which is "<replica>/<turn>".
+func TurnOfOwner(owner string) string {
+	_, turn, _ := strings.Cut(owner, "/")
+	return turn
+}
+
+// MaxIdempotencyKey is the longest idempotency key of planner.send, in characters.
+const MaxIdempotencyKey = 64
 
 // checkText validates a human message.
 func checkText(text string) error {

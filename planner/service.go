@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,11 +17,21 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultLease         = 15 * time.Second
+	DefaultLease         = 3 * time.Second
 	DefaultMaxRounds     = 16
 	DefaultContextBudget = 100_000
 	DefaultWatchQueue    = 4096
 	DefaultToolTimeout   = 30 * time.Second
+	DefaultResumeWindow  = 5 * time.Minute
+	// DefaultTurnOutputs and DefaultTurnOutputBytes bound what is kept of one turn's output
+	// for resuming (Options.TurnOutputs, TurnOutputBytes).
+	DefaultTurnOutputs     = 10_000
+	DefaultTurnOutputBytes = 4 << 20
+	// SendKeyWindow is how long planner.send's idempotency keys are remembered.
+	SendKeyWindow = 24 * time.Hour
+	// abandonedTurn is how long the output of a turn that never ended (its replica and every
+	// other died) is kept.
+	abandonedTurn = 24 * time.Hour
 )
 
 // Options configure a Service. A nil *Options means defaults.
@@ -34,9 +43,19 @@ type Options struct {
 	// the Service.
 	Bus Bus
 	// Lease is how long a turn's lease lasts without renewal (BALLET_PLANNER_LEASE); it is
-	// renewed every Lease/3, and expired leases of watched sessions are looked for as often.
+	// renewed every Lease/3, and expired leases of watched sessions are looked for as often,
+	// so a turn whose replica died ends for its watchers within about Lease × 4/3.
 	// Default DefaultLease.
 	Lease time.Duration
+	// ResumeWindow is how long an ended turn's output can still be resumed
+	// (BALLET_PLANNER_RESUME_WINDOW). Default DefaultResumeWindow.
+	ResumeWindow time.Duration
+	// TurnOutputs and TurnOutputBytes bound the output kept of one turn for resuming; past
+	// either, a turn's further outputs (but its error and done) go out live only, and a
+	// watcher resuming past that point is told to reload. Defaults DefaultTurnOutputs and
+	// DefaultTurnOutputBytes.
+	TurnOutputs     int
+	TurnOutputBytes int
 	// MaxRounds bounds the model calls of one turn (BALLET_PLANNER_MAX_ROUNDS). Default
 	// DefaultMaxRounds.
 	MaxRounds int
@@ -86,6 +105,9 @@ type Service struct {
 	watchQueue  int
 	toolTimeout time.Duration
 	replica     string
+	window      time.Duration
+	keepOutputs int
+	keepBytes   int
 
 	unsubscribe func()
 	keeperStop  context.CancelFunc
@@ -105,13 +127,20 @@ type Service struct {
 // turn is a turn started on this replica.
 type turn struct {
 	session   *Session
+	id        string // the turn's id, in every Output's Turn
 	human     string // subject of the human who sent the message
-	owner     string // lease owner: replica and turn
+	owner     string // lease owner: replica and turn, "<replica>/<id>"
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
 	started   time.Time
 	renewedAt time.Time // last successful lease renewal; keeper only
 	leased    bool      // the lease was taken; under Service.mu
+
+	// Publishing: one output at a time, numbered in the order it goes out.
+	pubMu       sync.Mutex
+	offset      int64 // the last output's
+	keptOutputs int   // outputs stored for resuming
+	keptBytes   int
 }
 
 // New returns a Service over store whose tools act through trk. It subscribes to the bus and
@@ -125,6 +154,7 @@ func New(store Store, trk *tracker.Service, opts *Options) *Service {
 		store: store, trk: trk, prov: o.Provider, bus: o.Bus, logger: o.Logger, obs: o.Observer,
 		lease: o.Lease, maxRounds: o.MaxRounds, budget: o.ContextBudget, maxTokens: o.MaxTokens,
 		system: o.SystemPrompt, watchQueue: o.WatchQueue, toolTimeout: o.ToolTimeout, replica: o.ReplicaID,
+		window: o.ResumeWindow, keepOutputs: o.TurnOutputs, keepBytes: o.TurnOutputBytes,
 		turns: map[string]*turn{}, watches: map[string]map[*watch]struct{}{}, syncs: map[string]chan struct{}{},
 		keeperDone: make(chan struct{}),
 	}
@@ -161,6 +191,15 @@ func New(store Store, trk *tracker.Service, opts *Options) *Service {
 	if s.replica == "" {
 		s.replica = randomID()
 	}
+	if s.window <= 0 {
+		s.window = DefaultResumeWindow
+	}
+	if s.keepOutputs <= 0 {
+		s.keepOutputs = DefaultTurnOutputs
+	}
+	if s.keepBytes <= 0 {
+		s.keepBytes = DefaultTurnOutputBytes
+	}
 	s.unsubscribe = s.bus.Subscribe(s.deliver)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.keeperStop = cancel
@@ -172,82 +211,6 @@ func randomID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// Send stores the human's message and starts the planner's turn in the background; it
-// returns the message's seq. It needs tracker.write on the session's project and a human
-// caller (ErrForbidden), an existing session (ErrNotFound), non-empty text of at most
-// MaxText bytes (ErrInvalid) and no turn of the session running on any replica
-// (ErrConflict).
-func (s *Service) Send(ctx context.Context, c Caller, session, text string) (int64, error) {
-	if err := checkText(text); err != nil {
-		return 0, err
-	}
-	sess, err := s.session(ctx, c, session, auth.PermWrite)
-	if err != nil {
-		return 0, err
-	}
-	if !c.Human {
-		return 0, Errorf(ErrForbidden, "only a person can talk to the planner")
-	}
-	tctx, cancel := context.WithCancelCause(context.Background())
-	t := &turn{session: sess, human: c.Subject, owner: s.replica + "/" + randomID(), ctx: tctx, cancel: cancel, started: time.Now()}
-
-	s.mu.Lock()
-	switch {
-	case s.closed:
-		s.mu.Unlock()
-		cancel(nil)
-		return 0, ErrClosed
-	case s.turns[session] != nil:
-		s.mu.Unlock()
-		cancel(nil)
-		return 0, Errorf(ErrConflict, "the planner is still answering in this session")
-	}
-	s.turns[session] = t
-	s.turnsWG.Add(1)
-	s.mu.Unlock()
-
-	seq, err := s.begin(ctx, c, t, text)
-	if err != nil {
-		s.forget(t)
-		t.cancel(nil)
-		s.turnsWG.Done()
-		return 0, err
-	}
-	go s.run(t)
-	return seq, nil
-}
-
-// begin takes the lease and stores the human message.
-func (s *Service) begin(ctx context.Context, c Caller, t *turn, text string) (int64, error) {
-	id := t.session.ID
-	taken, stale, err := s.store.Acquire(ctx, id, t.owner, s.lease)
-	if err != nil {
-		return 0, fmt.Errorf("planner: take the lease of session %s: %w", id, err)
-	}
-	if !taken {
-		return 0, Errorf(ErrConflict, "the planner is still answering in this session")
-	}
-	s.mu.Lock()
-	t.leased = true
-	t.renewedAt = time.Now()
-	s.mu.Unlock()
-	if stale {
-		s.publishStale(id)
-	}
-	content, _ := json.Marshal(text)
-	m, err := s.store.AppendMessage(ctx, id, NewMessage{Role: RoleHuman, Content: content, Actor: c.actor()})
-	if err != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if rerr := s.store.Release(rctx, id, t.owner); rerr != nil {
-			s.logger.Warn("planner: release lease", "session", id, "err", rerr)
-		}
-		return 0, fmt.Errorf("planner: store message: %w", err)
-	}
-	s.emit(t, Output{Type: OutputMessage, Seq: m.Seq})
-	return m.Seq, nil
 }
 
 // forget removes t from the running turns, if it is still there.
@@ -276,51 +239,15 @@ func (s *Service) Cancel(ctx context.Context, c Caller, session string) error {
 	if local || !sess.Running {
 		return nil
 	}
+	// Marked on the lease too, which the running replica reads as it renews it: the
+	// notification is faster, the mark survives a listener that was reconnecting.
+	if err := s.store.RequestCancel(ctx, session); err != nil {
+		return fmt.Errorf("planner: cancel session %s: %w", session, err)
+	}
 	if err := s.bus.Publish(ctx, Note{Session: session, Cancel: true}); err != nil {
 		return fmt.Errorf("planner: cancel session %s: %w", session, err)
 	}
 	return nil
-}
-
-// Watch registers fn for the session's live output, then reports whether a turn runs now
-// (no output between the two is lost). It needs tracker.read on the session's project.
-// fn is called in order, from one goroutine per watch, and must not block; when it returns
-// false the watch ends. stop ends the watch (idempotent). ctx bounds this call only. If
-// output is lost (see OutputLagging), or the watcher loses access (see CloseWatches), fn's
-// last call says so.
-func (s *Service) Watch(ctx context.Context, c Caller, session string, fn func(Output) bool) (running bool, stop func(), err error) {
-	sess, err := s.lookup(ctx, session)
-	if err != nil {
-		return false, nil, err
-	}
-	w := &watch{svc: s, session: session, project: sess.Project, subject: c.Subject, fn: fn, ch: make(chan Output, s.watchQueue)}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return false, nil, ErrClosed
-	}
-	set := s.watches[session]
-	if set == nil {
-		set = map[*watch]struct{}{}
-		s.watches[session] = set
-	}
-	set[w] = struct{}{}
-	s.watchWG.Add(1)
-	s.mu.Unlock()
-	// Access is checked once w is registered, and fn sees nothing before: a revocation
-	// that CloseWatches handled before w was there was committed before this check, which
-	// sees it; a later one ends w. Outputs wait in w's queue meanwhile.
-	err = s.authorize(ctx, c, sess.Project, auth.PermRead)
-	if err == nil {
-		sess, err = s.store.Session(ctx, session)
-	}
-	if err != nil {
-		w.stop()
-		s.watchWG.Done() // for the run that never starts
-		return false, nil, err
-	}
-	go w.run()
-	return sess.Running, w.stop, nil
 }
 
 // Close stops the turns running here (their watchers get error and done), delivers what is

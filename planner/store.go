@@ -28,6 +28,34 @@ type Store interface {
 	SaveSummary(ctx context.Context, s *Summary) error
 
 	Leases
+	Outputs
+	Sends
+}
+
+// Outputs keeps the outputs of turns, where every replica reads them, so that a watcher that
+// reconnects resumes a turn where it was.
+type Outputs interface {
+	// AppendOutput stores o, whose Session, Turn and Offset are set. An offset already stored
+	// keeps its first output.
+	AppendOutput(ctx context.Context, o Output) error
+	// TurnOutputs returns the stored outputs of the session's turn with offset > after, by
+	// offset. found is false when nothing of the turn is stored, or its done was stored more
+	// than window ago.
+	TurnOutputs(ctx context.Context, session, turn string, after int64, window time.Duration) (outs []Output, found bool, err error)
+	// LastOffset returns the highest offset stored for the turn, 0 when none.
+	LastOffset(ctx context.Context, session, turn string) (int64, error)
+	// ExpireOutputs removes the outputs of turns whose done was stored more than window ago,
+	// and of turns that stored nothing for abandoned.
+	ExpireOutputs(ctx context.Context, window, abandoned time.Duration) error
+}
+
+// Sends remembers the idempotency keys of human messages (NewMessage.IdempotencyKey).
+type Sends interface {
+	// SentWithKey returns the seq of the message subject sent to the session with key less
+	// than within ago; found is false when there is none.
+	SentWithKey(ctx context.Context, session, subject, key string, within time.Duration) (seq int64, found bool, err error)
+	// ExpireSends forgets keys older than within.
+	ExpireSends(ctx context.Context, within time.Duration) error
 }
 
 // Lease is a session's turn lease: while it has not expired, Owner runs the session's turn.
@@ -44,8 +72,11 @@ type Leases interface {
 	// expired; taken is false when an unexpired lease holds it. stale reports that an expired
 	// lease was replaced (its turn died without ending).
 	Acquire(ctx context.Context, session, owner string, ttl time.Duration) (taken, stale bool, err error)
-	// Renew extends owner's lease to ttl from now; false when owner no longer holds it.
-	Renew(ctx context.Context, session, owner string, ttl time.Duration) (bool, error)
+	// Renew extends owner's lease to ttl from now; held is false when owner no longer holds
+	// it, and cancel true when RequestCancel was called for the session since it was taken.
+	Renew(ctx context.Context, session, owner string, ttl time.Duration) (held, cancel bool, err error)
+	// RequestCancel marks the session's lease, if any, as asked to stop.
+	RequestCancel(ctx context.Context, session string) error
 	// Release removes owner's lease, if it still holds it.
 	Release(ctx context.Context, session, owner string) error
 	// Expired returns the expired leases among the sessions'.

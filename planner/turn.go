@@ -55,11 +55,28 @@ func (s *Service) emit(t *turn, o Output) {
 	s.publish(ctx, t, o)
 }
 
+// publish numbers o as t's next output, stores it for watchers that resume (within the
+// turn's bounds; error and done always), then sends it to every replica's watchers. Stored
+// before sent: a watcher that reads the store after watching misses nothing in between.
 func (s *Service) publish(ctx context.Context, t *turn, o Output) {
-	if silent(t) {
-		return
+	if silent(t) || ctx.Err() != nil {
+		return // not numbered: watchers would see a hole where it was
 	}
-	o.Session = t.session.ID
+	// Once numbered, it is stored and sent even if ctx ends meanwhile.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	t.pubMu.Lock()
+	defer t.pubMu.Unlock()
+	t.offset++
+	o.Session, o.Turn, o.Offset = t.session.ID, t.id, t.offset
+	size := len(o.Text) + len(o.Input) + 128
+	if o.Type == OutputError || o.Type == OutputDone || (t.keptOutputs < s.keepOutputs && t.keptBytes+size <= s.keepBytes) {
+		t.keptOutputs++
+		t.keptBytes += size
+		if err := s.store.AppendOutput(ctx, o); err != nil && ctx.Err() == nil {
+			s.logger.Warn("planner: store output", "session", o.Session, "type", o.Type, "err", err)
+		}
+	}
 	if err := s.bus.Publish(ctx, Note{Session: o.Session, Output: &o}); err != nil && ctx.Err() == nil {
 		s.logger.Warn("planner: publish output", "session", o.Session, "type", o.Type, "err", err)
 	}

@@ -1,6 +1,11 @@
 package planner
 
-import "sync/atomic"
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/ballet/gateway/auth"
+)
 
 // watch is one registered fn. Outputs reach it through ch, which only deliver sends on and
 // only dropLocked closes, both under Service.mu.
@@ -16,16 +21,130 @@ type watch struct {
 	lagging bool        // ended because output was lost; set before ch is closed
 	reason  string      // ended by CloseWatches, for this reason; set before ch is closed
 	dropped bool        // removed and ch closed; under Service.mu
+
+	// The run goroutine's: stored outputs to deliver first (a resumed turn), and the turn
+	// and offset of the last output delivered, to drop what the replay already gave and to
+	// notice an output that never came.
+	replay []Output
+	turn   string
+	offset int64
 }
 
-// run calls fn with each output until the watch ends.
+// Watch registers fn for the session's live output, then reports whether a turn runs now
+// (no output between the two is lost). It needs tracker.read on the session's project.
+// fn is called in order, from one goroutine per watch, and must not block; when it returns
+// false the watch ends. stop ends the watch (idempotent). ctx bounds this call only. If
+// output is lost (see OutputLagging), or the watcher loses access (see CloseWatches), fn's
+// last call says so.
+func (s *Service) Watch(ctx context.Context, c Caller, session string, fn func(Output) bool) (running bool, stop func(), err error) {
+	res, stop, err := s.WatchFrom(ctx, c, session, WatchOptions{}, fn)
+	return res.Running, stop, err
+}
+
+// WatchOptions ask a watch to resume a turn's output (planner.watch's turn and after).
+type WatchOptions struct {
+	// Turn is the turn to resume; "" means the turn running now, if any.
+	Turn string
+	// After, when set, asks for the turn's outputs with offset > *After first (0: from its
+	// start), then live output; without it, only live output follows.
+	After *int64
+}
+
+// WatchResult is what planner.watch answers.
+type WatchResult struct {
+	Running bool
+	// Turn is the turn resumed, or else the turn running now ("" when none).
+	Turn string
+	// Resumed is set when resuming was asked for: false when the turn is unknown, expired,
+	// or its output was not kept past After (the client reloads the transcript).
+	Resumed *bool
+}
+
+// WatchFrom is Watch that can resume a turn: the turn's stored outputs after opts.After
+// come first, then live output, without a gap or a duplicate between the two. A turn
+// that ended less than the resume window ago is resumed up to its done.
+func (s *Service) WatchFrom(ctx context.Context, c Caller, session string, opts WatchOptions, fn func(Output) bool) (res WatchResult, stop func(), err error) {
+	sess, err := s.lookup(ctx, session)
+	if err != nil {
+		return res, nil, err
+	}
+	w := &watch{svc: s, session: session, project: sess.Project, subject: c.Subject, fn: fn, ch: make(chan Output, s.watchQueue)}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return res, nil, ErrClosed
+	}
+	set := s.watches[session]
+	if set == nil {
+		set = map[*watch]struct{}{}
+		s.watches[session] = set
+	}
+	set[w] = struct{}{}
+	s.watchWG.Add(1)
+	s.mu.Unlock()
+	// Access is checked once w is registered, and fn sees nothing before: a revocation
+	// that CloseWatches handled before w was there was committed before this check, which
+	// sees it; a later one ends w. Outputs wait in w's queue meanwhile.
+	err = s.authorize(ctx, c, sess.Project, auth.PermRead)
+	if err == nil {
+		sess, err = s.store.Session(ctx, session)
+	}
+	if err == nil && opts.After != nil {
+		res.Resumed = new(bool)
+		*res.Resumed, err = s.resume(ctx, w, sess, opts)
+	}
+	if err != nil {
+		w.stop()
+		s.watchWG.Done() // for the run that never starts
+		return res, nil, err
+	}
+	res.Running, res.Turn = sess.Running, sess.Turn
+	if res.Resumed != nil && *res.Resumed {
+		res.Turn = w.turn
+	}
+	go w.run()
+	return res, w.stop, nil
+}
+
+// resume loads what w replays: the stored outputs of the turn after opts.After, when they
+// are all there. The watch is registered already, so an output published meanwhile is
+// either stored (and replayed) or queued (and, when replayed too, dropped by offset).
+func (s *Service) resume(ctx context.Context, w *watch, sess *Session, opts WatchOptions) (bool, error) {
+	turn, after := opts.Turn, *opts.After
+	if turn == "" {
+		turn = sess.Turn
+	}
+	if turn == "" || after < 0 {
+		return false, nil
+	}
+	outs, found, err := s.store.TurnOutputs(ctx, sess.ID, turn, after, s.window)
+	if err != nil {
+		return false, err
+	}
+	if !found {
+		return false, nil
+	}
+	for i, o := range outs {
+		if o.Offset != after+int64(i)+1 {
+			return false, nil // not kept past a bound: the client reloads the transcript
+		}
+	}
+	w.replay, w.turn, w.offset = outs, turn, after
+	return true, nil
+}
+
+// run calls fn with the replayed outputs, then with each live output, until the watch ends.
 func (w *watch) run() {
 	defer w.svc.watchWG.Done()
-	for out := range w.ch {
-		if w.stopped.Load() || w.cut.Load() {
-			continue
+	for _, out := range w.replay {
+		if !w.offer(out) {
+			w.stop()
+			break
 		}
-		if !w.fn(out) {
+	}
+	w.replay = nil
+	for out := range w.ch {
+		if !w.offer(out) {
 			w.stop()
 		}
 	}
@@ -40,6 +159,31 @@ func (w *watch) run() {
 		w.stopped.Store(true)
 		w.fn(Output{Session: w.session, Type: OutputLagging})
 	}
+}
+
+// offer gives out to fn unless the watch saw it already; an output after a hole in a turn
+// (one that was lost) ends the watch as lagging, with nothing after it delivered. It
+// reports false when fn wants no more.
+func (w *watch) offer(out Output) bool {
+	if w.stopped.Load() || w.cut.Load() {
+		return true
+	}
+	if out.Turn != "" && out.Turn == w.turn {
+		switch {
+		case out.Offset <= w.offset:
+			return true // replayed already
+		case out.Offset > w.offset+1:
+			w.cut.Store(true)
+			w.svc.mu.Lock()
+			w.svc.dropLocked(w, true)
+			w.svc.mu.Unlock()
+			return true
+		}
+	}
+	if out.Turn != "" {
+		w.turn, w.offset = out.Turn, out.Offset
+	}
+	return w.fn(out)
 }
 
 // stop ends the watch. A call of fn in progress (or starting) when stop is called may

@@ -87,7 +87,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	metrics := gateway.NewMetrics()
 	plannerSvc := planner.New(plannermem.New(store), svc, &planner.Options{
-		Provider: model, Lease: cfg.PlannerLease, MaxRounds: cfg.PlannerMaxRounds, Logger: logger,
+		Provider: model, Lease: cfg.PlannerLease, ResumeWindow: cfg.PlannerResume, MaxRounds: cfg.PlannerMaxRounds, Logger: logger,
 		Observer: metrics.PlannerObserver(model.Name()),
 	})
 	defer plannerSvc.Close()

@@ -95,7 +95,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		}
 		defer bus.Close()
 		plannerSvc = planner.New(plannerpg.New(pool), svc, &planner.Options{
-			Provider: model, Bus: bus, Lease: cfg.PlannerLease, MaxRounds: cfg.PlannerMaxRounds, Logger: logger,
+			Provider: model, Bus: bus, Lease: cfg.PlannerLease, ResumeWindow: cfg.PlannerResume, MaxRounds: cfg.PlannerMaxRounds, Logger: logger,
 			Observer: metrics.PlannerObserver(model.Name()),
 		})
 		defer plannerSvc.Close()

@@ -20,20 +20,27 @@ type Store struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
-	leases   map[string]planner.Lease
+	leases   map[string]lease
+}
+
+type lease struct {
+	planner.Lease
+	cancel bool // RequestCancel was called
 }
 
 type session struct {
 	planner.Session
 	msgs      []planner.Message
 	summaries []planner.Summary // by UpTo
+	turns     map[string]*turnLog
+	sends     map[sendKey]sent
 }
 
 var _ planner.Store = (*Store)(nil)
 
 // New returns an empty store whose events go to log.
 func New(log *memlog.Log) *Store {
-	return &Store{log: log, sessions: map[string]*session{}, leases: map[string]planner.Lease{}}
+	return &Store{log: log, sessions: map[string]*session{}, leases: map[string]lease{}}
 }
 
 func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
@@ -61,10 +68,14 @@ func (s *Store) CreateSession(ctx context.Context, sess *planner.Session) error 
 	return nil
 }
 
-// runningLocked reports whether the session's lease is held.
-func (s *Store) runningLocked(id string) bool {
-	l, ok := s.leases[id]
-	return ok && time.Now().Before(l.ExpiresAt)
+// setRunningLocked sets Running and Turn from the session's lease.
+func (s *Store) setRunningLocked(sess *planner.Session) {
+	l, ok := s.leases[sess.ID]
+	sess.Running = ok && time.Now().Before(l.ExpiresAt)
+	sess.Turn = ""
+	if sess.Running {
+		sess.Turn = planner.TurnOfOwner(l.Owner)
+	}
 }
 
 func (s *Store) Session(ctx context.Context, id string) (*planner.Session, error) {
@@ -78,7 +89,7 @@ func (s *Store) Session(ctx context.Context, id string) (*planner.Session, error
 		return nil, notFound(id)
 	}
 	out := sess.Session
-	out.Running = s.runningLocked(id)
+	s.setRunningLocked(&out)
 	return &out, nil
 }
 
@@ -89,10 +100,10 @@ func (s *Store) Sessions(ctx context.Context, project string) ([]planner.Session
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []planner.Session{}
-	for id, sess := range s.sessions {
+	for _, sess := range s.sessions {
 		if sess.Project == project {
 			c := sess.Session
-			c.Running = s.runningLocked(id)
+			s.setRunningLocked(&c)
 			out = append(out, c)
 		}
 	}
@@ -145,6 +156,12 @@ func (s *Store) AppendMessage(ctx context.Context, id string, m planner.NewMessa
 		return nil, fmt.Errorf("memstore: append message event: %w", err)
 	}
 	sess.msgs = append(sess.msgs, msg)
+	if m.IdempotencyKey != "" {
+		if sess.sends == nil {
+			sess.sends = map[sendKey]sent{}
+		}
+		sess.sends[sendKey{m.Actor.Subject, m.IdempotencyKey}] = sent{msg.Seq, time.Now()}
+	}
 	out := msg
 	out.Content = bytes.Clone(msg.Content)
 	return &out, nil
@@ -220,23 +237,33 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, ttl time.Duration
 	if held && t.Before(l.ExpiresAt) {
 		return false, false, nil
 	}
-	s.leases[id] = planner.Lease{Session: id, Owner: owner, ExpiresAt: t.Add(ttl)}
+	s.leases[id] = lease{Lease: planner.Lease{Session: id, Owner: owner, ExpiresAt: t.Add(ttl)}}
 	return true, held, nil
 }
 
-func (s *Store) Renew(ctx context.Context, id, owner string, ttl time.Duration) (bool, error) {
+func (s *Store) Renew(ctx context.Context, id, owner string, ttl time.Duration) (bool, bool, error) {
 	if err := ctx.Err(); err != nil {
-		return false, err
+		return false, false, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l, held := s.leases[id]
 	if !held || l.Owner != owner {
-		return false, nil
+		return false, false, nil
 	}
 	l.ExpiresAt = time.Now().Add(ttl)
 	s.leases[id] = l
-	return true, nil
+	return true, l.cancel, nil
+}
+
+func (s *Store) RequestCancel(ctx context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l, held := s.leases[id]; held {
+		l.cancel = true
+		s.leases[id] = l
+	}
+	return nil
 }
 
 func (s *Store) Release(ctx context.Context, id, owner string) error {
@@ -258,7 +285,7 @@ func (s *Store) Expired(ctx context.Context, sessions []string) ([]planner.Lease
 	var out []planner.Lease
 	for _, id := range sessions {
 		if l, held := s.leases[id]; held && !t.Before(l.ExpiresAt) {
-			out = append(out, l)
+			out = append(out, l.Lease)
 		}
 	}
 	return out, nil

@@ -21,7 +21,8 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, ttl time.Duration
 	var replaced bool
 	err := s.pool.QueryRow(ctx, `INSERT INTO planner_leases AS l (session_id, owner, expires_at)
 		VALUES ($1, $2, now() + $3 * interval '1 microsecond')
-		ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+		ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at,
+			cancel_requested = false
 			WHERE l.expires_at <= now()
 		RETURNING xmax <> 0`, id, owner, ttl.Microseconds()).Scan(&replaced)
 	switch {
@@ -35,16 +36,30 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, ttl time.Duration
 	return true, replaced, nil
 }
 
-func (s *Store) Renew(ctx context.Context, id, owner string, ttl time.Duration) (bool, error) {
+func (s *Store) Renew(ctx context.Context, id, owner string, ttl time.Duration) (bool, bool, error) {
 	if !planner.ValidID(id) {
-		return false, nil
+		return false, false, nil
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE planner_leases SET expires_at = now() + $3 * interval '1 microsecond'
-		WHERE session_id = $1 AND owner = $2`, id, owner, ttl.Microseconds())
-	if err != nil {
-		return false, fmt.Errorf("pgstore: renew lease of %s: %w", id, err)
+	var cancel bool
+	err := s.pool.QueryRow(ctx, `UPDATE planner_leases SET expires_at = now() + $3 * interval '1 microsecond'
+		WHERE session_id = $1 AND owner = $2 RETURNING cancel_requested`, id, owner, ttl.Microseconds()).Scan(&cancel)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, false, nil
+	case err != nil:
+		return false, false, fmt.Errorf("pgstore: renew lease of %s: %w", id, err)
 	}
-	return tag.RowsAffected() == 1, nil
+	return true, cancel, nil
+}
+
+func (s *Store) RequestCancel(ctx context.Context, id string) error {
+	if !planner.ValidID(id) {
+		return nil
+	}
+	if _, err := s.pool.Exec(ctx, "UPDATE planner_leases SET cancel_requested = true WHERE session_id = $1", id); err != nil {
+		return fmt.Errorf("pgstore: request cancel of %s: %w", id, err)
+	}
+	return nil
 }
 
 func (s *Store) Release(ctx context.Context, id, owner string) error {

@@ -56,12 +56,16 @@ func (s *Store) CreateSession(ctx context.Context, sess *planner.Session) error 
 }
 
 const sessionColumns = `s.id::text, s.project_key, s.title, s.created_by, s.created_at,
-	EXISTS (SELECT 1 FROM planner_leases l WHERE l.session_id = s.id AND l.expires_at > now())`
+	(SELECT l.owner FROM planner_leases l WHERE l.session_id = s.id AND l.expires_at > now())`
 
 func scanSession(row pgx.CollectableRow) (planner.Session, error) {
 	var sess planner.Session
-	err := row.Scan(&sess.ID, &sess.Project, &sess.Title, &sess.CreatedBy, &sess.CreatedAt, &sess.Running)
+	var owner *string
+	err := row.Scan(&sess.ID, &sess.Project, &sess.Title, &sess.CreatedBy, &sess.CreatedAt, &owner)
 	sess.CreatedAt = sess.CreatedAt.UTC()
+	if owner != nil {
+		sess.Running, sess.Turn = true, planner.TurnOfOwner(*owner)
+	}
 	return sess, err
 }
 
@@ -154,6 +158,12 @@ func (s *Store) AppendMessage(ctx context.Context, id string, m planner.NewMessa
 		_, err = tx.Exec(ctx, `INSERT INTO events (project_key, type, entity_type, entity_id, entity_key, occurred_at, actor_kind, actor_subject, payload)
 			VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8::jsonb)`,
 			ev.ProjectKey, ev.Type, ev.EntityType, ev.EntityID, ev.OccurredAt, ev.ActorKind, ev.ActorSubject, string(ev.Payload))
+		if err != nil || m.IdempotencyKey == "" {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO planner_sends (session_id, subject, idempotency_key, seq)
+			VALUES ($1, $2, $3, $4) ON CONFLICT (session_id, subject, idempotency_key)
+			DO UPDATE SET seq = EXCLUDED.seq, created_at = now()`, id, m.Actor.Subject, m.IdempotencyKey, msg.Seq)
 		return err
 	})
 	var pe *planner.Error

@@ -36,6 +36,9 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 		{"Summaries", testSummaries},
 		{"Leases", testLeases},
 		{"LeaseExpiry", testLeaseExpiry},
+		{"Outputs", testOutputs},
+		{"OutputExpiry", testOutputExpiry},
+		{"IdempotencyKeys", testIdempotencyKeys},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -369,11 +372,21 @@ func testLeases(t *testing.T, e *suite) {
 	if taken, _, err := e.Store.Acquire(e.ctx, s.ID, "a/1", time.Minute); err != nil || taken {
 		t.Fatalf("the owner acquired its held lease again: %v %v", taken, err)
 	}
-	if ok, err := e.Store.Renew(e.ctx, s.ID, "a/1", time.Minute); err != nil || !ok {
-		t.Fatalf("owner renew: %v %v", ok, err)
+	if ok, cancel, err := e.Store.Renew(e.ctx, s.ID, "a/1", time.Minute); err != nil || !ok || cancel {
+		t.Fatalf("owner renew: %v %v %v", ok, cancel, err)
 	}
-	if ok, err := e.Store.Renew(e.ctx, s.ID, "b/1", time.Minute); err != nil || ok {
+	if ok, _, err := e.Store.Renew(e.ctx, s.ID, "b/1", time.Minute); err != nil || ok {
 		t.Fatalf("stranger renew: %v %v", ok, err)
+	}
+	// A cancel request is read by the owner's next renewal.
+	if err := e.Store.RequestCancel(e.ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ok, cancel, err := e.Store.Renew(e.ctx, s.ID, "a/1", time.Minute); err != nil || !ok || !cancel {
+		t.Fatalf("renew after a cancel request: %v %v %v", ok, cancel, err)
+	}
+	if sess, err := e.Store.Session(e.ctx, s.ID); err != nil || !sess.Running || sess.Turn != "1" {
+		t.Fatalf("session while leased: %+v %v, want running turn 1", sess, err)
 	}
 	if err := e.Store.Release(e.ctx, s.ID, "b/1"); err != nil {
 		t.Fatal(err)
@@ -390,11 +403,14 @@ func testLeases(t *testing.T, e *suite) {
 	if e.running(t, s.ID) {
 		t.Fatal("running after release")
 	}
-	if ok, _ := e.Store.Renew(e.ctx, s.ID, "a/1", time.Minute); ok {
+	if ok, _, _ := e.Store.Renew(e.ctx, s.ID, "a/1", time.Minute); ok {
 		t.Fatal("renewed a released lease")
 	}
 	if taken, stale, err := e.Store.Acquire(e.ctx, s.ID, "b/1", time.Minute); err != nil || !taken || stale {
 		t.Fatalf("acquire after release: %v %v %v", taken, stale, err)
+	}
+	if ok, cancel, err := e.Store.Renew(e.ctx, s.ID, "b/1", time.Minute); err != nil || !ok || cancel {
+		t.Fatalf("a new lease carries the old one's cancel request: %v %v %v", ok, cancel, err)
 	}
 	if _, _, err := e.Store.Acquire(e.ctx, tracker.NewID(time.Now()), "a/1", time.Minute); !errors.Is(err, planner.ErrNotFound) {
 		t.Fatalf("lease of an unknown session: %v, want ErrNotFound", err)
@@ -469,7 +485,7 @@ func testLeaseExpiry(t *testing.T, e *suite) {
 	if err != nil || !taken || !stale {
 		t.Fatalf("acquire over an expired lease: taken %v stale %v %v; want both", taken, stale, err)
 	}
-	if ok, _ := e.Store.Renew(e.ctx, s.ID, "dead/2", time.Minute); ok {
+	if ok, _, _ := e.Store.Renew(e.ctx, s.ID, "dead/2", time.Minute); ok {
 		t.Fatal("the dead owner renewed a lease taken over")
 	}
 	// Concurrent acquires of a free session: exactly one wins.

@@ -1,0 +1,137 @@
+package memstore
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/ballet/gateway/planner"
+)
+
+// turnLog is a turn's stored outputs, by offset.
+type turnLog struct {
+	outs   map[int64]planner.Output
+	last   time.Time // of the latest output
+	doneAt time.Time // when done was stored; zero before
+}
+
+type sendKey struct{ subject, key string }
+
+type sent struct {
+	seq int64
+	at  time.Time
+}
+
+func (s *Store) AppendOutput(ctx context.Context, o planner.Output) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.sessions[o.Session]
+	if sess == nil {
+		return nil // deleted meanwhile, as in Postgres
+	}
+	if sess.turns == nil {
+		sess.turns = map[string]*turnLog{}
+	}
+	tl := sess.turns[o.Turn]
+	if tl == nil {
+		tl = &turnLog{outs: map[int64]planner.Output{}}
+		sess.turns[o.Turn] = tl
+	}
+	if _, dup := tl.outs[o.Offset]; dup {
+		return nil
+	}
+	tl.outs[o.Offset] = o
+	tl.last = time.Now()
+	if o.Type == planner.OutputDone {
+		tl.doneAt = tl.last
+	}
+	return nil
+}
+
+func (s *Store) TurnOutputs(ctx context.Context, session, turn string, after int64, window time.Duration) ([]planner.Output, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.sessions[session]
+	if sess == nil || sess.turns[turn] == nil {
+		return nil, false, nil
+	}
+	tl := sess.turns[turn]
+	if !tl.doneAt.IsZero() && time.Since(tl.doneAt) > window {
+		return nil, false, nil
+	}
+	offs := make([]int64, 0, len(tl.outs))
+	for off := range tl.outs {
+		if off > after {
+			offs = append(offs, off)
+		}
+	}
+	slices.Sort(offs)
+	outs := make([]planner.Output, len(offs))
+	for i, off := range offs {
+		outs[i] = tl.outs[off]
+	}
+	return outs, true, nil
+}
+
+func (s *Store) LastOffset(ctx context.Context, session, turn string) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.sessions[session]
+	if sess == nil || sess.turns[turn] == nil {
+		return 0, nil
+	}
+	var last int64
+	for off := range sess.turns[turn].outs {
+		last = max(last, off)
+	}
+	return last, nil
+}
+
+func (s *Store) ExpireOutputs(ctx context.Context, window, abandoned time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sess := range s.sessions {
+		for turn, tl := range sess.turns {
+			if (!tl.doneAt.IsZero() && time.Since(tl.doneAt) > window) || time.Since(tl.last) > abandoned {
+				delete(sess.turns, turn)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Store) SentWithKey(ctx context.Context, session, subject, key string, within time.Duration) (int64, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.sessions[session]
+	if sess == nil {
+		return 0, false, nil
+	}
+	v, ok := sess.sends[sendKey{subject, key}]
+	if !ok || time.Since(v.at) > within {
+		return 0, false, nil
+	}
+	return v.seq, true, nil
+}
+
+func (s *Store) ExpireSends(ctx context.Context, within time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sess := range s.sessions {
+		for k, v := range sess.sends {
+			if time.Since(v.at) > within {
+				delete(sess.sends, k)
+			}
+		}
+	}
+	return nil
+}
