@@ -26,6 +26,8 @@ const plannerScript = `{"chunk": 4, "rules": [
 type output struct {
 	Subscription string         `json:"subscription"`
 	Session      string         `json:"session"`
+	Turn         string         `json:"turn"`
+	Offset       int64          `json:"offset"`
 	Type         string         `json:"type"`
 	Text         string         `json:"text"`
 	Tool         string         `json:"tool"`

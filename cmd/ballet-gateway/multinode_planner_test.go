@@ -29,7 +29,7 @@ func plannerCluster(t *testing.T) *cluster {
 	if err := os.WriteFile(script, []byte(slowScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return newCluster(t, 3, "BALLET_PLANNER_PROVIDER=scripted", "BALLET_PLANNER_SCRIPT="+script, "BALLET_PLANNER_LEASE=2s")
+	return newCluster(t, 3, "BALLET_PLANNER_PROVIDER=scripted", "BALLET_PLANNER_SCRIPT="+script)
 }
 
 func (c *cluster) session(r *replica, token string) string {
@@ -93,8 +93,8 @@ func (k *jsonClient) callErr(method string, params any) float64 {
 // TestPlannerAcrossReplicas: a turn runs on A; B refuses a second send with
 // -32009; a cancel sent to C stops it; watchers on all three see the same
 // output and one done. Then the replica running a turn is killed: after its
-// lease expires the others' watchers get error + done, and the session
-// accepts the next send.
+// lease expires the others' watchers get error + done within 5 s (the default
+// lease), and the session accepts the next send.
 func TestPlannerAcrossReplicas(t *testing.T) {
 	c := plannerCluster(t)
 	a, b, cc := c.replicas[0], c.replicas[1], c.replicas[2]
@@ -132,6 +132,7 @@ func TestPlannerAcrossReplicas(t *testing.T) {
 	if err := a.p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	killed := time.Now()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("replica B:\n%s", b.p.output())
@@ -143,6 +144,11 @@ func TestPlannerAcrossReplicas(t *testing.T) {
 		if n < 2 || outs[n-1] != "done:error" || !strings.HasPrefix(outs[n-2], "error:") {
 			t.Fatalf("watcher on replica %d after the kill: %v", i+1, outs)
 		}
+	}
+	if took := time.Since(killed); took > 5*time.Second {
+		t.Fatalf("watchers heard of the dead turn %v after the kill, more than 5 s", took)
+	} else {
+		t.Logf("error and done %v after the kill", took)
 	}
 	onB.call("planner.send", map[string]any{"session": session, "text": "hello"})
 	if outs := watchers[2].outputs(); outs[len(outs)-1] != "done:end_turn" {
