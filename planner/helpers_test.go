@@ -224,21 +224,7 @@ type watcher struct {
 
 func watch(t testing.TB, svc *planner.Service, c planner.Caller, session string) *watcher {
 	t.Helper()
-	w := &watcher{ch: make(chan planner.Output, 10000)}
-	running, stop, err := svc.Watch(ctxT(t), c, session, func(o planner.Output) bool {
-		select {
-		case w.ch <- o:
-			return true
-		default:
-			t.Errorf("watcher buffer full")
-			return false
-		}
-	})
-	if err != nil {
-		t.Fatalf("watch: %v", err)
-	}
-	w.stop, w.running = stop, running
-	t.Cleanup(stop)
+	w, _ := watchFrom(t, svc, c, session, planner.WatchOptions{})
 	return w
 }
 
