@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/ballet/gateway/auth"
@@ -50,9 +51,10 @@ func (s *session) reserve(id string, cs *clientSub) error {
 }
 
 type subscribeParams struct {
-	Subscription string `json:"subscription"`
-	Stream       string `json:"stream"`
-	FromSeq      *int64 `json:"from_seq"`
+	Subscription string   `json:"subscription"`
+	Stream       string   `json:"stream"`
+	FromSeq      *int64   `json:"from_seq"`
+	Types        []string `json:"types"`
 }
 
 type subscribeResult struct {
@@ -80,6 +82,10 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 	if sp.FromSeq != nil && *sp.FromSeq < 0 {
 		return nil, rpc.Errorf(rpc.ErrInvalidParams, "from_seq must not be negative")
 	}
+	types, err := streams.ParseTypes(sp.Types)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.ErrInvalidParams, "params.%s", strings.TrimSuffix(err.Error(), ": "+streams.ErrBadTypes.Error()))
+	}
 	// Short queries; see verify for why not on the connection's context.
 	if err := s.authorize(context.WithoutCancel(ctx), st, p, auth.PermRead); err != nil {
 		return nil, err
@@ -91,7 +97,7 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 	}
 	sub, head, err := s.srv.hub.Subscribe(ctx, s.srv.log, streams.SubscribeRequest{
 		ID: sp.Subscription, Subject: p.Subject, Stream: st, Codec: s.codec, Out: s,
-		FromSeq: sp.FromSeq, QueueLimit: s.srv.cfg.SubscriberQueue, ReplayLimit: s.srv.cfg.ReplayLimit,
+		FromSeq: sp.FromSeq, Types: types, QueueLimit: s.srv.cfg.SubscriberQueue, ReplayLimit: s.srv.cfg.ReplayLimit,
 		OnClosed: s.subClosed,
 	})
 	if err != nil {

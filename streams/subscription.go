@@ -46,11 +46,15 @@ type SubscribeRequest struct {
 	Out     Sender
 	// FromSeq, when set, asks for the stream's events after it first.
 	FromSeq *int64
+	// Types, when set, selects the events delivered, live and replayed; the seqs
+	// delivered stay increasing, with gaps where events were left out.
+	Types *TypeFilter
 	// QueueLimit bounds frames queued for the client (default 4096); more
 	// closes the subscription with ReasonLagging.
 	QueueLimit int
 	// ReplayLimit bounds the events replayed from FromSeq (default 1000);
-	// more is ErrResyncRequired.
+	// more is ErrResyncRequired. With Types it counts the stream's events
+	// after FromSeq, selected or not: a replay costs reading all of them.
 	ReplayLimit int
 	// OnClosed is called once when the server closes the subscription
 	// (not on Unsubscribe), after it left the hub. It must not block.
@@ -64,6 +68,7 @@ type Subscription struct {
 	stream   Stream
 	codec    codec.Codec
 	out      Sender
+	types    *TypeFilter
 	limit    int
 	onClosed func(*Subscription, string)
 
@@ -125,7 +130,7 @@ func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Su
 	}
 	sub := &Subscription{
 		id: req.ID, subject: req.Subject, stream: req.Stream, codec: req.Codec,
-		out: req.Out, limit: req.QueueLimit, onClosed: req.OnClosed,
+		out: req.Out, types: req.Types, limit: req.QueueLimit, onClosed: req.OnClosed,
 	}
 	sub.written = sub.frameWritten
 	// Register before reading the head: every event committed after the
@@ -179,6 +184,9 @@ func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Su
 			bodies = bodies[:0]
 			var last int64
 			for ; i < len(evs) && int64(len(bodies)) < room; i++ {
+				if !sub.types.Match(evs[i].Type) {
+					continue
+				}
 				p := Prepared{Event: &evs[i]}
 				if body, err := h.cache.body(&p, sub.codec); err == nil {
 					bodies = append(bodies, body)
@@ -243,7 +251,7 @@ func (s *Subscription) deliver(p *Prepared, cache *bodyCache) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	seq := p.Event.Seq
-	if s.state == subClosed || seq <= s.last {
+	if s.state == subClosed || seq <= s.last || !s.types.Match(p.Event.Type) {
 		return true
 	}
 	body, err := cache.body(p, s.codec)
@@ -288,7 +296,7 @@ func (s *Subscription) deliverRun(ps []*Prepared, cache *bodyCache, bodies *[][]
 	last := s.last
 	for _, p := range ps {
 		seq := p.Event.Seq
-		if seq <= last {
+		if seq <= last || !s.types.Match(p.Event.Type) {
 			continue
 		}
 		body, err := cache.body(p, s.codec)

@@ -1,0 +1,68 @@
+package streams
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Bounds of a type filter (stream.subscribe's "types").
+const (
+	MaxTypePatterns = 32
+	MaxTypePattern  = 64 // characters
+)
+
+// ErrBadTypes: a type filter that is not a list of event types or prefixes.
+var ErrBadTypes = errors.New("streams: bad type filter")
+
+// TypeFilter selects events by type: exact names ("dependency.added") or prefixes written
+// with a trailing "*" ("item.*"; "*" alone is every type). The zero of *TypeFilter, nil,
+// selects everything.
+type TypeFilter struct {
+	exact    map[string]struct{}
+	prefixes []string
+}
+
+// ParseTypes builds a filter from patterns: 1 to MaxTypePatterns of them, each 1 to
+// MaxTypePattern characters of text with "*" only at its end. nil patterns give a nil filter.
+func ParseTypes(patterns []string) (*TypeFilter, error) {
+	if patterns == nil {
+		return nil, nil
+	}
+	if len(patterns) == 0 || len(patterns) > MaxTypePatterns {
+		return nil, fmt.Errorf("types must list 1 to %d event types: %w", MaxTypePatterns, ErrBadTypes)
+	}
+	f := &TypeFilter{exact: make(map[string]struct{}, len(patterns))}
+	for i, p := range patterns {
+		n := utf8.RuneCountInString(p)
+		star := strings.IndexByte(p, '*')
+		switch {
+		case n == 0 || n > MaxTypePattern || !validText(p):
+			return nil, fmt.Errorf("types[%d] must be 1 to %d characters of text: %w", i, MaxTypePattern, ErrBadTypes)
+		case star >= 0 && star != len(p)-1:
+			return nil, fmt.Errorf("types[%d] may have \"*\" only at its end: %w", i, ErrBadTypes)
+		case star >= 0:
+			f.prefixes = append(f.prefixes, p[:star])
+		default:
+			f.exact[p] = struct{}{}
+		}
+	}
+	return f, nil
+}
+
+// Match reports whether an event of type t is selected.
+func (f *TypeFilter) Match(t string) bool {
+	if f == nil {
+		return true
+	}
+	if _, ok := f.exact[t]; ok {
+		return true
+	}
+	for _, p := range f.prefixes {
+		if strings.HasPrefix(t, p) {
+			return true
+		}
+	}
+	return false
+}
