@@ -26,7 +26,7 @@ const (
 	// DefaultTurnOutputs and DefaultTurnOutputBytes bound what is kept of one turn's output
 	// for resuming (Options.TurnOutputs, TurnOutputBytes).
 	DefaultTurnOutputs     = 10_000
-	DefaultTurnOutputBytes = 4 << 20
+	DefaultTurnOutputBytes = 1 << 20
 	// SendKeyWindow is how long planner.send's idempotency keys are remembered.
 	SendKeyWindow = 24 * time.Hour
 	// abandonedTurn is how long the output of a turn that never ended (its replica and every
