@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ballet/gateway/codec"
@@ -41,6 +42,11 @@ type SubscribeOptions struct {
 	// Subscribe with an error matching rpc.ErrResyncRequired; start again
 	// without it and reload the snapshot.
 	FromSeq *int64
+	// Types, when set, asks for only the events of these types, live and
+	// replayed: exact names ("dependency.added") or prefixes ending in "*"
+	// ("item.*"). Seqs stay increasing, with gaps where events were left
+	// out; resuming after a reconnect keeps the filter.
+	Types []string
 	// Buffer is the capacity of the Events channel. When an event arrives
 	// and the buffer is full, the subscription ends with ErrSlowConsumer (the
 	// connection and other subscriptions go on). Default 4096.
@@ -63,6 +69,7 @@ type SubscribeOptions struct {
 type Subscription struct {
 	core[Event]
 	stream   string
+	types    []string
 	onResync func(seq int64)
 	seq      int64 // log position at the first subscribe
 
@@ -74,9 +81,10 @@ type Subscription struct {
 var _ entry = (*Subscription)(nil)
 
 type subscribeParams struct {
-	Subscription string `json:"subscription"`
-	Stream       string `json:"stream"`
-	FromSeq      *int64 `json:"from_seq,omitempty"`
+	Subscription string   `json:"subscription"`
+	Stream       string   `json:"stream"`
+	FromSeq      *int64   `json:"from_seq,omitempty"`
+	Types        []string `json:"types,omitempty"`
 }
 
 type subscribeResult struct {
@@ -96,7 +104,7 @@ func (c *Client) Subscribe(ctx context.Context, stream string, opts *SubscribeOp
 	if o.Buffer <= 0 {
 		o.Buffer = 4096
 	}
-	s := &Subscription{stream: stream, onResync: o.OnResync}
+	s := &Subscription{stream: stream, types: slices.Clone(o.Types), onResync: o.OnResync}
 	s.init(c, c.newID(), s, o.Buffer)
 	if o.FromSeq != nil {
 		s.last, s.hasLast = *o.FromSeq, true
@@ -124,7 +132,7 @@ func (s *Subscription) first(ctx context.Context) error {
 			return err
 		}
 		s.mu.Lock()
-		p := subscribeParams{Subscription: s.id, Stream: s.stream}
+		p := subscribeParams{Subscription: s.id, Stream: s.stream, Types: s.types}
 		if s.hasLast {
 			from := s.last
 			p.FromSeq = &from
@@ -186,7 +194,7 @@ func (s *Subscription) restore(ctx context.Context, cn *conn) error {
 	}
 	from, epoch := s.last, s.epoch
 	s.mu.Unlock()
-	err := cn.callPatient(ctx, "stream.subscribe", subscribeParams{Subscription: s.id, Stream: s.stream, FromSeq: &from}, nil)
+	err := cn.callPatient(ctx, "stream.subscribe", subscribeParams{Subscription: s.id, Stream: s.stream, FromSeq: &from, Types: s.types}, nil)
 	switch {
 	case err == nil:
 		s.settled(ctx, cn, epoch)
@@ -208,7 +216,7 @@ func (s *Subscription) resync(ctx context.Context, cn *conn) error {
 	s.feed.hold = true
 	s.mu.Unlock()
 	var res subscribeResult
-	err := cn.callPatient(ctx, "stream.subscribe", subscribeParams{Subscription: s.id, Stream: s.stream}, &res)
+	err := cn.callPatient(ctx, "stream.subscribe", subscribeParams{Subscription: s.id, Stream: s.stream, Types: s.types}, &res)
 	if err != nil {
 		s.mu.Lock()
 		s.feed.hold, s.feed.held, s.last = false, nil, old
