@@ -34,6 +34,10 @@ import { ClosedError, Code, ConnectionLostError, OverflowError, RpcError, Stream
  * @typedef {object} SubscribeOptions
  * @property {number} [fromSeq] Replay the stream's events after it first.
  *   Too old a fromSeq rejects with RpcError ResyncRequired.
+ * @property {string[]} [types] Only events of these types, live and replayed:
+ *   exact names ("dependency.added") or prefixes ending in "*" ("item.*").
+ *   Seqs stay increasing, with gaps where events were left out; resuming
+ *   after a reconnect keeps the filter.
  * @property {(ev: StreamEvent) => void} [onEvent] Each event, exactly once, in seq order.
  * @property {(seq: number) => void} [onResync] Called when, after a reconnect
  *   or a lagging close, the server can no longer replay from the last
@@ -260,6 +264,8 @@ export class Subscription extends Entry {
   constructor(client, id, stream, opts) {
     super(client, id, opts);
     this.stream = stream;
+    /** @type {string[]|undefined} */
+    this.types = opts.types ? [...opts.types] : undefined;
     this.onEvent = opts.onEvent;
     this.onResync = opts.onResync;
     /** The log position the first subscribe returned. */
@@ -276,8 +282,7 @@ export class Subscription extends Entry {
   /** @param {AbortSignal|undefined} signal */
   _first(signal) {
     return this._subscribeLoop(signal, async (cn) => {
-      /** @type {{subscription: string, stream: string, from_seq?: number}} */
-      const p = { subscription: this.id, stream: this.stream };
+      const p = this._params();
       if (this.hasLast) p.from_seq = this.lastSeq;
       /** @type {{seq: number}} */
       const res = await cn.request('stream.subscribe', p, { signal, retries: this.client.o.rateLimitRetries });
@@ -285,6 +290,19 @@ export class Subscription extends Entry {
       if (p.from_seq === undefined) this.lastSeq = Math.max(this.lastSeq, res.seq);
       this.hasLast = true;
     });
+  }
+
+  /**
+   * _params are stream.subscribe's params, with the filter when there is one.
+   * @param {number} [from]
+   * @returns {{subscription: string, stream: string, from_seq?: number, types?: string[]}}
+   */
+  _params(from) {
+    /** @type {{subscription: string, stream: string, from_seq?: number, types?: string[]}} */
+    const p = { subscription: this.id, stream: this.stream };
+    if (from !== undefined) p.from_seq = from;
+    if (this.types) p.types = this.types;
+    return p;
   }
 
   /** @param {StreamEvent} ev */
@@ -314,8 +332,7 @@ export class Subscription extends Entry {
     const from = this.lastSeq;
     const epoch = this.epoch;
     try {
-      await cn.request('stream.subscribe', { subscription: this.id, stream: this.stream, from_seq: from },
-        this._patient());
+      await cn.request('stream.subscribe', this._params(from), this._patient());
       this._settled(cn, epoch);
       return true;
     } catch (err) {
@@ -340,7 +357,7 @@ export class Subscription extends Entry {
     /** @type {{seq: number}} */
     let res;
     try {
-      res = await cn.request('stream.subscribe', { subscription: this.id, stream: this.stream }, this._patient());
+      res = await cn.request('stream.subscribe', this._params(), this._patient());
     } catch (err) {
       this.holding = false;
       this.held = [];
