@@ -171,7 +171,9 @@ type sink struct {
 	full bool // refuse notices
 }
 
-func newSink() *sink { return &sink{ch: make(chan *presence.Notice, 1000), lost: make(chan struct{}, 1)} }
+func newSink() *sink {
+	return &sink{ch: make(chan *presence.Notice, 1000), lost: make(chan struct{}, 1)}
+}
 
 func (s *sink) PresenceChanged(n *presence.Notice) bool {
 	if s.full {
