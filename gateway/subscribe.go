@@ -53,6 +53,7 @@ type subscribeParams struct {
 	Subscription string `json:"subscription"`
 	Stream       string `json:"stream"`
 	FromSeq      *int64 `json:"from_seq"`
+	Presence     bool   `json:"presence"` // its subject is present on the stream while it lives (presence.go)
 }
 
 type subscribeResult struct {
@@ -106,6 +107,9 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 	current := cur == cs
 	if current {
 		cs.stream = sub
+		if sp.Presence {
+			cs.cancel = s.joinPresence(st.String(), sp.Subscription, p.Subject, cs)
+		}
 	}
 	s.mu.Unlock()
 	if !current {

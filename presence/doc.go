@@ -8,8 +8,8 @@
 // presence between replicas; without one, presence is the process's own (the dev server).
 //
 // Changes are coalesced per stream over Options.Window: a subject that leaves and comes back
-// within it produces nothing, and a watcher gets at most one change per stream and window
-// (in chunks of at most ChunkSize subjects). Lists are bounded by Options.MaxMembers: the
+// within it produces nothing (it is reported left after two windows), and a watcher gets at
+// most one change per stream and window (in chunks of at most ChunkSize subjects). Lists are bounded by Options.MaxMembers: the
 // first subjects in bytewise order. Sinks are called from one goroutine, never with a lock
 // of the registry held.
 package presence

@@ -58,8 +58,10 @@ type Member struct {
 type Options struct {
 	// Store shares presence with other replicas; nil keeps it in this process (dev).
 	Store Store
-	// Window coalesces changes: a stream's watchers hear at most one change per window, and
-	// a subject that leaves and comes back within it produces none. Default DefaultWindow.
+	// Window coalesces changes: a stream's watchers hear at most one change per window, a
+	// subject that leaves and comes back within it (on any replica) produces none, and this
+	// replica writes to the store at most once per window. A subject is reported left once
+	// it has been gone for two windows. Default DefaultWindow.
 	Window time.Duration
 	// MaxMembers bounds every member list: presence.get answers at most this many (the first
 	// in bytewise subject order, and says it truncated), and watchers follow only these.

@@ -11,6 +11,9 @@ import (
 // other replicas changed, refreshes the views of the streams due, and delivers the notices.
 // When nothing is due it arms a timer for the next work and ends.
 
+// leaveGrace is how many windows a member must be missing before it is reported left.
+const leaveGrace = 2
+
 // delivery is one notice for one presence subscription.
 type delivery struct {
 	p *Presence
@@ -179,8 +182,9 @@ func (r *Registry) noteStoreLocked(flushErr, readErr error) {
 
 // refreshLocked brings st's view up to date at now and appends what its watchers must hear:
 // the change to those that had their snapshot, the snapshot to the others. A member found
-// missing is reported left only once it has been missing for a window, so one that comes
-// back within it produces nothing.
+// missing is reported left only once it has been missing for two windows: one that comes
+// back within a window produces nothing, also when it comes back on another replica, whose
+// write to the store may wait up to a window behind its previous one.
 func (r *Registry) refreshLocked(st *streamState, now time.Time, out []delivery) []delivery {
 	st.lastRefresh = now
 	members := merge(st.local, st.remote)
@@ -205,7 +209,7 @@ func (r *Registry) refreshLocked(st *streamState, now time.Time, out []delivery)
 			missing = now
 			st.view[subject] = now
 		}
-		if at := missing.Add(r.window); !now.Before(at) {
+		if at := missing.Add(leaveGrace * r.window); !now.Before(at) {
 			delete(st.view, subject)
 			left = append(left, subject)
 		} else if recheck.IsZero() || at.Before(recheck) {
