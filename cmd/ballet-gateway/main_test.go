@@ -270,6 +270,22 @@ func TestDevEndToEndAndSIGTERM(t *testing.T) {
 	if ev["method"] != "stream.event" {
 		t.Fatalf("got %v", ev)
 	}
+	// Presence works in the single process.
+	rpcCall(t, ws, 4, "stream.subscribe", map[string]any{"subscription": "here", "stream": "item:DEMO-1", "presence": true})
+	for {
+		m := readJSON(t, ws)
+		if m["method"] != "presence.changed" {
+			continue
+		}
+		if p := fmt.Sprint(m["params"]); !strings.Contains(p, "subject:dev-user") {
+			t.Fatalf("presence snapshot %s", p)
+		}
+		break
+	}
+	res = rpcCall(t, ws, 5, "presence.get", map[string]any{"stream": "item:DEMO-1"})
+	if got := fmt.Sprint(res["result"]); got != "map[members:[map[connections:1 subject:dev-user]] stream:item:DEMO-1 truncated:false]" {
+		t.Fatalf("presence.get %s", got)
+	}
 	start := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
