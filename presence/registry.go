@@ -92,7 +92,8 @@ type Registry struct {
 	flushAt   time.Time        // the next flush, at the earliest
 	failing   bool             // the last store call failed (logged once)
 	running   bool             // a worker goroutine runs
-	timer     *time.Timer      // wakes the worker for the next due work
+	timer     *time.Timer      // starts the worker for the next due work
+	armedAt   time.Time        // when timer fires; zero when it is not armed
 	closed    bool
 	wg        sync.WaitGroup
 }
@@ -206,7 +207,6 @@ func (r *Registry) Join(stream, subject, conn string, sink Sink) *Presence {
 	}
 	conns[conn]++
 	r.scheduleLocked(st, time.Now())
-	r.kickLocked()
 	return p
 }
 
@@ -246,7 +246,6 @@ func (p *Presence) Leave() {
 		delete(r.streams, st.name)
 		delete(r.scheduled, st)
 	}
-	r.kickLocked()
 }
 
 // Members returns the subjects present on stream on every replica, in bytewise order, with
@@ -306,6 +305,7 @@ func merge(local map[string]map[string]int, remote map[string]int) []Member {
 func (r *Registry) markDirtyLocked(stream, subject string) {
 	if r.store != nil {
 		r.dirty[key{stream, subject}] = struct{}{}
+		r.wantLocked(r.flushAt)
 	}
 }
 
@@ -323,6 +323,7 @@ func (r *Registry) scheduleLocked(st *streamState, at time.Time) {
 	if st.due.IsZero() || at.Before(st.due) {
 		st.due = at
 		r.scheduled[st] = struct{}{}
+		r.wantLocked(at)
 	}
 }
 
@@ -348,5 +349,4 @@ func (r *Registry) remoteChanged(streams []string) {
 			mark(st)
 		}
 	}
-	r.kickLocked()
 }

@@ -20,47 +20,53 @@ type delivery struct {
 	n *Notice
 }
 
-// kickLocked makes sure due work gets done: it starts the worker when work is due now, or
-// arms the timer for the next.
-func (r *Registry) kickLocked() {
+// wantLocked makes sure work due at at gets done: it starts the worker when at has come, or
+// arms the timer for at unless it is armed earlier. It costs the same however much work is
+// scheduled: the worker scans the schedule, once per run.
+func (r *Registry) wantLocked(at time.Time) {
 	if r.closed || r.running {
+		return // a running worker looks at the schedule again before it ends
+	}
+	d := time.Until(at)
+	if d <= 0 {
+		r.running = true
+		r.wg.Add(1)
+		go r.work()
 		return
 	}
-	next, ok := r.nextLocked()
-	if !ok {
+	if !r.armedAt.IsZero() && !at.Before(r.armedAt) {
 		return
 	}
-	if d := time.Until(next); d > 0 {
-		if r.timer == nil {
-			r.timer = time.AfterFunc(d, r.wake)
-		} else {
-			r.timer.Reset(d)
-		}
-		return
+	r.armedAt = at
+	if r.timer == nil {
+		r.timer = time.AfterFunc(d, r.wake)
+	} else {
+		r.timer.Reset(d)
 	}
-	r.running = true
-	r.wg.Add(1)
-	go r.work()
 }
 
 func (r *Registry) wake() {
 	r.mu.Lock()
-	r.kickLocked()
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	r.armedAt = time.Time{}
+	if next, ok := r.nextLocked(); ok {
+		r.wantLocked(next)
+	}
 }
 
 // nextLocked returns when the next work is due.
 func (r *Registry) nextLocked() (time.Time, bool) {
 	var next time.Time
-	if len(r.dirty) > 0 {
+	ok := len(r.dirty) > 0
+	if ok {
 		next = r.flushAt
 	}
 	for st := range r.scheduled {
-		if next.IsZero() || st.due.Before(next) {
-			next = st.due
+		if !ok || st.due.Before(next) {
+			next, ok = st.due, true
 		}
 	}
-	return next, !next.IsZero() || len(r.dirty) > 0
+	return next, ok
 }
 
 func (r *Registry) work() {
@@ -94,7 +100,9 @@ func (r *Registry) work() {
 		}
 		if counts == nil && len(due) == 0 {
 			r.running = false
-			r.kickLocked()
+			if next, ok := r.nextLocked(); ok {
+				r.wantLocked(next)
+			}
 			r.mu.Unlock()
 			return
 		}
