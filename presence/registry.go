@@ -107,8 +107,9 @@ type streamState struct {
 	local    map[string]map[string]int // subject → connection → presence subscriptions
 	remote   map[string]int            // subject → connections elsewhere, as last read
 	stale    bool                      // remote must be read (new, or changed elsewhere)
+	reading  bool                      // the worker is reading remote
 	// view is what the watchers were told: the members, each with the time it was first
-	// found missing (zero while present); it is reported left a window after that.
+	// found missing (zero while present); it is reported left two windows after that.
 	view        map[string]time.Time
 	unprimed    int       // watchers still waiting for their snapshot
 	due         time.Time // the next refresh; zero when none is scheduled

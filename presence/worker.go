@@ -95,7 +95,7 @@ func (r *Registry) work() {
 			st.due = time.Time{}
 			if st.stale {
 				toRead = append(toRead, st.name)
-				st.stale = false
+				st.stale, st.reading = false, true
 			}
 		}
 		if counts == nil && len(due) == 0 {
@@ -124,7 +124,8 @@ func (r *Registry) work() {
 			if st.gone {
 				continue
 			}
-			if slices.Contains(toRead, st.name) {
+			if st.reading {
+				st.reading = false
 				if readErr != nil {
 					// Refreshed with what was read before; read again later.
 					st.stale = true
