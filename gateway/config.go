@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ballet/gateway/presence"
 )
 
 // Config is the gateway's configuration (the configuration CONTRACT).
@@ -38,6 +40,9 @@ type Config struct {
 	RequestRate              int // BALLET_REQUEST_RATE: requests per second per connection, burst twice that
 	MaxConnectionsPerSubject int // BALLET_MAX_CONNECTIONS_PER_SUBJECT: authenticated connections of one subject, per replica
 	MaxConnections           int // BALLET_MAX_CONNECTIONS: connections per replica, authenticated or not
+
+	PresenceWindow     time.Duration // BALLET_PRESENCE_WINDOW: presence changes are coalesced per stream over this
+	PresenceMaxMembers int           // BALLET_PRESENCE_MAX_MEMBERS: the longest member list presence reports per stream
 }
 
 // Defaults returns the configuration defaults of the CONTRACT.
@@ -59,6 +64,9 @@ func Defaults() Config {
 		RequestRate:              100,
 		MaxConnectionsPerSubject: 100,
 		MaxConnections:           100000,
+
+		PresenceWindow:     presence.DefaultWindow,
+		PresenceMaxMembers: presence.DefaultMaxMembers,
 	}
 }
 
@@ -153,6 +161,8 @@ func LoadConfig(base Config, getenv func(string) string) (Config, error) {
 	integer("BALLET_REQUEST_RATE", &c.RequestRate, 1)
 	integer("BALLET_MAX_CONNECTIONS_PER_SUBJECT", &c.MaxConnectionsPerSubject, 1)
 	integer("BALLET_MAX_CONNECTIONS", &c.MaxConnections, 1)
+	dur("BALLET_PRESENCE_WINDOW", &c.PresenceWindow)
+	integer("BALLET_PRESENCE_MAX_MEMBERS", &c.PresenceMaxMembers, 1)
 	dur("BALLET_PLANNER_LEASE", &c.PlannerLease)
 	dur("BALLET_PLANNER_RESUME_WINDOW", &c.PlannerResume)
 	if v := getenv("BALLET_PLANNER_PROVIDER"); v != "" {

@@ -6,7 +6,7 @@
 // Server.AdminHandler (admin port); Server.Shutdown drains. A connection is
 // a session (session.go: auth timeout, heartbeats, close); its messages are
 // routed by the method table (methods.go) to handlers in authn.go,
-// subscribe.go and planner.go. Limits are in limits.go, the socket-level
+// subscribe.go, presence.go and planner.go. Limits are in limits.go, the socket-level
 // speed work (parked readers, corked and direct writes) in park_*.go,
 // lean*.go and transport.go.
 //

@@ -24,8 +24,8 @@ type method struct {
 	// client-credentials token has sub = client id).
 	human bool
 	// perm is the permission needed on the project the params name. The
-	// handler checks it (stream.subscribe) or the planner service does,
-	// since the project is known only from the params.
+	// handler checks it (stream.subscribe, presence.get) or the planner
+	// service does, since the project is known only from the params.
 	perm auth.Perm
 	// subscribes: each success takes one of the connection's
 	// BALLET_MAX_SUBSCRIPTIONS places until stream.unsubscribe.
@@ -46,6 +46,7 @@ var methods = map[string]method{
 	"planner.send":       {serve: (*session).plannerSend, planner: true, human: true, perm: auth.PermWrite},
 	"planner.cancel":     {serve: (*session).plannerCancel, planner: true, perm: auth.PermWrite},
 	"planner.watch":      {serve: (*session).plannerWatch, planner: true, perm: auth.PermRead, subscribes: true},
+	"presence.get":       {serve: (*session).presenceGet, perm: auth.PermRead},
 }
 
 // Handle serves one request or notification (rpc.Handler): it finds the

@@ -36,6 +36,8 @@ type Metrics struct {
 	TailerPosition   prometheus.Gauge
 	TailerDispatched prometheus.Counter
 	LimitRejections  *prometheus.CounterVec // by limit
+	PresenceMembers  prometheus.Gauge       // (stream, subject) pairs present through this replica
+	PresenceChanges  prometheus.Counter     // presence.changed notifications queued to clients
 
 	// The planner's, fed by PlannerObserver.
 	PlannerTurns        *prometheus.CounterVec // by outcome (done's reason)
@@ -50,6 +52,7 @@ var knownMethods = map[string]bool{
 	"auth": true, "auth.refresh": true, "$/heartbeat": true, "system.ping": true,
 	"stream.subscribe": true, "stream.unsubscribe": true, "stream.event": true, "stream.closed": true,
 	"planner.send": true, "planner.cancel": true, "planner.watch": true, "planner.output": true,
+	"presence.get": true, "presence.changed": true,
 }
 
 func methodLabel(m string) string {
@@ -102,6 +105,10 @@ func NewMetrics() *Metrics {
 			Help: "Events read from the log and dispatched."}),
 		LimitRejections: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "limit_rejections_total",
 			Help: limitRejectionsHelp}, []string{"limit"}),
+		PresenceMembers: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "presence_members",
+			Help: "Subjects present on streams through this replica's connections, counted once per stream."}),
+		PresenceChanges: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "presence_changes_total",
+			Help: "presence.changed notifications queued to clients."}),
 		PlannerTurns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "planner_turns_total",
 			Help: "Planner turns ended on this replica, by outcome (done's reason)."}, []string{"outcome"}),
 		PlannerTurnDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "planner_turn_duration_seconds",
@@ -118,6 +125,7 @@ func NewMetrics() *Metrics {
 	r.MustRegister(m.Connections, m.Connects, m.Closes, m.AuthFailures, m.MessagesIn, m.MessagesOut,
 		m.Requests, m.RequestDuration, m.Subscriptions, m.EventsDelivered, m.LaggingCloses, m.ServerCloses,
 		m.ReplayEvents, m.DeliveryLatency, m.TailerPosition, m.TailerDispatched, m.LimitRejections,
+		m.PresenceMembers, m.PresenceChanges,
 		m.PlannerTurns, m.PlannerTurnDuration, m.ProviderLatency, m.ProviderErrors, m.PlannerTokens)
 	for _, c := range []string{"msgpack", "json"} {
 		m.Connections.WithLabelValues(c)

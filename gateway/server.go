@@ -18,6 +18,7 @@ import (
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/presence"
 	"github.com/ballet/gateway/rpc"
 	"github.com/ballet/gateway/streams"
 )
@@ -54,8 +55,11 @@ type Options struct {
 	// Planner serves planner.send, planner.cancel and planner.watch; without
 	// it they are not found.
 	Planner Planner
-	Metrics *Metrics // nil: a new set on its own registry
-	Logger  *slog.Logger
+	// PresenceStore shares presence between replicas (pgpresence); nil keeps it in this
+	// process, which is right for a single replica (dev).
+	PresenceStore presence.Store
+	Metrics       *Metrics // nil: a new set on its own registry
+	Logger        *slog.Logger
 	// Ready reports whether the gateway's dependencies are up (for /readyz).
 	Ready func(ctx context.Context) error
 	// API serves /api/v1/ on the client port, when set.
@@ -82,6 +86,7 @@ type Server struct {
 	roles    Roles
 	items    Items
 	planner  Planner
+	presence *presence.Registry
 	metrics  *Metrics
 	logger   *slog.Logger
 	ready    func(ctx context.Context) error
@@ -163,6 +168,18 @@ func NewServer(o *Options) (*Server, error) {
 	if s.restTime <= 0 {
 		s.restTime = 30 * time.Second
 	}
+	if s.cfg.PresenceWindow <= 0 {
+		s.cfg.PresenceWindow = def.PresenceWindow
+	}
+	if s.cfg.PresenceMaxMembers <= 0 {
+		s.cfg.PresenceMaxMembers = def.PresenceMaxMembers
+	}
+	// Owned by the server: it has a goroutine only while presence changes are due, and
+	// Shutdown closes it.
+	s.presence = presence.New(&presence.Options{
+		Store: o.PresenceStore, Window: s.cfg.PresenceWindow, MaxMembers: s.cfg.PresenceMaxMembers,
+		OnMembers: func(d int) { s.metrics.PresenceMembers.Add(float64(d)) }, Logger: s.logger,
+	})
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -330,12 +347,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 		s.cancel()
 		s.workers.Close()
+		s.presence.Close()
 		return nil
 	case <-ctx.Done():
 		s.cancel()
 		s.abortAll() // ends every session now
 		<-done
 		s.workers.Close()
+		s.presence.Close()
 		return ctx.Err()
 	}
 }

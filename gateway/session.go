@@ -65,7 +65,7 @@ type session struct {
 type clientSub struct {
 	stream *streams.Subscription // nil for planner watches
 	kind   string                // metrics label: project, item, planner
-	cancel func()                // ends a planner watch
+	cancel func()                // ends a planner watch, or a subscription's presence
 }
 
 func newSession(srv *Server, ws *websocket.Conn, lw *leanWriter, c codec.Codec, r *http.Request) *session {

@@ -55,6 +55,7 @@ type subscribeParams struct {
 	Stream       string   `json:"stream"`
 	FromSeq      *int64   `json:"from_seq"`
 	Types        []string `json:"types"`
+	Presence     bool     `json:"presence"` // its subject is present on the stream while it lives (presence.go)
 }
 
 type subscribeResult struct {
@@ -112,6 +113,9 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 	current := cur == cs
 	if current {
 		cs.stream = sub
+		if sp.Presence {
+			cs.cancel = s.joinPresence(st.String(), sp.Subscription, p.Subject, cs)
+		}
 	}
 	s.mu.Unlock()
 	if !current {

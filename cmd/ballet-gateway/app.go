@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/presence"
 	"github.com/ballet/gateway/streams"
 )
 
@@ -36,6 +37,9 @@ type app struct {
 	root http.Handler
 	// planner serves planner chat on /rpc, when set.
 	planner gateway.Planner
+	// presence shares presence with the other replicas, when set (serve); without it
+	// presence is this process's own (dev).
+	presence presence.Store
 	// closeWatches, when set, ends the planner watches of whoever the log says
 	// lost access to a project (planner.Service.CloseWatches).
 	closeWatches func(project, subject, reason string)
@@ -88,6 +92,7 @@ func (a *app) run(ctx context.Context) error {
 	srv, err := gateway.NewServer(&gateway.Options{
 		Config: a.cfg, Verifier: a.verifier, Log: a.store, Hub: hub, Roles: a.store,
 		Metrics: metrics, Logger: a.logger, API: a.api, Root: a.root, Items: a.items, Planner: a.planner,
+		PresenceStore: a.presence,
 		Ready: func(ctx context.Context) error {
 			if a.ready != nil {
 				return a.ready(ctx)

@@ -148,6 +148,8 @@ func TestUsageAndConfigErrors(t *testing.T) {
 		{[]string{"dev"}, []string{"BALLET_REPLAY_LIMIT=0"}, 1, []string{`BALLET_REPLAY_LIMIT="0"`}},
 		{[]string{"dev"}, []string{"BALLET_MAX_SUBSCRIPTIONS=0", "BALLET_REQUEST_RATE=fast", "BALLET_MAX_CONNECTIONS_PER_SUBJECT=-1", "BALLET_MAX_CONNECTIONS=1e6"}, 1,
 			[]string{`BALLET_MAX_SUBSCRIPTIONS="0"`, `BALLET_REQUEST_RATE="fast"`, `BALLET_MAX_CONNECTIONS_PER_SUBJECT="-1"`, `BALLET_MAX_CONNECTIONS="1e6"`}},
+		{[]string{"dev"}, []string{"BALLET_PRESENCE_WINDOW=soon", "BALLET_PRESENCE_MAX_MEMBERS=0"}, 1,
+			[]string{`BALLET_PRESENCE_WINDOW="soon"`, `BALLET_PRESENCE_MAX_MEMBERS="0"`}},
 		{[]string{"dev"}, []string{"BALLET_ADDR=nonsense"}, 1, []string{`BALLET_ADDR="nonsense"`}},
 		{[]string{"dev"}, []string{"BALLET_PLANNER_PROVIDER=gpt"}, 1, []string{"BALLET_PLANNER_PROVIDER"}},
 		{[]string{"dev"}, []string{"BALLET_LOG_LEVEL=chatty"}, 1, []string{"BALLET_LOG_LEVEL"}},
@@ -267,6 +269,22 @@ func TestDevEndToEndAndSIGTERM(t *testing.T) {
 	ev := readJSON(t, ws)
 	if ev["method"] != "stream.event" {
 		t.Fatalf("got %v", ev)
+	}
+	// Presence works in the single process.
+	rpcCall(t, ws, 4, "stream.subscribe", map[string]any{"subscription": "here", "stream": "item:DEMO-1", "presence": true})
+	for {
+		m := readJSON(t, ws)
+		if m["method"] != "presence.changed" {
+			continue
+		}
+		if p := fmt.Sprint(m["params"]); !strings.Contains(p, "subject:dev-user") {
+			t.Fatalf("presence snapshot %s", p)
+		}
+		break
+	}
+	res = rpcCall(t, ws, 5, "presence.get", map[string]any{"stream": "item:DEMO-1"})
+	if got := fmt.Sprint(res["result"]); got != "map[members:[map[connections:1 subject:dev-user]] stream:item:DEMO-1 truncated:false]" {
+		t.Fatalf("presence.get %s", got)
 	}
 	start := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {

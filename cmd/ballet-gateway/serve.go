@@ -16,6 +16,7 @@ import (
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/planner"
 	plannerpg "github.com/ballet/gateway/planner/pgstore"
+	"github.com/ballet/gateway/presence/pgpresence"
 	"github.com/ballet/gateway/streams/migrations"
 	"github.com/ballet/gateway/streams/pglog"
 	"github.com/ballet/gateway/tracker"
@@ -74,6 +75,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		return err
 	}
 	defer log.Close()
+	// Closed after the server (run returns once its sessions ended): this replica's members
+	// leave for the other replicas at once.
+	presenceStore, err := pgpresence.Open(ctx, pool, &pgpresence.Options{Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer presenceStore.Close()
 	vctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	verifier, err := auth.NewVerifier(vctx, cfg.OIDCIssuer, cfg.OIDCAudience, nil)
 	cancel()
@@ -104,7 +112,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	}
 	metrics.Registry.MustRegister(gateway.NewPoolCollector(pool))
 	a := &app{
-		cfg: cfg, logger: logger, store: log, verifier: verifier, items: svc, metrics: metrics,
+		cfg: cfg, logger: logger, store: log, verifier: verifier, items: svc, metrics: metrics, presence: presenceStore,
 		api: apiMux(tracker.NewHandler(svc, verifier, &tracker.HandlerOptions{Logger: logger}), plannerAPI),
 		ready: func(ctx context.Context) error {
 			if err := pool.Ping(ctx); err != nil {

@@ -1,6 +1,7 @@
 // Package gatewaytest starts a complete gateway for tests: a real OIDC
 // issuer over HTTP, the event log (in memory, or Postgres in a throwaway
-// database), the tailer and hub, and the server on a loopback port.
+// database), the tailer and hub, and the server on a loopback port. Two
+// gateways started on one database (Options.Database) are two replicas.
 package gatewaytest
 
 import (
@@ -20,6 +21,8 @@ import (
 	plannermem "github.com/ballet/gateway/planner/memstore"
 	plannerpg "github.com/ballet/gateway/planner/pgstore"
 	"github.com/ballet/gateway/planner/provider"
+	"github.com/ballet/gateway/presence"
+	"github.com/ballet/gateway/presence/pgpresence"
 	"github.com/ballet/gateway/streams"
 	"github.com/ballet/gateway/streams/memlog"
 	"github.com/ballet/gateway/streams/migrations"
@@ -43,8 +46,15 @@ type Store interface {
 
 // Options configure Start. A nil *Options means memory store and defaults.
 type Options struct {
-	// Postgres runs the gateway on a throwaway Postgres database.
+	// Postgres runs the gateway on a throwaway Postgres database, with
+	// presence shared through it (pgpresence).
 	Postgres bool
+	// Database, with Postgres, is the database to run on instead of a new
+	// one: another Env's DatabaseURL, to run a second replica. Its issuer
+	// is another Env's too (Issuer).
+	Database string
+	// Issuer signs the tokens; default a new one. Replicas share one.
+	Issuer *auth.Issuer
 	// Config overrides; zero fields keep the defaults.
 	Config gateway.Config
 	// API is mounted at /api/v1/ when set; it may be set after Start
@@ -84,6 +94,8 @@ type Env struct {
 	DatabaseURL string
 	// Pool is the database pool when Options.Postgres is set.
 	Pool *pgxpool.Pool
+	// Presence is the replica's presence store when Options.Postgres is set.
+	Presence *pgpresence.Store
 	// Tracker is the tracker service when Options.Tracker is set.
 	Tracker *tracker.Service
 	// Planner is the planner service when Options.Planner is set.
@@ -100,10 +112,16 @@ func Start(t testing.TB, o *Options) *Env {
 	if o.Planner != nil {
 		o.Tracker = true
 	}
-	env := &Env{Issuer: authtest.NewIssuer(t), api: &swapHandler{}}
+	env := &Env{Issuer: o.Issuer, api: &swapHandler{}}
+	if env.Issuer == nil {
+		env.Issuer = authtest.NewIssuer(t)
+	}
 	ctx := context.Background()
 	if o.Postgres {
-		env.DatabaseURL = pgtest.URL(t)
+		env.DatabaseURL = o.Database
+		if env.DatabaseURL == "" {
+			env.DatabaseURL = pgtest.URL(t)
+		}
 		pool, err := pgxpool.New(ctx, env.DatabaseURL)
 		if err != nil {
 			t.Fatal(err)
@@ -118,6 +136,12 @@ func Start(t testing.TB, o *Options) *Env {
 		}
 		t.Cleanup(func() { l.Close() })
 		env.Store, env.PGLog, env.Pool = l, l, pool
+		ps, err := pgpresence.Open(ctx, pool, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ps.Close() })
+		env.Presence = ps
 		if o.Tracker {
 			env.Tracker = tracker.NewService(pgstore.New(pool), &tracker.Options{AdminSubjects: o.AdminSubjects})
 		}
@@ -187,7 +211,7 @@ func Start(t testing.TB, o *Options) *Env {
 	t.Cleanup(func() { env.Tailer.Close() })
 	srv, err := gateway.NewServer(&gateway.Options{
 		Config: cfg, Verifier: verifier, Log: env.Store, Hub: env.Hub, Roles: env.Store, API: env.api, Items: items, Planner: plan,
-		Logger: quiet, Metrics: o.Metrics, RESTTimeout: o.RESTTimeout,
+		Logger: quiet, Metrics: o.Metrics, RESTTimeout: o.RESTTimeout, PresenceStore: presenceStore(env.Presence),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -203,6 +227,14 @@ func Start(t testing.TB, o *Options) *Env {
 		env.HTTP.Close()
 	})
 	return env
+}
+
+// presenceStore is ps as a presence.Store: nil (in-process presence) when ps is.
+func presenceStore(ps *pgpresence.Store) presence.Store {
+	if ps == nil {
+		return nil
+	}
+	return ps
 }
 
 // SetAPI mounts h at /api/v1/.
