@@ -455,6 +455,15 @@ func (c *Client) route(cn *conn, req *rpc.Request) (any, error) {
 			s.deliver(cn.gen, ev)
 		}
 		return nil, nil
+	case "presence.changed":
+		var ch presenceChange
+		if err := req.Decode(&ch); err != nil {
+			return nil, err
+		}
+		if s, ok := c.lookup(ch.Subscription).(*Subscription); ok && s.presence != nil {
+			s.presence.apply(ch)
+		}
+		return nil, nil
 	case "planner.output":
 		var out PlannerOutput
 		if err := req.Decode(&out); err != nil {

@@ -21,6 +21,11 @@
 // are retried with a longer backoff. Servers that advertise no limits get
 // the spec's defaults.
 //
+// Extensions: SubscribeOptions.Types asks for only some event types, and
+// SubscribeOptions.Presence makes the caller present on the stream and
+// follows who else is (Subscription.Present, PresenceChanged; a fresh
+// snapshot after each reconnect); Client.PresenceGet asks the server.
+//
 // Entry points: Dial, Client.Subscribe (events on a bounded channel),
 // Client.PlannerWatch, Client.PlannerSend, Client.PlannerCancel, Client.Ping,
 // Client.Call for any method, Client.Close. Errors from the server are

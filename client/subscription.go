@@ -47,6 +47,10 @@ type SubscribeOptions struct {
 	// ("item.*"). Seqs stay increasing, with gaps where events were left
 	// out; resuming after a reconnect keeps the filter.
 	Types []string
+	// Presence makes the caller present on the stream while the subscription
+	// lives, and has the client follow who else is: see Present and
+	// PresenceChanged.
+	Presence bool
 	// Buffer is the capacity of the Events channel. When an event arrives
 	// and the buffer is full, the subscription ends with ErrSlowConsumer (the
 	// connection and other subscriptions go on). Default 4096.
@@ -70,6 +74,7 @@ type Subscription struct {
 	core[Event]
 	stream   string
 	types    []string
+	presence *presence // nil without SubscribeOptions.Presence
 	onResync func(seq int64)
 	seq      int64 // log position at the first subscribe
 
@@ -85,6 +90,7 @@ type subscribeParams struct {
 	Stream       string   `json:"stream"`
 	FromSeq      *int64   `json:"from_seq,omitempty"`
 	Types        []string `json:"types,omitempty"`
+	Presence     bool     `json:"presence,omitempty"`
 }
 
 type subscribeResult struct {
@@ -105,6 +111,9 @@ func (c *Client) Subscribe(ctx context.Context, stream string, opts *SubscribeOp
 		o.Buffer = 4096
 	}
 	s := &Subscription{stream: stream, types: slices.Clone(o.Types), onResync: o.OnResync}
+	if o.Presence {
+		s.presence = newPresence()
+	}
 	s.init(c, c.newID(), s, o.Buffer)
 	if o.FromSeq != nil {
 		s.last, s.hasLast = *o.FromSeq, true
@@ -123,6 +132,16 @@ func (c *Client) Subscribe(ctx context.Context, stream string, opts *SubscribeOp
 	return s, nil
 }
 
+// params are stream.subscribe's params without from_seq. With presence,
+// they also start the followed list afresh: the snapshot of the new
+// subscription comes next, possibly before its result.
+func (s *Subscription) params() subscribeParams {
+	if s.presence != nil {
+		s.presence.reset()
+	}
+	return subscribeParams{Subscription: s.id, Stream: s.stream, Types: s.types, Presence: s.presence != nil}
+}
+
 // first makes the first subscribe, retrying on the next connection when
 // the connection ends before the answer.
 func (s *Subscription) first(ctx context.Context) error {
@@ -132,7 +151,7 @@ func (s *Subscription) first(ctx context.Context) error {
 			return err
 		}
 		s.mu.Lock()
-		p := subscribeParams{Subscription: s.id, Stream: s.stream, Types: s.types}
+		p := s.params()
 		if s.hasLast {
 			from := s.last
 			p.FromSeq = &from
@@ -194,7 +213,9 @@ func (s *Subscription) restore(ctx context.Context, cn *conn) error {
 	}
 	from, epoch := s.last, s.epoch
 	s.mu.Unlock()
-	err := cn.callPatient(ctx, "stream.subscribe", subscribeParams{Subscription: s.id, Stream: s.stream, FromSeq: &from, Types: s.types}, nil)
+	p := s.params()
+	p.FromSeq = &from
+	err := cn.callPatient(ctx, "stream.subscribe", p, nil)
 	switch {
 	case err == nil:
 		s.settled(ctx, cn, epoch)
@@ -216,7 +237,7 @@ func (s *Subscription) resync(ctx context.Context, cn *conn) error {
 	s.feed.hold = true
 	s.mu.Unlock()
 	var res subscribeResult
-	err := cn.callPatient(ctx, "stream.subscribe", subscribeParams{Subscription: s.id, Stream: s.stream, Types: s.types}, &res)
+	err := cn.callPatient(ctx, "stream.subscribe", s.params(), &res)
 	if err != nil {
 		s.mu.Lock()
 		s.feed.hold, s.feed.held, s.last = false, nil, old

@@ -1,0 +1,74 @@
+package client_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ballet/gateway/client"
+	"github.com/ballet/gateway/gateway"
+)
+
+// Presence through the client: each subscription follows who is on its stream, across
+// a dropped connection (the new subscription's snapshot replaces the list), and
+// PresenceGet answers the members with their connections.
+func TestPresenceFollowsTheStream(t *testing.T) {
+	for _, cd := range codecs {
+		t.Run(codecName(cd), func(t *testing.T) {
+			env := startEnv(t, true, gateway.Config{})
+			p := startProxy(t, env.HTTP.Listener.Addr().String())
+			var st states
+			alice := dial(t, p.URL(), &client.Options{Token: (&minter{env: env, subject: "alice"}).Token, Codec: cd, OnStateChange: st.record})
+			bob := dial(t, env.URL, &client.Options{Token: (&minter{env: env, subject: "bob"}).Token, Codec: cd})
+			ctx := context.Background()
+			as, err := alice.Subscribe(ctx, "project:WEB", &client.SubscribeOptions{Presence: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			present := func(s *client.Subscription, want ...string) {
+				t.Helper()
+				deadline := time.After(10 * time.Second)
+				for !slices.Equal(s.Present(), want) {
+					select {
+					case <-s.PresenceChanged():
+					case <-deadline:
+						t.Fatalf("present %v, want %v", s.Present(), want)
+					}
+				}
+			}
+			present(as, "alice")
+			bs, err := bob.Subscribe(ctx, "project:WEB", &client.SubscribeOptions{Presence: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			present(as, "alice", "bob")
+			present(bs, "alice", "bob")
+			m, err := bob.PresenceGet(ctx, "project:WEB")
+			if err != nil || len(m.Members) != 2 || m.Members[0].Subject != "alice" || m.Members[1].Connections != 1 {
+				t.Fatalf("presence.get: %+v %v", m, err)
+			}
+			// Bob leaves while alice's connection is down: the snapshot after her
+			// reconnect no longer has him.
+			p.Stop()
+			if err := bs.Unsubscribe(ctx); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(500 * time.Millisecond)
+			p.Start()
+			waitFor(t, "the reconnect", 30*time.Second, func() bool { return st.count(client.StateConnected) >= 2 })
+			present(as, "alice")
+			if got := bs.Present(); got != nil {
+				t.Fatalf("an ended subscription still reports %v", got)
+			}
+			// A subscription without presence follows nothing.
+			plain, err := bob.Subscribe(ctx, "project:WEB", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if plain.Present() != nil || plain.PresenceChanged() != nil {
+				t.Fatal("a plain subscription follows presence")
+			}
+		})
+	}
+}
