@@ -2,6 +2,11 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
 
 	"github.com/ballet/gateway/codec"
 )
@@ -36,9 +41,20 @@ type PlannerOutput struct {
 	Seq       int64         `json:"seq,omitempty"`
 }
 
+// SendOptions configure PlannerSend. A nil *SendOptions means defaults.
+type SendOptions struct {
+	// IdempotencyKey names the message (1–64 characters, unique per message
+	// of the session and subject for 24 hours): the server answers a send
+	// with a key it has seen with that send's seq and starts nothing. Pass
+	// one to make a send that is repeated later, by this process or
+	// another, count once. Default: a random key per call.
+	IdempotencyKey string
+}
+
 type sendParams struct {
-	Session string `json:"session"`
-	Text    string `json:"text"`
+	Session        string `json:"session"`
+	Text           string `json:"text"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 type sendResult struct {
@@ -47,14 +63,66 @@ type sendResult struct {
 
 // PlannerSend stores the human's message text in session and starts the
 // planner's turn (planner.send); seq is the message's position in the
-// transcript. Watch the session first to see the turn's output. While a turn
-// runs the error matches rpc.ErrConflict.
-func (c *Client) PlannerSend(ctx context.Context, session, text string) (seq int64, err error) {
-	var r sendResult
-	if err := c.Call(ctx, "planner.send", sendParams{Session: session, Text: text}, &r); err != nil {
-		return 0, err
+// transcript. Watch the session first to see the turn's output. While
+// another turn runs the error matches rpc.ErrConflict.
+//
+// The message carries an idempotency key, so unlike Call, a send whose
+// connection ends before the answer is sent again with the same key on the
+// next connection, until ctx ends: the message is stored and answered
+// once.
+func (c *Client) PlannerSend(ctx context.Context, session, text string, opts *SendOptions) (seq int64, err error) {
+	p := sendParams{Session: session, Text: text}
+	if opts != nil {
+		p.IdempotencyKey = opts.IdempotencyKey
 	}
-	return r.Seq, nil
+	if p.IdempotencyKey == "" {
+		p.IdempotencyKey = newKey()
+	}
+	var r sendResult
+	var lost uint64 // the connection the last attempt was lost with
+	for {
+		cn, err := c.connAfter(ctx, lost)
+		if err == nil {
+			err = cn.call(ctx, "planner.send", p, &r)
+		}
+		if errors.Is(err, ErrConnectionLost) && ctx.Err() == nil && !c.isClosed() {
+			c.log.Info("planner.send: connection lost before the answer: sending again", "session", session, "err", err)
+			lost = cn.gen
+			continue
+		}
+		if errors.Is(err, ErrConnectionLost) && c.isClosed() {
+			err = ErrClosed
+		}
+		if err != nil {
+			return 0, fmt.Errorf("planner.send: %w", err)
+		}
+		return r.Seq, nil
+	}
+}
+
+// connAfter is waitConn for a connection newer than gen.
+func (c *Client) connAfter(ctx context.Context, gen uint64) (*conn, error) {
+	for {
+		cn, err := c.waitConn(ctx)
+		if err != nil || cn.gen > gen {
+			return cn, err
+		}
+		// Connection gen has ended but the manager has not replaced it yet.
+		t := time.NewTimer(time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// newKey returns a random idempotency key.
+func newKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails
+	return hex.EncodeToString(b[:])
 }
 
 type cancelParams struct {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ballet/gateway/client"
+	"github.com/ballet/gateway/codec"
 	"github.com/ballet/gateway/gateway/gatewaytest"
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/planner/provider"
@@ -167,7 +168,7 @@ func TestPlannerWatchSurvivesDropMidAnswer(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := readTurn(w)
-			if _, err := c.PlannerSend(ctx, session, "tell me"); err != nil {
+			if _, err := c.PlannerSend(ctx, session, "tell me", nil); err != nil {
 				t.Fatal(err)
 			}
 			waitFor(t, "the answer to begin", 10*time.Second, func() bool { return r.len() >= 30 })
@@ -200,6 +201,65 @@ func TestPlannerWatchSurvivesDropMidAnswer(t *testing.T) {
 	}
 }
 
+// A send whose answer is lost with its connection is sent again, with the
+// same key, on the next connection: one message, one turn.
+func TestPlannerSendRetriedAfterLostAnswer(t *testing.T) {
+	env, tok := startSlowPlanner(t, false, planner.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	session := newSession(t, env, tok)
+	watcher := dial(t, env.URL, &client.Options{Token: client.StaticToken(tok)})
+	w, err := watcher.PlannerWatch(ctx, session, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := readTurn(w)
+	p := startProxy(t, env.HTTP.Listener.Addr().String())
+	var st states
+	c := dial(t, p.URL(), &client.Options{Token: client.StaticToken(tok), Codec: codec.JSON, OnStateChange: st.record})
+	p.Pause() // the request gets through, its answer does not
+	type result struct {
+		seq int64
+		err error
+	}
+	sent := make(chan result, 1)
+	go func() {
+		seq, err := c.PlannerSend(ctx, session, "tell me", nil)
+		sent <- result{seq, err}
+	}()
+	waitFor(t, "the message to be stored", 10*time.Second, func() bool { return len(humanMessages(t, env, tok, session)) == 1 })
+	p.Drop()
+	res := <-sent
+	if res.err != nil || res.seq != 1 {
+		t.Fatalf("send: seq %d, %v", res.seq, res.err)
+	}
+	waitFor(t, "the reconnect", 5*time.Second, func() bool { return st.count(client.StateConnected) == 2 })
+	if n := metric(env, "ballet_gateway_messages_received_total", "method", "planner.send"); n != 2 {
+		t.Fatalf("planner.send received %v times, want 2 (sent again once)", n)
+	}
+	if text := r.wait(t, "", 1); text != answer {
+		t.Fatalf("answer %q", text)
+	}
+	if got := humanMessages(t, env, tok, session); len(got) != 1 || got[0] != `"tell me"` {
+		t.Fatalf("human messages %v", got)
+	}
+	// No second turn follows.
+	n := r.len()
+	time.Sleep(300 * time.Millisecond)
+	if r.len() != n {
+		t.Fatalf("%d outputs after the turn", r.len()-n)
+	}
+	// An explicit key makes a later send count once too.
+	o := &client.SendOptions{IdempotencyKey: "release-notes-1"}
+	first, err := c.PlannerSend(ctx, session, "again", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := c.PlannerSend(ctx, session, "again", o); err != nil || again != first {
+		t.Fatalf("the same key: seq %d, then %d (%v)", first, again, err)
+	}
+}
+
 // When the server keeps too little of a turn to resume it, OnResume runs
 // once and the output goes on live, in order, without a duplicate. (The
 // server answers resumed for a position past what it kept and then closes
@@ -217,7 +277,7 @@ func TestPlannerWatchKeptTooLittle(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := readTurn(w)
-	if _, err := c.PlannerSend(ctx, session, "tell me"); err != nil {
+	if _, err := c.PlannerSend(ctx, session, "tell me", nil); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the answer to begin", 10*time.Second, func() bool { return r.len() >= 30 })
@@ -270,7 +330,7 @@ func TestPlannerWatchResumeExpired(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := readTurn(w)
-	if _, err := c.PlannerSend(ctx, session, "tell me"); err != nil {
+	if _, err := c.PlannerSend(ctx, session, "tell me", nil); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the answer to begin", 10*time.Second, func() bool { return r.len() >= 10 })
@@ -287,7 +347,7 @@ func TestPlannerWatchResumeExpired(t *testing.T) {
 		t.Fatal("OnResume not called")
 	}
 	// The next turn arrives whole, from its start.
-	if _, err := c.PlannerSend(ctx, session, "again"); err != nil {
+	if _, err := c.PlannerSend(ctx, session, "again", nil); err != nil {
 		t.Fatal(err)
 	}
 	if text := r.wait(t, first, 1); text != answer {

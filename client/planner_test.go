@@ -169,7 +169,7 @@ func TestPlannerWireForm(t *testing.T) {
 			if w.Session() != "sess-1" || w.Running() {
 				t.Fatalf("watch %s running %v", w.Session(), w.Running())
 			}
-			seq, err := c.PlannerSend(ctx, "sess-1", "plan the release")
+			seq, err := c.PlannerSend(ctx, "sess-1", "plan the release", &client.SendOptions{IdempotencyKey: "msg-1"})
 			if err != nil || seq != 7 {
 				t.Fatalf("send: %d %v", seq, err)
 			}
@@ -229,7 +229,7 @@ func TestPlannerWireForm(t *testing.T) {
 			}
 			wantReq := []string{
 				`planner.watch {"session":"sess-1","subscription":"` + id + `"}`,
-				`planner.send {"session":"sess-1","text":"plan the release"}`,
+				`planner.send {"idempotency_key":"msg-1","session":"sess-1","text":"plan the release"}`,
 				`planner.cancel {"session":"sess-1"}`,
 				`stream.unsubscribe {"subscription":"` + id + `"}`,
 			}
@@ -239,8 +239,22 @@ func TestPlannerWireForm(t *testing.T) {
 			pp.mu.Lock()
 			pp.busy = true
 			pp.mu.Unlock()
-			if _, err := c.PlannerSend(ctx, "sess-1", "again"); !errors.Is(err, rpc.ErrConflict) {
+			if _, err := c.PlannerSend(ctx, "sess-1", "again", nil); !errors.Is(err, rpc.ErrConflict) {
 				t.Fatalf("send while busy: %v", err)
+			}
+			// Without a key of its own, every send gets a random one.
+			_, _ = c.PlannerSend(ctx, "sess-1", "again", nil)
+			reqs := pp.takeRequests()
+			var keys []string
+			for _, r := range reqs {
+				var p struct {
+					Key string `json:"idempotency_key"`
+				}
+				_ = json.Unmarshal([]byte(strings.TrimPrefix(r, "planner.send ")), &p)
+				keys = append(keys, p.Key)
+			}
+			if len(keys) != 2 || len(keys[0]) != 32 || len(keys[1]) != 32 || keys[0] == keys[1] {
+				t.Fatalf("sends without a key: %v", reqs)
 			}
 		})
 	}
