@@ -10,7 +10,7 @@ import { h, relativeTime } from './dom.js';
  * @typedef {import('./api.js').Api} Api
  * @typedef {import('./api.js').Message} Message
  * @typedef {import('./api.js').Session} Session
- * @typedef {import('../client/subscription.js').PlannerOutput} PlannerOutput
+ * @typedef {import('../client/watch.js').PlannerOutput} PlannerOutput
  */
 
 /** @param {any} input */
