@@ -354,8 +354,9 @@ func subscriptions(env *gatewaytest.Env) int {
 	return int(metric(env, "ballet_gateway_subscriptions"))
 }
 
-// metric sums the values of a gateway metric over its labels.
-func metric(env *gatewaytest.Env, name string) float64 {
+// metric sums the values of a gateway metric over its labels, or over
+// those with the given label pairs ("method", "planner.send").
+func metric(env *gatewaytest.Env, name string, labels ...string) float64 {
 	mfs, err := env.Server.Metrics().Registry.Gather()
 	if err != nil {
 		panic(err)
@@ -365,7 +366,17 @@ func metric(env *gatewaytest.Env, name string) float64 {
 		if mf.GetName() != name {
 			continue
 		}
+	metrics:
 		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue metrics
+				}
+			}
 			switch {
 			case m.Gauge != nil:
 				sum += m.Gauge.GetValue()

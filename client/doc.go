@@ -10,6 +10,15 @@
 // no longer replay (-32010), the subscription's OnResync hook runs (reload
 // the snapshot) instead of events being lost silently.
 //
+// Planner watches resume the same way, from the turn and offset of the last
+// output delivered (planner.watch's turn and after): the consumer sees each
+// output once, in order, across reconnects, lagging closes and outputs lost
+// on the way; WatchOptions.FromTurnStart joins a running turn from its
+// start. When the server cannot replay (resumed: false), OnResume runs:
+// reload the transcript. PlannerSend gives every message an idempotency key
+// and sends it again with the same key when the connection ends before the
+// answer, so the message counts once.
+//
 // The client keeps within the limits the auth result advertises
 // (Client.Limits): its heartbeat interval is the server's unless
 // Options.HeartbeatInterval is set; a subscription or planner watch beyond

@@ -74,7 +74,7 @@ func ExampleClient_PlannerSend() {
 		return
 	}
 	defer w.Unsubscribe(ctx)
-	if _, err := c.PlannerSend(ctx, "0199-session", "Split WEB-42 into smaller items"); err != nil {
+	if _, err := c.PlannerSend(ctx, "0199-session", "Split WEB-42 into smaller items", nil); err != nil {
 		fmt.Println(err)
 		return
 	}

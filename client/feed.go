@@ -155,7 +155,7 @@ func (b *core[T]) settled(ctx context.Context, cn *conn, epoch uint64) bool {
 // fail ends the subscription with err and forgets it, unsubscribing it
 // if the server may still serve it.
 func (b *core[T]) fail(err error) {
-	if gen := b.end(err); gen != 0 {
+	if gen := b.self.end(err); gen != 0 {
 		b.c.abandon(b.id, b.self, gen)
 		return
 	}

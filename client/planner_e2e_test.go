@@ -53,7 +53,7 @@ func TestPlannerEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cl.PlannerSend(ctx, sess.ID, "create an item called Release notes"); err != nil {
+		if _, err := cl.PlannerSend(ctx, sess.ID, "create an item called Release notes", nil); err != nil {
 			t.Fatal(err)
 		}
 		var text strings.Builder
@@ -75,10 +75,10 @@ func TestPlannerEndToEnd(t *testing.T) {
 		if tool != "create_item" || !strings.Contains(text.String(), "Creating it.") || !strings.Contains(text.String(), "Created.") {
 			t.Fatalf("%s: tool %q, text %q", c.Name(), tool, text.String())
 		}
-		if _, err := cl.PlannerSend(ctx, sess.ID, "slow"); err != nil {
+		if _, err := cl.PlannerSend(ctx, sess.ID, "slow", nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cl.PlannerSend(ctx, sess.ID, "again"); !errors.Is(err, rpc.ErrConflict) {
+		if _, err := cl.PlannerSend(ctx, sess.ID, "again", nil); !errors.Is(err, rpc.ErrConflict) {
 			t.Fatalf("%s: second send: %v, want -32009", c.Name(), err)
 		}
 		if err := cl.PlannerCancel(ctx, sess.ID); err != nil {

@@ -31,6 +31,8 @@ type plannerPeer struct {
 	conns    []*peerConn
 	running  bool
 	busy     bool
+	// watch, when set, answers planner.watch (and may send output first).
+	watch func(pc *peerConn, params map[string]any) map[string]any
 }
 
 type peerConn struct {
@@ -109,8 +111,11 @@ func (pp *plannerPeer) handle(pc *peerConn, req *rpc.Request) (any, error) {
 		return map[string]any{"subject": "alice", "expires_at": time.Now().Add(time.Hour).Unix()}, nil
 	case "planner.watch":
 		pp.mu.Lock()
-		running := pp.running
+		running, watch := pp.running, pp.watch
 		pp.mu.Unlock()
+		if watch != nil {
+			return watch(pc, params), nil
+		}
 		return map[string]any{"subscription": params["subscription"], "running": running}, nil
 	case "planner.send":
 		pp.mu.Lock()
@@ -128,10 +133,17 @@ func (pp *plannerPeer) handle(pc *peerConn, req *rpc.Request) (any, error) {
 
 // output sends planner.output on the newest connection.
 func (pp *plannerPeer) output(params map[string]any) {
+	pp.notify(pp.last(), "planner.output", params)
+}
+
+func (pp *plannerPeer) last() *peerConn {
 	pp.mu.Lock()
-	pc := pp.conns[len(pp.conns)-1]
-	pp.mu.Unlock()
-	if err := pc.rpc.Notify(context.Background(), "planner.output", params); err != nil {
+	defer pp.mu.Unlock()
+	return pp.conns[len(pp.conns)-1]
+}
+
+func (pp *plannerPeer) notify(pc *peerConn, method string, params map[string]any) {
+	if err := pc.rpc.Notify(context.Background(), method, params); err != nil {
 		pp.t.Errorf("notify: %v", err)
 	}
 }
@@ -157,7 +169,7 @@ func TestPlannerWireForm(t *testing.T) {
 			if w.Session() != "sess-1" || w.Running() {
 				t.Fatalf("watch %s running %v", w.Session(), w.Running())
 			}
-			seq, err := c.PlannerSend(ctx, "sess-1", "plan the release")
+			seq, err := c.PlannerSend(ctx, "sess-1", "plan the release", &client.SendOptions{IdempotencyKey: "msg-1"})
 			if err != nil || seq != 7 {
 				t.Fatalf("send: %d %v", seq, err)
 			}
@@ -217,7 +229,7 @@ func TestPlannerWireForm(t *testing.T) {
 			}
 			wantReq := []string{
 				`planner.watch {"session":"sess-1","subscription":"` + id + `"}`,
-				`planner.send {"session":"sess-1","text":"plan the release"}`,
+				`planner.send {"idempotency_key":"msg-1","session":"sess-1","text":"plan the release"}`,
 				`planner.cancel {"session":"sess-1"}`,
 				`stream.unsubscribe {"subscription":"` + id + `"}`,
 			}
@@ -227,8 +239,22 @@ func TestPlannerWireForm(t *testing.T) {
 			pp.mu.Lock()
 			pp.busy = true
 			pp.mu.Unlock()
-			if _, err := c.PlannerSend(ctx, "sess-1", "again"); !errors.Is(err, rpc.ErrConflict) {
+			if _, err := c.PlannerSend(ctx, "sess-1", "again", nil); !errors.Is(err, rpc.ErrConflict) {
 				t.Fatalf("send while busy: %v", err)
+			}
+			// Without a key of its own, every send gets a random one.
+			_, _ = c.PlannerSend(ctx, "sess-1", "again", nil)
+			reqs := pp.takeRequests()
+			var keys []string
+			for _, r := range reqs {
+				var p struct {
+					Key string `json:"idempotency_key"`
+				}
+				_ = json.Unmarshal([]byte(strings.TrimPrefix(r, "planner.send ")), &p)
+				keys = append(keys, p.Key)
+			}
+			if len(keys) != 2 || len(keys[0]) != 32 || len(keys[1]) != 32 || keys[0] == keys[1] {
+				t.Fatalf("sends without a key: %v", reqs)
 			}
 		})
 	}
@@ -239,8 +265,10 @@ func jsonEqual(a []byte, b string) bool {
 	return json.Unmarshal(a, &x) == nil && json.Unmarshal([]byte(b), &y) == nil && reflect.DeepEqual(x, y)
 }
 
-// After a reconnect the watch is established again and OnResume runs before
-// any new output is handed over.
+// After a reconnect the watch is established again, asking to resume the
+// running turn from its start; a server that does not resume (its answer
+// has no "resumed") gets OnResume, which runs before any new output is
+// handed over.
 func TestPlannerWatchResumes(t *testing.T) {
 	pp := startPlannerPeer(t)
 	var st states
@@ -283,8 +311,12 @@ func TestPlannerWatchResumes(t *testing.T) {
 		t.Fatalf("order %v", order)
 	}
 	reqs := pp.takeRequests()
-	if len(reqs) != 2 || reqs[0] != reqs[1] {
-		t.Fatalf("requests %v: want the same planner.watch twice", reqs)
+	want := []string{
+		`planner.watch {"session":"sess-1","subscription":"` + w.ID() + `"}`,
+		`planner.watch {"after":0,"session":"sess-1","subscription":"` + w.ID() + `"}`,
+	}
+	if !reflect.DeepEqual(reqs, want) {
+		t.Fatalf("requests %v, want %v", reqs, want)
 	}
 	// A lagging close is repaired the same way.
 	pp.mu.Lock()

@@ -33,13 +33,15 @@ type pair struct {
 	closed   bool
 }
 
-// waitResumed waits while the pair is paused and open.
-func (p *pair) waitResumed() {
+// waitResumed waits while the pair is paused and open; false when it is
+// closed.
+func (p *pair) waitResumed() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for p.paused && !p.closed {
 		p.cond.Wait()
 	}
+	return !p.closed
 }
 
 func (p *pair) isFrozen() bool {
@@ -126,6 +128,9 @@ func (p *proxy) pipe(pr *pair, src, dst net.Conn) {
 			pr.waitResumed()
 		}
 		n, err := src.Read(buf)
+		if src == pr.up && !pr.waitResumed() {
+			return // dropped while paused: what was read is lost with it
+		}
 		if n > 0 && !pr.isFrozen() {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return

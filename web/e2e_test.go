@@ -3,6 +3,7 @@ package web
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -40,17 +41,35 @@ func chromiumPath() string {
 	return "/usr/bin/chromium"
 }
 
+// story is the planner's slow answer in the browser test (to "tell a
+// story"): a dozen sentences with pauses between them, about five seconds.
+var story = []string{
+	"Once upon a time a board kept its cards in columns. ",
+	"Every card knew its state and who had changed it. ",
+	"One day the network dropped in the middle of a sentence. ",
+	"The board waited a moment and connected again. ",
+	"It asked the planner where it had left off. ",
+	"The planner answered from the very next word. ",
+	"Nothing was lost, and nothing was said twice. ",
+	"A second board opened while the story was told. ",
+	"It began at the beginning and caught up at once. ",
+	"Both boards ended on the same last word. ",
+	"The cards stayed in their columns all along. ",
+	"The end.",
+}
+
 // TestBrowserBoard drives the board in headless Chromium against a real
 // `ballet-gateway dev`: live items across two pages, moves, dependencies,
-// the planner chat, and recovery from dropped connections without losing
-// an event. It writes test-artifacts/board.png.
+// the planner chat (also through a dropped connection mid-answer, and on a
+// page opened mid-answer), and recovery from dropped connections without
+// losing an event. It writes test-artifacts/board.png.
 func TestBrowserBoard(t *testing.T) {
 	node := nodeModules(t, "playwright-core", "@msgpack/msgpack")
 	chromium := chromiumPath()
 	_, err := os.Stat(chromium)
 	need(t, err == nil, "chromium ("+chromium+")", "apt-get install -y chromium")
 
-	gw := startGateway(t)
+	gw := startGateway(t, plannerScript(t))
 	proxy := newTCPProxy(t, gw)
 	srv := boardServer(t, gw, proxy)
 
@@ -69,6 +88,7 @@ func TestBrowserBoard(t *testing.T) {
 		"CHROMIUM="+chromium,
 		"ARTIFACTS="+artifacts,
 		"REPLAY_LIMIT="+fmt.Sprint(replayLimit),
+		"STORY="+strings.Join(story, ""),
 	)
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
@@ -93,8 +113,40 @@ func (g *gateway) output() string {
 
 var bannerRE = regexp.MustCompile(`/rpc:\s+ws://([0-9.:]+)/rpc`)
 
-// startGateway builds the gateway and runs its dev command on free ports.
-func startGateway(t *testing.T) *gateway {
+// plannerScript writes the development planner's script with a rule for
+// "story" first, which streams story slowly, and returns its path.
+func plannerScript(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../planner/provider/default_script.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var script map[string]any
+	if err := json.Unmarshal(b, &script); err != nil {
+		t.Fatal(err)
+	}
+	var actions []any
+	for i, s := range story {
+		if i > 0 {
+			actions = append(actions, map[string]any{"pause_ms": 250})
+		}
+		actions = append(actions, map[string]any{"text": s})
+	}
+	rule := map[string]any{"match": "story", "steps": []any{actions}}
+	script["rules"] = append([]any{rule}, script["rules"].([]any)...)
+	if b, err = json.Marshal(script); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "planner-script.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// startGateway builds the gateway and runs its dev command on free ports,
+// with the planner's script at script.
+func startGateway(t *testing.T, script string) *gateway {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "ballet-gateway")
 	args := []string{"build", "-o", bin}
@@ -107,7 +159,7 @@ func startGateway(t *testing.T) *gateway {
 	}
 	cmd := exec.Command(bin, "dev")
 	cmd.Env = append(os.Environ(), "BALLET_ADDR=127.0.0.1:0", "BALLET_ADMIN_ADDR=127.0.0.1:0",
-		"BALLET_REPLAY_LIMIT="+fmt.Sprint(replayLimit), "BALLET_DRAIN_WINDOW=1s")
+		"BALLET_REPLAY_LIMIT="+fmt.Sprint(replayLimit), "BALLET_DRAIN_WINDOW=1s", "BALLET_PLANNER_SCRIPT="+script)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {

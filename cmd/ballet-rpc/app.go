@@ -198,7 +198,7 @@ func (a *app) send(ctx context.Context, c *client.Client) error {
 		return err
 	}
 	defer a.unsubscribe(w.ID(), c)
-	seq, err := c.PlannerSend(ctx, session, text)
+	seq, err := c.PlannerSend(ctx, session, text, nil)
 	if err != nil {
 		return err
 	}

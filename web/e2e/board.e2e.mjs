@@ -17,6 +17,8 @@ const ARTIFACTS = process.env.ARTIFACTS ?? path.resolve('test-artifacts');
 const PROJECT = 'DEMO';
 const WAIT = 10_000;
 const REPLAY_LIMIT = Number(process.env.REPLAY_LIMIT ?? 1000);
+// The planner's slow answer to "tell a story" (see e2e_test.go).
+const STORY = process.env.STORY ?? '';
 
 let passed = 0;
 let failed = 0;
@@ -92,6 +94,40 @@ async function matchesServer(page) {
 }
 
 /**
+ * recordAnswers runs in a page: it records the planner's live answer as the
+ * chat shows it: window.__answers.first is the live bubble's text when it
+ * first had any, answers the bubble's text at each turn's end (before the
+ * stored transcript replaces it).
+ */
+function recordAnswers() {
+  const rec = { first: '', answers: [] };
+  /** @type {any} */ (window).__answers = rec;
+  new MutationObserver((records) => {
+    const live = document.querySelector('#planner .msg.assistant.live .live-text');
+    if (!rec.first && live?.textContent) rec.first = live.textContent;
+    for (const r of records) {
+      for (const n of r.addedNodes) {
+        if (n instanceof HTMLElement && n.classList.contains('turn-done')) {
+          const bubble = n.closest('.msg');
+          rec.answers.push([...(bubble?.querySelectorAll('.live-text') ?? [])].map((p) => p.textContent).join(''));
+        }
+      }
+    }
+  }).observe(document, { subtree: true, childList: true, characterData: true });
+}
+
+/**
+ * answered waits until the chat on page has shown a whole answer and
+ * returns what recordAnswers saw.
+ * @param {import('playwright-core').Page} page
+ * @returns {Promise<{first: string, answers: string[]}>}
+ */
+async function answered(page) {
+  await page.waitForFunction(() => window.__answers.answers.length > 0, null, { timeout: 3 * WAIT });
+  return page.evaluate(() => window.__answers);
+}
+
+/**
  * step runs one named check; the first failure ends the run.
  * @param {string} name @param {() => Promise<void>} fn
  */
@@ -110,7 +146,7 @@ async function step(name, fn) {
 
 // ---- the run ----
 
-for (const f of ['board.png', 'failure-a.png', 'failure-b.png']) await rm(path.join(ARTIFACTS, f), { force: true });
+for (const f of ['board.png', 'failure-a.png', 'failure-b.png', 'failure-c.png']) await rm(path.join(ARTIFACTS, f), { force: true });
 const userDataDir = await mkdtemp(path.join(os.tmpdir(), 'ballet-chromium-'));
 const context = await chromium.launchPersistentContext(userDataDir, {
   executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
@@ -241,6 +277,41 @@ try {
     }
   });
 
+  await step('the chat survives a dropped connection mid-answer, and a page opened mid-answer shows it from the start', async () => {
+    assert.ok(STORY.length > 200, 'STORY is set');
+    await a.evaluate(recordAnswers);
+    await b.evaluate(recordAnswers);
+    const connects = await a.evaluate(() => window.__ballet.stats.connects);
+    await a.getByLabel('Message to the planner').fill('tell a story');
+    await a.locator('#planner').getByRole('button', { name: 'Send' }).click();
+    // Mid-answer: the connection drops, and a third page opens.
+    await a.waitForFunction(() => (document.querySelector('#planner .msg.assistant.live .live-text')?.textContent ?? '').length >= 60,
+      null, { timeout: WAIT });
+    await a.evaluate(() => window.__ballet.dropConnection());
+    const c = await context.newPage();
+    pages.push(c);
+    c.on('pageerror', (err) => consoleErrors.push(`C: ${err.message}`));
+    c.on('console', (msg) => {
+      if (msg.type() === 'error') consoleErrors.push(`C: ${msg.text()}`);
+    });
+    await c.addInitScript(recordAnswers);
+    await c.goto(`${BASE}/?project=${PROJECT}`);
+    await c.locator('#planner[data-running="true"] .msg.assistant.live').waitFor({ timeout: WAIT });
+    for (const [name, page] of [['A', a], ['B', b], ['C', c]]) {
+      const rec = await answered(page);
+      assert.equal(rec.answers.at(-1), STORY, `page ${name} showed the answer whole, once`);
+      assert.ok(rec.first && STORY.startsWith(rec.first), `page ${name} showed the answer from its start: ${rec.first}`);
+    }
+    const c1 = await c.evaluate(() => window.__answers.first);
+    assert.ok(c1.length < STORY.length, 'page C opened before the answer ended');
+    await status(a, 'connected');
+    assert.ok(await a.evaluate(() => window.__ballet.stats.connects) > connects, 'page A reconnected');
+    await c.locator('#planner .msg.assistant:not(.live)', { hasText: 'The end.' }).waitFor({ timeout: WAIT });
+    assert.equal(await c.locator('#planner .msg.human', { hasText: 'tell a story' }).count(), 1);
+    pages.pop();
+    await c.close();
+  });
+
   await step('a dropped connection recovers without losing an event', async () => {
     await a.evaluate(() => window.__ballet.dropConnection());
     const it = await createItem('Created while page A reconnects');
@@ -304,7 +375,7 @@ try {
 } catch (err) {
   console.error(err);
   for (const [i, page] of pages.entries()) {
-    await page.screenshot({ path: path.join(ARTIFACTS, `failure-${i === 0 ? 'a' : 'b'}.png`) }).catch(() => {});
+    await page.screenshot({ path: path.join(ARTIFACTS, `failure-${'abc'[i] ?? i}.png`) }).catch(() => {});
   }
   if (consoleErrors.length) console.error(`page console errors:\n${consoleErrors.join('\n')}`);
   process.exitCode = 1;

@@ -1,7 +1,9 @@
 // A small realtime API server for the client's unit tests, over the ws
 // package on loopback: auth, ping, change streams with replay from
-// from_seq (and -32010 beyond a replay limit), planner watches, advertised
-// limits with -32029 refusals, and hooks to misbehave.
+// from_seq (and -32010 beyond a replay limit), planner watches with turns,
+// offsets and resuming (turn, after, resumed), planner.send with
+// idempotency keys, advertised limits with -32029 refusals, and hooks to
+// misbehave.
 
 import { decode, encode } from '@msgpack/msgpack';
 import { WebSocketServer } from 'ws';
@@ -21,10 +23,12 @@ export const PROTOCOLS = ['ballet.v1.msgpack', 'ballet.v1.json'];
 
 export class FakeServer {
   /**
-   * @param {{protocols?: string[]|null, replayLimit?: number, subject?: string, ttl?: number, limits?: Record<string, number>}} [opts]
+   * @param {{protocols?: string[]|null, replayLimit?: number, subject?: string, ttl?: number, limits?: Record<string, number>, resume?: boolean}} [opts]
    *   protocols: null accepts without any subprotocol; ttl: token lifetime in seconds;
    *   limits: advertised in the auth results (none by default, as an older
-   *   server), and "subscriptions" enforced with -32029
+   *   server), and "subscriptions" enforced with -32029; resume: false for a
+   *   server without the resume extension (outputs without turn and offset,
+   *   no "resumed", no idempotency keys)
    */
   constructor(opts = {}) {
     this.protocols = opts.protocols === undefined ? PROTOCOLS : opts.protocols;
@@ -48,6 +52,19 @@ export class FakeServer {
     this.methods = {};
     /** @type {Map<string, boolean>} planner sessions: running */
     this.sessions = new Map();
+    this.resume = opts.resume ?? true;
+    /** @type {Map<string, string>} planner sessions: their latest turn */
+    this.turnOf = new Map();
+    /** @type {Map<string, {session: string, outputs: any[]}>} turns kept for resuming, by id */
+    this.turns = new Map();
+    this.nextTurn = 0;
+    /** @type {Set<string>} turns whose output is no longer kept: resuming them fails */
+    this.forgotten = new Set();
+    /** @type {Map<string, number>} "session key" → the seq its send answered */
+    this.keys = new Map();
+    this.nextSeq = 0;
+    /** @type {Record<string, number>} how many of the next answers to a method are lost with their connection */
+    this.loseAnswers = {};
     this.accepting = true;
     /** @type {Array<(conn: FakeConn) => void>} */
     this.waiters = [];
@@ -120,7 +137,14 @@ export class FakeServer {
   /** @param {FakeConn} conn @param {any} msg */
   handle(conn, msg) {
     if (msg.id === undefined) return; // notifications: $/heartbeat
-    const reply = (/** @type {any} */ result) => conn.send({ jsonrpc: '2.0', id: msg.id, result });
+    const reply = (/** @type {any} */ result) => {
+      if (this.loseAnswers[msg.method] > 0) {
+        this.loseAnswers[msg.method]--;
+        conn.ws.terminate();
+        return;
+      }
+      conn.send({ jsonrpc: '2.0', id: msg.id, result });
+    };
     const fail = (/** @type {number} */ code, /** @type {string} */ message, /** @type {any} */ data) => conn.send({
       jsonrpc: '2.0', id: msg.id, error: data === undefined ? { code, message } : { code, message, data },
     });
@@ -179,17 +203,40 @@ export class FakeServer {
         if (!conn.subs.delete(p.subscription)) return fail(-32004, 'not found');
         reply({});
         return;
-      case 'planner.watch':
+      case 'planner.watch': {
         if (conn.subs.has(p.subscription)) return fail(-32602, 'duplicate subscription');
         if (this.full(conn)) return this.refuseSubscription(fail);
         conn.subs.set(p.subscription, { session: p.session });
-        reply({ subscription: p.subscription, running: this.sessions.get(p.session) ?? false });
+        const running = this.sessions.get(p.session) ?? false;
+        /** @type {any} */
+        const res = { subscription: p.subscription, running };
+        if (!this.resume) return reply(res);
+        const cur = running ? this.turnOf.get(p.session) : undefined;
+        if (cur) res.turn = cur;
+        if (p.after === undefined) return reply(res);
+        const id = p.turn || cur;
+        const t = id && !this.forgotten.has(id) ? this.turns.get(id) : undefined;
+        res.resumed = !!t;
+        if (t) {
+          res.turn = id;
+          for (const o of t.outputs.slice(p.after)) conn.notify('planner.output', { subscription: p.subscription, ...o });
+        }
+        reply(res);
         return;
-      case 'planner.send':
+      }
+      case 'planner.send': {
+        const key = `${p.session} ${p.idempotency_key}`;
+        if (this.resume && p.idempotency_key !== undefined && this.keys.has(key)) return reply({ seq: this.keys.get(key) });
         if (this.sessions.get(p.session)) return fail(-32009, 'a turn is running');
         this.sessions.set(p.session, true);
-        reply({ seq: 1 });
+        const id = `T${++this.nextTurn}`;
+        this.turnOf.set(p.session, id);
+        this.turns.set(id, { session: p.session, outputs: [] });
+        const seq = ++this.nextSeq;
+        if (this.resume && p.idempotency_key !== undefined) this.keys.set(key, seq);
+        reply({ seq });
         return;
+      }
       case 'planner.cancel':
         this.sessions.set(p.session, false);
         reply({});
@@ -233,14 +280,36 @@ export class FakeServer {
   }
 
   /**
-   * output sends planner.output to every watcher of session.
-   * @param {string} session @param {object} out
+   * output numbers out as the next output of session's turn (a turn is
+   * begun when none was), keeps it for resuming, and sends it to every
+   * watcher of session unless opts.send is false (an output lost on the
+   * way). done ends the turn.
+   * @param {string} session @param {object} out @param {{send?: boolean}} [opts]
+   * @returns {any} the output as sent
    */
-  output(session, out) {
+  output(session, out, opts = {}) {
+    let id = this.turnOf.get(session);
+    let t = id ? this.turns.get(id) : undefined;
+    if (!t || !this.sessions.get(session)) {
+      id = `T${++this.nextTurn}`;
+      t = { session, outputs: [] };
+      this.turnOf.set(session, id);
+      this.turns.set(id, t);
+      this.sessions.set(session, true);
+    }
+    const o = this.resume ? { session, turn: id, offset: t.outputs.length + 1, ...out } : { session, ...out };
+    t.outputs.push(o);
+    if (/** @type {any} */ (out).type === 'done') this.sessions.set(session, false);
+    if (opts.send !== false) this.sendOutput(o);
+    return o;
+  }
+
+  /** @param {any} o an output to send again to every watcher of its session */
+  sendOutput(o) {
     for (const c of this.conns) {
       if (c.ws.readyState !== 1) continue;
       for (const [id, s] of c.subs) {
-        if (s.session === session) c.notify('planner.output', { subscription: id, session, ...out });
+        if (s.session === o.session) c.notify('planner.output', { subscription: id, ...o });
       }
     }
   }

@@ -1,6 +1,8 @@
 // The planner chat panel: sessions over REST, the conversation over /rpc
 // (planner.send, planner.cancel), and the turn's live output streamed from
-// planner.watch as it is generated.
+// planner.watch as it is generated. The watch starts from the beginning of
+// a running turn and resumes where it was after a dropped connection, so
+// the live answer is shown whole, once.
 
 import { Code, errorCode } from '../client/index.js';
 import { ApiError } from './api.js';
@@ -10,7 +12,7 @@ import { h, relativeTime } from './dom.js';
  * @typedef {import('./api.js').Api} Api
  * @typedef {import('./api.js').Message} Message
  * @typedef {import('./api.js').Session} Session
- * @typedef {import('../client/subscription.js').PlannerOutput} PlannerOutput
+ * @typedef {import('../client/watch.js').PlannerOutput} PlannerOutput
  */
 
 /** @param {any} input */
@@ -47,6 +49,13 @@ export class PlannerPanel {
     this.live = null;
     /** @type {HTMLElement|null} */
     this.liveText = null;
+    /**
+     * The transcript seq of the running turn's human message, when the live
+     * bubble shows that turn from its start: the stored messages after it
+     * are in the bubble already.
+     * @type {number|null}
+     */
+    this.turnSeq = null;
     this.loadGen = 0;
 
     this.select = /** @type {HTMLSelectElement} */ (h('select', { id: 'planner-session', onchange: () => this.choose(this.select.value || null) }));
@@ -140,7 +149,9 @@ export class PlannerPanel {
     }
     try {
       this.watch = await this.client.plannerWatch(id, {
+        fromTurnStart: true,
         onOutput: (o) => this.output(o),
+        // Only when output was missed: the stored transcript is the truth.
         onResume: (running) => {
           this.endLive();
           this.setRunning(running);
@@ -175,9 +186,11 @@ export class PlannerPanel {
       return;
     }
     if (gen !== this.loadGen || id !== this.current) return;
-    const live = this.live;
-    this.transcript.replaceChildren(...sess.messages.map((m) => this.message(m)));
-    if (live && this.running) this.transcript.append(live);
+    const live = this.live && this.running ? this.live : null;
+    // While a turn streams, its bubble shows what it stored so far.
+    const upTo = live && this.turnSeq !== null ? this.turnSeq : Infinity;
+    this.transcript.replaceChildren(...sess.messages.filter((m) => m.seq <= upTo).map((m) => this.message(m)));
+    if (live) this.transcript.append(live);
     else this.endLive();
     if (!this.running) this.setRunning(sess.running);
     this.scroll();
@@ -232,6 +245,7 @@ export class PlannerPanel {
     this.live?.classList.remove('live');
     this.live = null;
     this.liveText = null;
+    this.turnSeq = null;
   }
 
   /**
@@ -268,7 +282,15 @@ export class PlannerPanel {
         this.setRunning(false);
         void this.reload();
         break;
-      default: // message, compacted: the transcript is reloaded at done
+      case 'message':
+        // A turn's first output stores the human's message.
+        if (o.offset === 1) {
+          this.endLive();
+          this.setRunning(true);
+          this.turnSeq = o.seq ?? null;
+        }
+        break;
+      default: // compacted: the transcript is reloaded at done
     }
     this.scroll();
   }

@@ -1,11 +1,13 @@
 // The Client: a connection to the realtime API that survives disconnects.
 
 import { Backoff } from './backoff.js';
+import { Deferred, sleep } from './deferred.js';
 import { codecFor } from './codec.js';
 import { Conn } from './conn.js';
 import { ClosedError, Code, ConnectionLostError, RpcError } from './errors.js';
 import { isSubjectLimit, subscriptionLimit } from './limits.js';
-import { Subscription, Watch } from './subscription.js';
+import { Subscription } from './subscription.js';
+import { Watch, plannerSend } from './watch.js';
 
 /**
  * @typedef {'connecting'|'connected'|'reconnecting'|'closed'} State
@@ -61,33 +63,6 @@ const quietLogger = Object.freeze({
   /** @param {string} msg @param {object} [attrs] */
   warn(msg, attrs) { console.warn(`ballet client: ${msg}`, attrs ?? ''); },
 });
-
-/**
- * A deferred promise that never counts as an unhandled rejection.
- * @template T
- */
-class Deferred {
-  constructor() {
-    /** @type {(v: T) => void} */
-    this.resolve = () => {};
-    /** @type {(e: any) => void} */
-    this.reject = () => {};
-    /** @type {Promise<T>} */
-    this.promise = new Promise((res, rej) => { this.resolve = res; this.reject = rej; });
-    this.promise.catch(() => {});
-  }
-}
-
-/**
- * @param {number} ms @param {Promise<any>} stop
- * @returns {Promise<boolean>} false when stop settled first
- */
-function sleep(ms, stop) {
-  return new Promise((resolve) => {
-    const t = setTimeout(() => resolve(true), ms);
-    stop.then(() => { clearTimeout(t); resolve(false); }, () => { clearTimeout(t); resolve(false); });
-  });
-}
 
 /**
  * Client is a connection to the realtime API (JSON-RPC 2.0 over WebSocket)
@@ -311,12 +286,14 @@ export class Client {
   }
 
   /**
-   * plannerWatch watches a planner session's live output (planner.watch)
-   * until unsubscribe. Output is not replayed: after a reconnect the watch
-   * is established again and onResume runs (reload the transcript). It
-   * counts against the subscription limit like subscribe.
+   * plannerWatch watches a planner session's output (planner.watch) until
+   * unsubscribe. After a reconnect, a lagging close or a gap it watches
+   * again from the last output delivered, so onOutput sees each output
+   * once, in order; onResume runs only when the server cannot replay
+   * (reload the transcript). It counts against the subscription limit like
+   * subscribe.
    * @param {string} session
-   * @param {import('./subscription.js').WatchOptions} [opts]
+   * @param {import('./watch.js').WatchOptions} [opts]
    * @returns {Promise<Watch>}
    */
   async plannerWatch(session, opts = {}) {
@@ -326,13 +303,16 @@ export class Client {
 
   /**
    * plannerSend stores the human's message in session and starts the
-   * planner's turn (planner.send). While a turn runs it rejects with
-   * RpcError Conflict.
-   * @param {string} session @param {string} text @param {CallOptions} [opts]
+   * planner's turn (planner.send). While another turn runs it rejects with
+   * RpcError Conflict. The message carries an idempotency key (random unless
+   * opts.idempotencyKey is set), so unlike call, a send whose connection
+   * ends before the answer is sent again with the same key on the next
+   * connection: the message is stored once.
+   * @param {string} session @param {string} text @param {import('./watch.js').SendOptions} [opts]
    * @returns {Promise<{seq: number}>} the message's position in the transcript
    */
   plannerSend(session, text, opts) {
-    return this.call('planner.send', { session, text }, opts);
+    return plannerSend(this, session, text, opts);
   }
 
   /**
@@ -579,7 +559,7 @@ export class Client {
       }
       case 'planner.output': {
         const w = this._subs.get(params.subscription);
-        if (w instanceof Watch) w._deliver(params);
+        if (w instanceof Watch) w._deliver(params, cn.gen);
         return;
       }
       case 'stream.closed': {

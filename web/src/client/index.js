@@ -1,9 +1,11 @@
 // The browser client of the Ballet realtime API: JSON-RPC 2.0 over
 // WebSocket, MessagePack by default, with auth refresh, heartbeats,
-// reconnects, gap-free resubscription and the server's advertised limits.
+// reconnects, gap-free resubscription, planner watches that resume where
+// they were, and the server's advertised limits.
 
 export { Client, dial } from './client.js';
-export { Subscription, Watch } from './subscription.js';
+export { Subscription } from './subscription.js';
+export { Watch, Position } from './watch.js';
 export { msgpack, json, codecFor } from './codec.js';
 export { Backoff } from './backoff.js';
 export { refreshDelay } from './conn.js';

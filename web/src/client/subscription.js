@@ -1,6 +1,6 @@
-// Stream subscriptions and planner watches: ids in the connection's
-// subscription namespace that the client re-establishes after every
-// reconnect.
+// Stream subscriptions, and what they share with planner watches: ids in
+// the connection's subscription namespace that the client re-establishes
+// after every reconnect.
 
 import { ClosedError, Code, ConnectionLostError, OverflowError, RpcError, StreamClosedError } from './errors.js';
 
@@ -19,17 +19,6 @@ import { ClosedError, Code, ConnectionLostError, OverflowError, RpcError, Stream
  * @property {number} occurred_at Unix milliseconds
  * @property {Actor} actor
  * @property {Record<string, any>} payload
- *
- * @typedef {object} PlannerOutput one planner.output notification
- * @property {string} subscription
- * @property {string} session
- * @property {'text'|'tool_call'|'tool_result'|'message'|'compacted'|'error'|'done'} type
- * @property {string} [text] a piece of the answer; the tool's result; the error; the reason of done
- * @property {string} [tool]
- * @property {string} [tool_use_id]
- * @property {any} [input] the tool call's input
- * @property {boolean} [is_error]
- * @property {number} [seq] the stored message (message, compacted)
  *
  * @typedef {object} SubscribeOptions
  * @property {number} [fromSeq] Replay the stream's events after it first.
@@ -52,16 +41,6 @@ import { ClosedError, Code, ConnectionLostError, OverflowError, RpcError, Stream
  * @property {number} [buffer] Events held while the subscription is being
  *   re-established; more end it with OverflowError. Default 4096.
  * @property {AbortSignal} [signal] Abandons the first subscribe.
- *
- * @typedef {object} WatchOptions
- * @property {(out: PlannerOutput) => void} [onOutput] The session's live output, in order.
- * @property {(running: boolean) => void} [onResume] Called after the watch was
- *   established again on a new connection (or after a lagging close), before
- *   any new output: output in between is lost, so reload the transcript.
- *   running tells whether a turn is in progress.
- * @property {(err: Error|null) => void} [onEnd] As for SubscribeOptions.
- * @property {number} [buffer] As for SubscribeOptions.
- * @property {AbortSignal} [signal] Abandons the first planner.watch.
  */
 
 /**
@@ -70,7 +49,7 @@ import { ClosedError, Code, ConnectionLostError, OverflowError, RpcError, Stream
  * it is re-established.
  * @template T
  */
-class Entry {
+export class Entry {
   /**
    * @param {import('./client.js').Client} client
    * @param {string} id
@@ -377,83 +356,6 @@ export class Subscription extends Entry {
       this.onResync?.(res.seq);
     } catch (err) {
       this.client.log.warn('onResync failed', { subscription: this.id, err: String(err) });
-    }
-    if (!this.done) this._release();
-    return true;
-  }
-}
-
-/**
- * Watch is a planner.watch: the live output of one planner session.
- * @extends {Entry<PlannerOutput>}
- */
-export class Watch extends Entry {
-  /**
-   * @param {import('./client.js').Client} client
-   * @param {string} id
-   * @param {string} session
-   * @param {WatchOptions} opts
-   */
-  constructor(client, id, session, opts) {
-    super(client, id, opts);
-    this.session = session;
-    this.onOutput = opts.onOutput;
-    this.onResume = opts.onResume;
-    /** Whether a turn was in progress when the watch was last established. */
-    this.running = false;
-  }
-
-  /** @param {AbortSignal|undefined} signal */
-  _first(signal) {
-    return this._subscribeLoop(signal, async (cn) => {
-      /** @type {{running: boolean}} */
-      const res = await cn.request('planner.watch', { subscription: this.id, session: this.session },
-        { signal, retries: this.client.o.rateLimitRetries });
-      this.running = !!res.running;
-    });
-  }
-
-  /** @param {PlannerOutput} out */
-  _deliver(out) {
-    if (!this.done) this._offer(out);
-  }
-
-  /** @param {PlannerOutput} out */
-  _emit(out) {
-    try {
-      this.onOutput?.(out);
-    } catch (err) {
-      this.client.log.warn('onOutput failed', { subscription: this.id, err: String(err) });
-    }
-  }
-
-  /**
-   * _restore watches again on cn and runs onResume before new output is
-   * delivered.
-   * @param {import('./conn.js').Conn} cn
-   */
-  async _restore(cn) {
-    if (this.done || !this.active || this.gen === cn.gen) return true;
-    const epoch = this.epoch;
-    this.holding = true;
-    /** @type {{running: boolean}} */
-    let res;
-    try {
-      res = await cn.request('planner.watch', { subscription: this.id, session: this.session }, this._patient());
-    } catch (err) {
-      this.holding = false;
-      this.held = [];
-      if (!(err instanceof RpcError)) return this._callFailed(cn, err);
-      err.message = `planner.watch ${this.session} again: ${err.message}`;
-      this._fail(err);
-      return true;
-    }
-    this.running = !!res.running;
-    if (!this._settled(cn, epoch)) return true;
-    try {
-      this.onResume?.(this.running);
-    } catch (err) {
-      this.client.log.warn('onResume failed', { subscription: this.id, err: String(err) });
     }
     if (!this.done) this._release();
     return true;
