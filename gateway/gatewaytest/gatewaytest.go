@@ -16,6 +16,7 @@ import (
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/auth/authtest"
 	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/planner"
 	plannermem "github.com/ballet/gateway/planner/memstore"
 	plannerpg "github.com/ballet/gateway/planner/pgstore"
@@ -162,12 +163,7 @@ func Start(t testing.TB, o *Options) *Env {
 			env.Planner = planner.New(store, env.Tracker, &po)
 			t.Cleanup(func() { env.Planner.Close() })
 			plan = env.Planner
-			pAPI := planner.NewHandler(env.Planner, verifier, &planner.HandlerOptions{Logger: quiet})
-			mux := http.NewServeMux()
-			mux.Handle("/api/v1/planner/", pAPI)
-			mux.Handle("/api/v1/projects/{project}/planner/", pAPI)
-			mux.Handle("/api/v1/", api)
-			api = mux
+			api = httpapi.Join(api, planner.NewHandler(env.Planner, verifier, &planner.HandlerOptions{Logger: quiet}))
 		}
 		env.api.set(api)
 	}
