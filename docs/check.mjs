@@ -4,9 +4,16 @@
 //   openapi.yaml   against the OpenAPI 3.1 schema, with every $ref resolved
 //   both           every example valid against the schema it illustrates
 //
-// Usage: node check.mjs [--json]   (--json prints both documents as one JSON object,
-// {"asyncapi": ..., "openapi": ...}, for the Go tests of package docs). Exit status 1 with
-// the problems on stderr when a check fails.
+// Usage: node check.mjs [--json] [--responses FILE]
+//
+//   --json       prints both documents as one JSON object, {"asyncapi": ..., "openapi": ...},
+//                for the Go tests of package docs
+//   --responses  also checks the server's answers in FILE (written by TestOpenAPIResponses):
+//                a JSON array of {path, method, status, contentType, headers, body}, each of
+//                which must be a response openapi.yaml documents for its operation, with its
+//                content type, schema and headers
+//
+// Exit status 1 with the problems on stderr when a check fails.
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
@@ -165,14 +172,71 @@ async function checkOpenAPI() {
   return doc;
 }
 
+// checkResponses validates recorded answers of the server against openapi.yaml.
+async function checkResponses(doc, file) {
+  const exchanges = JSON.parse(await readFile(file, 'utf8'));
+  const id = 'openapi.json';
+  const ajv = newAjv(Ajv2020, doc, id);
+  const refPath = (ref) => ref.slice(2).split('/').map((p) => p.replaceAll('~1', '/').replaceAll('~0', '~'));
+  const get = (parts) => parts.reduce((n, k) => n?.[k], doc);
+  for (const x of exchanges) {
+    const where = `${x.method} ${x.path} answered ${x.status}`;
+    // A method the path does not serve has no operation: its 405 is MethodNotAllowed.
+    const op = doc.paths?.[x.path]?.[x.method.toLowerCase()];
+    if (!doc.paths?.[x.path] || (!op && x.status !== 405)) {
+      problems.push(`${where}: openapi.yaml has no such operation`);
+      continue;
+    }
+    let base = ['paths', x.path, x.method.toLowerCase(), 'responses', String(x.status)];
+    if (!op || (!get(base) && x.status === 405)) base = ['components', 'responses', 'MethodNotAllowed'];
+    if (!get(base)) {
+      problems.push(`${where}: a status openapi.yaml does not document for it`);
+      continue;
+    }
+    while (typeof get(base).$ref === 'string') base = refPath(get(base).$ref);
+    const resp = get(base);
+    if (resp.content) {
+      if (!resp.content[x.contentType]) {
+        problems.push(`${where}: content type ${x.contentType}, documented ${Object.keys(resp.content).join(', ')}`);
+      } else {
+        check(ajv, id, where, [...base, 'content', x.contentType, 'schema'], x.body);
+      }
+    } else if (x.body !== null && x.body !== '') {
+      problems.push(`${where}: a body, where openapi.yaml documents none`);
+    }
+    const headers = Object.fromEntries(Object.entries(x.headers ?? {}).map(([k, v]) => [k.toLowerCase(), v]));
+    for (const [name, h] of Object.entries(resp.headers ?? {})) {
+      let hdr = h;
+      let parts = [...base, 'headers', name];
+      while (typeof hdr.$ref === 'string') {
+        parts = refPath(hdr.$ref);
+        hdr = get(parts);
+      }
+      const values = headers[name.toLowerCase()];
+      if (!values) {
+        problems.push(`${where}: no ${name} header`);
+        continue;
+      }
+      let value = values[0];
+      if (hdr.schema?.type === 'integer' && /^[0-9]+$/.test(value)) value = Number(value);
+      check(ajv, id, `${where}, header ${name}`, [...parts, 'schema'], value);
+    }
+  }
+  if (exchanges.length === 0) problems.push(`${file}: no responses`);
+}
+
 const asyncapi = await checkAsyncAPI();
 const openapi = await checkOpenAPI();
+const responses = process.argv.indexOf('--responses');
+if (responses > 0 && problems.length === 0) await checkResponses(openapi, process.argv[responses + 1]);
 if (problems.length > 0) {
   console.error(problems.join('\n'));
   process.exit(1);
 }
 if (process.argv.includes('--json')) {
   process.stdout.write(JSON.stringify({ asyncapi, openapi }));
+} else if (responses > 0) {
+  console.log('the server\'s answers match openapi.yaml');
 } else {
   console.log('asyncapi.yaml and openapi.yaml: valid, and so are their examples');
 }

@@ -89,7 +89,10 @@ type Env struct {
 	Tracker *tracker.Service
 	// Planner is the planner service when Options.Planner is set.
 	Planner *planner.Service
-	api     *swapHandler
+	// API is the REST API that Start mounted at /api/v1/ when Options.Tracker is set: the
+	// tracker's Router, joined with the planner's when Options.Planner is set.
+	API *httpapi.Router
+	api *swapHandler
 }
 
 // Start runs a gateway until the test ends.
@@ -143,7 +146,7 @@ func Start(t testing.TB, o *Options) *Env {
 	var plan gateway.Planner
 	if env.Tracker != nil {
 		items = env.Tracker
-		var api http.Handler = tracker.NewHandler(env.Tracker, verifier, &tracker.HandlerOptions{Logger: quiet})
+		api := httpapi.Join(tracker.NewHandler(env.Tracker, verifier, &tracker.HandlerOptions{Logger: quiet}))
 		if o.Planner != nil {
 			po := o.PlannerOptions
 			po.Provider = o.Planner
@@ -165,6 +168,7 @@ func Start(t testing.TB, o *Options) *Env {
 			plan = env.Planner
 			api = httpapi.Join(api, planner.NewHandler(env.Planner, verifier, &planner.HandlerOptions{Logger: quiet}))
 		}
+		env.API = api
 		env.api.set(api)
 	}
 	if o.API != nil {
