@@ -11,7 +11,7 @@
 //   --responses  also checks the server's answers in FILE (written by TestOpenAPIResponses):
 //                a JSON array of {path, method, status, contentType, headers, body}, each of
 //                which must be a response openapi.yaml documents for its operation, with its
-//                content type, schema and headers
+//                content type and schema, its required headers, and valid values in the others
 //
 // Exit status 1 with the problems on stderr when a check fails.
 import { readFile } from 'node:fs/promises';
@@ -108,6 +108,7 @@ async function checkAsyncAPI() {
   }
   if (n === 0) problems.push('asyncapi.yaml: no message examples');
   schemaExamples(ajv, id, doc, 'asyncapi.yaml', ['components', 'schemas']);
+  schemaExamples(ajv, id, doc, 'asyncapi.yaml', ['channels']);
   return doc;
 }
 
@@ -214,7 +215,7 @@ async function checkResponses(doc, file) {
       }
       const values = headers[name.toLowerCase()];
       if (!values) {
-        problems.push(`${where}: no ${name} header`);
+        if (hdr.required) problems.push(`${where}: no ${name} header`);
         continue;
       }
       let value = values[0];
