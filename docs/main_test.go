@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -125,10 +126,9 @@ func deref(t *testing.T, doc map[string]any, v any) any {
 }
 
 func splitPointer(p string) []string {
-	var out []string
-	for _, s := range bytes.Split([]byte(p), []byte("/")) {
-		s = bytes.ReplaceAll(s, []byte("~1"), []byte("/"))
-		out = append(out, string(bytes.ReplaceAll(s, []byte("~0"), []byte("~"))))
+	parts := strings.Split(p, "/")
+	for i, s := range parts {
+		parts[i] = strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
 	}
-	return out
+	return parts
 }
