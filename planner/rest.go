@@ -14,13 +14,8 @@ type TokenVerifier = httpapi.TokenVerifier
 // slog.Default(), MaxBodyBytes (beyond which a body is refused with 413) is 64 KiB.
 type HandlerOptions = httpapi.HandlerOptions
 
-// NewHandler returns the planner's REST API. It expects full paths; mount it beside the
-// tracker's handler for exactly these patterns:
-//
-//	mux.Handle("/api/v1/projects/{project}/planner/sessions", h)
-//	mux.Handle("/api/v1/planner/", h)
-//
-// Routes:
+// NewHandler returns the planner's REST API. It expects full paths; it is an
+// *httpapi.Router, mounted beside the tracker's with httpapi.Join. Routes:
 //
 //	POST /api/v1/projects/{project}/planner/sessions   {"title"?}: tracker.write, a person; 201
 //	GET  /api/v1/projects/{project}/planner/sessions   {"sessions": [...]}, newest first: tracker.read
@@ -32,10 +27,9 @@ func NewHandler(svc *Service, v TokenVerifier, opts *HandlerOptions) http.Handle
 	h := &handler{svc: svc, api: httpapi.New(httpapi.Config{
 		Name: "planner", Verifier: v, MaxBodyBytes: 64 << 10, Classify: classify,
 	}, opts)}
-	mux := http.NewServeMux()
+	mux := h.api.NewRouter()
 	mux.Handle("/api/v1/projects/{project}/planner/sessions", httpapi.Route(h.api, CallerFor, httpapi.Methods[Caller]{"GET": h.list, "POST": h.create}))
 	mux.Handle("/api/v1/planner/sessions/{session}", httpapi.Route(h.api, CallerFor, httpapi.Methods[Caller]{"GET": h.get}))
-	mux.Handle("/", h.api.NotFound())
 	return mux
 }
 

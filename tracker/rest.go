@@ -32,21 +32,22 @@ type HandlerOptions = httpapi.HandlerOptions
 //	DELETE /api/v1/items/{key}/dependencies/{blocker}
 //
 // Every request needs "Authorization: Bearer <token>". Errors are application/problem+json
-// (RFC 7807): 400, 401, 403, 404, 405, 409, 412, 413, 415, 422.
+// (RFC 7807): 400, 401, 403, 404, 405, 409, 412, 413, 415, 422. The handler is an
+// *httpapi.Router: httpapi.Join mounts it beside the planner's, and docs/openapi.yaml is
+// checked against its Endpoints.
 func NewHandler(svc *Service, v TokenVerifier, opts *HandlerOptions) http.Handler {
 	h := &handler{svc: svc, api: httpapi.New(httpapi.Config{
 		Name: "tracker", Verifier: v, MaxBodyBytes: 1 << 20,
 		Classify: func(err error) (int, string) { return HTTPStatus(err), Detail(err) },
 	}, opts)}
 	route := func(ms methods) http.Handler { return httpapi.Route(h.api, ActorFor, ms) }
-	mux := http.NewServeMux()
+	mux := h.api.NewRouter()
 	mux.Handle("/api/v1/projects", route(methods{"GET": h.listProjects, "POST": h.createProject}))
 	mux.Handle("/api/v1/projects/{project}", route(methods{"GET": h.getProject}))
 	mux.Handle("/api/v1/projects/{project}/members/{subject}", route(methods{"PUT": h.setMember, "DELETE": h.removeMember}))
 	mux.Handle("/api/v1/projects/{project}/items", route(methods{"GET": h.listItems, "POST": h.createItem}))
 	mux.Handle("/api/v1/items/{item}", route(methods{"GET": h.getItem, "PATCH": h.patchItem, "DELETE": h.deleteItem}))
 	mux.Handle("/api/v1/items/{item}/dependencies/{blocker}", route(methods{"PUT": h.addDependency, "DELETE": h.removeDependency}))
-	mux.Handle("/", h.api.NotFound())
 	return mux
 }
 

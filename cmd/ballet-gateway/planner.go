@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/planner/provider"
 )
 
@@ -48,9 +49,5 @@ func apiMux(trackerAPI, plannerAPI http.Handler) http.Handler {
 	if plannerAPI == nil {
 		return trackerAPI
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/api/v1/planner/", plannerAPI)
-	mux.Handle("/api/v1/projects/{project}/planner/", plannerAPI)
-	mux.Handle("/api/v1/", trackerAPI)
-	return mux
+	return httpapi.Join(trackerAPI, plannerAPI)
 }

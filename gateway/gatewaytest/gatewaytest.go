@@ -17,6 +17,7 @@ import (
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/auth/authtest"
 	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/planner"
 	plannermem "github.com/ballet/gateway/planner/memstore"
 	plannerpg "github.com/ballet/gateway/planner/pgstore"
@@ -100,7 +101,10 @@ type Env struct {
 	Tracker *tracker.Service
 	// Planner is the planner service when Options.Planner is set.
 	Planner *planner.Service
-	api     *swapHandler
+	// API is the REST API that Start mounted at /api/v1/ when Options.Tracker is set: the
+	// tracker's Router, joined with the planner's when Options.Planner is set.
+	API *httpapi.Router
+	api *swapHandler
 }
 
 // Start runs a gateway until the test ends.
@@ -166,7 +170,7 @@ func Start(t testing.TB, o *Options) *Env {
 	var plan gateway.Planner
 	if env.Tracker != nil {
 		items = env.Tracker
-		var api http.Handler = tracker.NewHandler(env.Tracker, verifier, &tracker.HandlerOptions{Logger: quiet})
+		api := httpapi.Join(tracker.NewHandler(env.Tracker, verifier, &tracker.HandlerOptions{Logger: quiet}))
 		if o.Planner != nil {
 			po := o.PlannerOptions
 			po.Provider = o.Planner
@@ -186,13 +190,9 @@ func Start(t testing.TB, o *Options) *Env {
 			env.Planner = planner.New(store, env.Tracker, &po)
 			t.Cleanup(func() { env.Planner.Close() })
 			plan = env.Planner
-			pAPI := planner.NewHandler(env.Planner, verifier, &planner.HandlerOptions{Logger: quiet})
-			mux := http.NewServeMux()
-			mux.Handle("/api/v1/planner/", pAPI)
-			mux.Handle("/api/v1/projects/{project}/planner/", pAPI)
-			mux.Handle("/api/v1/", api)
-			api = mux
+			api = httpapi.Join(api, planner.NewHandler(env.Planner, verifier, &planner.HandlerOptions{Logger: quiet}))
 		}
+		env.API = api
 		env.api.set(api)
 	}
 	if o.API != nil {

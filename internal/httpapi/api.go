@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -76,16 +77,14 @@ type Methods[C any] map[string]func(w http.ResponseWriter, r *http.Request, c C)
 // authenticates the bearer token, turns the principal into the caller with as, calls the
 // method's function and answers its error as a problem.
 func Route[C any](a *API, as func(*auth.Principal) C, ms Methods[C]) http.Handler {
-	var allow []string
-	for m := range ms {
-		allow = append(allow, m)
-	}
+	methods := slices.Sorted(maps.Keys(ms))
+	allow := slices.Clone(methods)
 	if ms[http.MethodGet] != nil {
 		allow = append(allow, http.MethodHead)
+		slices.Sort(allow)
 	}
-	slices.Sort(allow)
 	allowed := strings.Join(allow, ", ")
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return &methodHandler{methods: methods, serve: func(w http.ResponseWriter, r *http.Request) {
 		m := r.Method
 		if m == http.MethodHead {
 			m = http.MethodGet
@@ -103,7 +102,7 @@ func Route[C any](a *API, as func(*auth.Principal) C, ms Methods[C]) http.Handle
 		if err != nil {
 			a.problem(w, r, err)
 		}
-	})
+	}}
 }
 
 // NotFound answers every request with 404: mount it where no route matches.

@@ -7,6 +7,8 @@
 // Route serves one path: HEAD as GET, 405 with Allow for other methods, 401 (or 503 while
 // tokens cannot be verified) before the method's function runs, and its error as a problem.
 // Failures of the request itself are *Error values (Errorf), with their status and headers.
+// A Router (API.NewRouter) serves a surface's routes and lists them (Endpoints); Join mounts
+// several surfaces side by side, so the server's routes can be checked against docs/openapi.yaml.
 //
 // A 500 never shows its error: the text goes to the log, the caller reads a fixed detail.
 // This package imports none of the handlers that use it.

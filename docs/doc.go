@@ -1,0 +1,13 @@
+// Package docs holds no code: its tests keep the descriptions of the gateway's APIs true to the
+// server and to each other.
+//
+//   - protocol.md, the realtime API for people; asyncapi.yaml, the same for programs;
+//   - openapi.yaml, the REST API; operations.md and benchmarks.md are prose only.
+//
+// The tests compare the method table (gateway/methods.go), the notifications the gateway sends,
+// the error codes (rpc/errors.go) and close codes with both descriptions of the realtime API,
+// its examples with each other, and the REST routes the server serves (httpapi.Router's
+// Endpoints) with openapi.yaml. The descriptions are validated under Node.js by check.mjs with
+// the npm packages of package.json (the AsyncAPI parser, an OpenAPI 3.1 validator, Ajv for
+// the examples); without them the tests skip, except with CI=true, where they fail.
+package docs

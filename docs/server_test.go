@@ -1,0 +1,238 @@
+package docs
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/coder/websocket"
+
+	"github.com/ballet/gateway/streams"
+)
+
+// What the server says about itself, read from its source: the lists that the descriptions
+// must match are the ones the code runs on, not copies kept beside the tests.
+
+// parseDir parses the non-test Go files of a package directory (relative to the repository).
+func parseDir(t *testing.T, dir string) []*ast.File {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join("..", dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []*ast.File
+	fset := token.NewFileSet()
+	for _, p := range paths {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no Go files in %s", dir)
+	}
+	return files
+}
+
+func stringLit(e ast.Expr) (string, bool) {
+	lit, ok := e.(*ast.BasicLit)
+	if !ok || lit.Kind != token.STRING {
+		return "", false
+	}
+	s, err := strconv.Unquote(lit.Value)
+	return s, err == nil
+}
+
+func intLit(e ast.Expr) (int, bool) {
+	neg := false
+	if u, ok := e.(*ast.UnaryExpr); ok && u.Op == token.SUB {
+		neg, e = true, u.X
+	}
+	lit, ok := e.(*ast.BasicLit)
+	if !ok || lit.Kind != token.INT {
+		return 0, false
+	}
+	n, err := strconv.Atoi(lit.Value)
+	if neg {
+		n = -n
+	}
+	return n, err == nil
+}
+
+// mapKeys returns the string keys of the map literal assigned to the package variable name.
+func mapKeys(t *testing.T, dir, name string) []string {
+	t.Helper()
+	var keys []string
+	found := false
+	for _, f := range parseDir(t, dir) {
+		ast.Inspect(f, func(n ast.Node) bool {
+			vs, ok := n.(*ast.ValueSpec)
+			if !ok || len(vs.Names) != 1 || vs.Names[0].Name != name || len(vs.Values) != 1 {
+				return true
+			}
+			cl, ok := vs.Values[0].(*ast.CompositeLit)
+			if !ok {
+				t.Fatalf("%s/%s is not a map literal", dir, name)
+			}
+			found = true
+			for _, e := range cl.Elts {
+				kv := e.(*ast.KeyValueExpr)
+				k, ok := stringLit(kv.Key)
+				if !ok {
+					t.Fatalf("%s/%s: a key that is not a string literal", dir, name)
+				}
+				keys = append(keys, k)
+			}
+			return false
+		})
+	}
+	if !found || len(keys) == 0 {
+		t.Fatalf("no map literal %s in %s", name, dir)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// serverMethods is the method table: what the gateway answers (gateway/methods.go).
+func serverMethods(t *testing.T) []string { return mapKeys(t, "gateway", "methods") }
+
+// labelledMethods bounds the gateway's method label (gateway/metrics.go): every method it
+// receives or sends.
+func labelledMethods(t *testing.T) []string { return mapKeys(t, "gateway", "knownMethods") }
+
+// serverNotifications are the notifications the gateway sends: the method names it passes to
+// its notification helper or puts in an rpc.Frame, and the streams package's event.
+func serverNotifications(t *testing.T) []string {
+	t.Helper()
+	set := map[string]bool{streams.MethodEvent: true}
+	for _, f := range parseDir(t, "gateway") {
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.CallExpr:
+				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "notification" && len(n.Args) > 0 {
+					if s, ok := stringLit(n.Args[0]); ok {
+						set[s] = true
+					}
+				}
+			case *ast.KeyValueExpr:
+				if id, ok := n.Key.(*ast.Ident); ok && id.Name == "Method" {
+					if s, ok := stringLit(n.Value); ok {
+						set[s] = true
+					}
+				}
+			}
+			return true
+		})
+	}
+	out := make([]string, 0, len(set))
+	for m := range set {
+		out = append(out, m)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// serverErrorCodes are the codes of rpc/errors.go's &Error{Code, Message} values, with their
+// messages.
+func serverErrorCodes(t *testing.T) map[int]string {
+	t.Helper()
+	codes := map[int]string{}
+	for _, f := range parseDir(t, "rpc") {
+		ast.Inspect(f, func(n ast.Node) bool {
+			cl, ok := n.(*ast.CompositeLit)
+			if !ok {
+				return true
+			}
+			if id, ok := cl.Type.(*ast.Ident); !ok || id.Name != "Error" {
+				return true
+			}
+			code, msg, hasCode := 0, "", false
+			for _, e := range cl.Elts {
+				kv, ok := e.(*ast.KeyValueExpr)
+				if !ok {
+					continue
+				}
+				switch kv.Key.(*ast.Ident).Name {
+				case "Code":
+					code, hasCode = intLit(kv.Value)
+				case "Message":
+					msg, _ = stringLit(kv.Value)
+				}
+			}
+			if hasCode {
+				codes[code] = msg
+			}
+			return true
+		})
+	}
+	if len(codes) < 10 {
+		t.Fatalf("found only %d error codes in rpc", len(codes))
+	}
+	return codes
+}
+
+// wsStatus is every close code coder/websocket names; the gateway's use of one not listed
+// fails the test, so that a new close cannot go undocumented.
+var wsStatus = map[string]websocket.StatusCode{
+	"StatusNormalClosure":           websocket.StatusNormalClosure,
+	"StatusGoingAway":               websocket.StatusGoingAway,
+	"StatusProtocolError":           websocket.StatusProtocolError,
+	"StatusUnsupportedData":         websocket.StatusUnsupportedData,
+	"StatusNoStatusRcvd":            websocket.StatusNoStatusRcvd,
+	"StatusAbnormalClosure":         websocket.StatusAbnormalClosure,
+	"StatusInvalidFramePayloadData": websocket.StatusInvalidFramePayloadData,
+	"StatusPolicyViolation":         websocket.StatusPolicyViolation,
+	"StatusMessageTooBig":           websocket.StatusMessageTooBig,
+	"StatusMandatoryExtension":      websocket.StatusMandatoryExtension,
+	"StatusInternalError":           websocket.StatusInternalError,
+	"StatusServiceRestart":          websocket.StatusServiceRestart,
+	"StatusTryAgainLater":           websocket.StatusTryAgainLater,
+	"StatusBadGateway":              websocket.StatusBadGateway,
+	"StatusTLSHandshake":            websocket.StatusTLSHandshake,
+}
+
+// serverCloseCodes are the close codes the gateway's code names: the websocket package's
+// Status constants it uses, and its own constants of type websocket.StatusCode.
+func serverCloseCodes(t *testing.T) map[int]string {
+	t.Helper()
+	codes := map[int]string{}
+	for _, f := range parseDir(t, "gateway") {
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.SelectorExpr:
+				pkg, ok := n.X.(*ast.Ident)
+				if !ok || pkg.Name != "websocket" || !strings.HasPrefix(n.Sel.Name, "Status") || n.Sel.Name == "StatusCode" {
+					return true
+				}
+				code, known := wsStatus[n.Sel.Name]
+				if !known {
+					t.Errorf("gateway uses websocket.%s: add it to wsStatus, and document it", n.Sel.Name)
+				}
+				codes[int(code)] = "websocket." + n.Sel.Name
+			case *ast.ValueSpec:
+				sel, ok := n.Type.(*ast.SelectorExpr)
+				if !ok || sel.Sel.Name != "StatusCode" || len(n.Values) != len(n.Names) {
+					return true
+				}
+				for i, name := range n.Names {
+					code, ok := intLit(n.Values[i])
+					if !ok {
+						t.Fatalf("gateway.%s: not an integer literal", name.Name)
+					}
+					codes[code] = "gateway." + name.Name
+				}
+			}
+			return true
+		})
+	}
+	return codes
+}
