@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/ballet/gateway/presence"
 	"github.com/ballet/gateway/streams"
 )
 
@@ -110,10 +111,11 @@ func serverMethods(t *testing.T) []string { return mapKeys(t, "gateway", "method
 func labelledMethods(t *testing.T) []string { return mapKeys(t, "gateway", "knownMethods") }
 
 // serverNotifications are the notifications the gateway sends: the method names it passes to
-// its notification helper or puts in an rpc.Frame, and the streams package's event.
+// its notification helper or puts in an rpc.Frame, and the streams and presence packages'
+// notifications, which it sends under their constants.
 func serverNotifications(t *testing.T) []string {
 	t.Helper()
-	set := map[string]bool{streams.MethodEvent: true}
+	set := map[string]bool{streams.MethodEvent: true, presence.MethodChanged: true}
 	for _, f := range parseDir(t, "gateway") {
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch n := n.(type) {
