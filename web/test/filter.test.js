@@ -30,3 +30,32 @@ describe('types', () => {
     assert.deepEqual(again.params, { subscription: sub.id, stream: 'project:P', from_seq: 0, types: ['item.*', 'dependency.added'] });
   });
 });
+
+describe('presence', () => {
+  it('follows presence.changed and starts afresh at each resubscribe', async () => {
+    const s = await new FakeServer().start();
+    cleanups.push(() => s.stop());
+    let n = 0;
+    const c = new Client(s.url, { token: () => `tok-${++n}`, WebSocket, logger: silent, minBackoff: 5, maxBackoff: 20 });
+    await c.connect();
+    cleanups.push(() => c.close());
+    /** @type {string[][]} */
+    const seen = [];
+    const sub = await c.subscribe('project:P', { onPresence: (p) => seen.push(p), onEvent: () => {} });
+    const first = s.last.received.find((m) => m.method === 'stream.subscribe');
+    assert.equal(first.params.presence, true);
+    s.last.notify('presence.changed', { subscription: sub.id, stream: 'project:P', joined: [{ subject: 'bob' }, { subject: 'alice' }], left: [] });
+    await waitFor(() => seen.length === 1);
+    assert.deepEqual(seen[0], ['alice', 'bob']);
+    s.last.notify('presence.changed', { subscription: sub.id, stream: 'project:P', joined: [{ subject: 'carol' }], left: [{ subject: 'bob' }] });
+    await waitFor(() => seen.length === 2);
+    assert.deepEqual(seen[1], ['alice', 'carol']);
+    s.dropAll();
+    await waitFor(() => s.conns.length >= 2 && s.last.received.some((m) => m.method === 'stream.subscribe'), 3000, 'resubscribe');
+    // The new subscription's snapshot replaces the list.
+    s.last.notify('presence.changed', { subscription: sub.id, stream: 'project:P', joined: [{ subject: 'alice' }], left: [] });
+    await waitFor(() => seen.length === 3);
+    assert.deepEqual(seen[2], ['alice']);
+    assert.equal(s.last.received.find((m) => m.method === 'stream.subscribe').params.presence, true);
+  });
+});

@@ -324,6 +324,16 @@ export class Client {
     await this.call('planner.cancel', { session }, opts);
   }
 
+  /**
+   * presenceGet asks who is present on a stream now, on every replica
+   * (presence.get, an extension; needs tracker.read).
+   * @param {string} stream @param {CallOptions} [opts]
+   * @returns {Promise<{stream: string, members: Array<{subject: string, connections: number}>, truncated?: boolean}>}
+   */
+  presenceGet(stream, opts) {
+    return this.call('presence.get', { stream }, opts);
+  }
+
   // ---- internals ----
 
   /** @param {State} state @param {Error} [err] */
@@ -560,6 +570,11 @@ export class Client {
       case 'planner.output': {
         const w = this._subs.get(params.subscription);
         if (w instanceof Watch) w._deliver(params, cn.gen);
+        return;
+      }
+      case 'presence.changed': {
+        const s = this._subs.get(params.subscription);
+        if (s instanceof Subscription) s._presenceChanged(params);
         return;
       }
       case 'stream.closed': {

@@ -27,6 +27,11 @@ import { ClosedError, Code, ConnectionLostError, OverflowError, RpcError, Stream
  *   exact names ("dependency.added") or prefixes ending in "*" ("item.*").
  *   Seqs stay increasing, with gaps where events were left out; resuming
  *   after a reconnect keeps the filter.
+ * @property {(present: string[]) => void} [onPresence] Makes the caller
+ *   present on the stream while the subscription lives (presence, an
+ *   extension), and is called with the subjects present, sorted, each time
+ *   the list changes. The list starts afresh at each (re)subscribe: the
+ *   server's snapshot follows.
  * @property {(ev: StreamEvent) => void} [onEvent] Each event, exactly once, in seq order.
  * @property {(seq: number) => void} [onResync] Called when, after a reconnect
  *   or a lagging close, the server can no longer replay from the last
@@ -245,6 +250,9 @@ export class Subscription extends Entry {
     this.stream = stream;
     /** @type {string[]|undefined} */
     this.types = opts.types ? [...opts.types] : undefined;
+    this.onPresence = opts.onPresence;
+    /** Subjects present on the stream (with onPresence). @type {Set<string>} */
+    this.present = new Set();
     this.onEvent = opts.onEvent;
     this.onResync = opts.onResync;
     /** The log position the first subscribe returned. */
@@ -272,16 +280,36 @@ export class Subscription extends Entry {
   }
 
   /**
-   * _params are stream.subscribe's params, with the filter when there is one.
+   * _params are stream.subscribe's params, with the filter and presence when
+   * asked for; with presence, the list starts afresh (the snapshot follows).
    * @param {number} [from]
-   * @returns {{subscription: string, stream: string, from_seq?: number, types?: string[]}}
+   * @returns {{subscription: string, stream: string, from_seq?: number, types?: string[], presence?: boolean}}
    */
   _params(from) {
-    /** @type {{subscription: string, stream: string, from_seq?: number, types?: string[]}} */
+    /** @type {{subscription: string, stream: string, from_seq?: number, types?: string[], presence?: boolean}} */
     const p = { subscription: this.id, stream: this.stream };
     if (from !== undefined) p.from_seq = from;
     if (this.types) p.types = this.types;
+    if (this.onPresence) {
+      p.presence = true;
+      this.present.clear();
+    }
     return p;
+  }
+
+  /**
+   * _presenceChanged applies a presence.changed notification.
+   * @param {{joined?: Array<{subject: string}>, left?: Array<{subject: string}>}} ch
+   */
+  _presenceChanged(ch) {
+    if (this.done || !this.onPresence) return;
+    for (const j of ch.joined ?? []) this.present.add(j.subject);
+    for (const l of ch.left ?? []) this.present.delete(l.subject);
+    try {
+      this.onPresence([...this.present].sort());
+    } catch (err) {
+      this.client.log.warn('onPresence failed', { subscription: this.id, err: String(err) });
+    }
   }
 
   /** @param {StreamEvent} ev */
