@@ -312,6 +312,28 @@ try {
     await c.close();
   });
 
+  await step('presence: the board shows who else has it open, live', async () => {
+    for (const page of [a, b]) {
+      await page.locator('#present li[data-subject="dev-user"]').waitFor({ timeout: WAIT });
+    }
+    const v = await context.newPage();
+    pages.push(v);
+    v.on('pageerror', (err) => consoleErrors.push(`V: ${err.message}`));
+    await v.goto(`${BASE}/?project=${PROJECT}&user=dev-viewer`);
+    await status(v, 'connected');
+    for (const page of [a, b, v]) {
+      await page.locator('#present li[data-subject="dev-viewer"]').waitFor({ timeout: WAIT });
+      await page.locator('#present li[data-subject="dev-user"]').waitFor({ timeout: WAIT });
+      // Two pages of dev-user count once.
+      assert.equal(await page.locator('#present li').count(), 2);
+    }
+    assert.equal(await v.locator('#present li.present-me').textContent(), 'dev-viewer');
+    pages.pop();
+    await v.close();
+    await a.locator('#present li[data-subject="dev-viewer"]').waitFor({ state: 'detached', timeout: WAIT });
+    assert.equal(await a.locator('#present li').count(), 1);
+  });
+
   await step('a dropped connection recovers without losing an event', async () => {
     await a.evaluate(() => window.__ballet.dropConnection());
     const it = await createItem('Created while page A reconnects');

@@ -252,6 +252,8 @@ async function start() {
   try {
     await client.subscribe(`project:${project.key}`, {
       onEvent: (ev) => applied(model.applyEvent(ev)),
+      // Presence: who else has this board open, on any tab, device or replica.
+      onPresence: (present) => showPresent(present, subject),
       onResync: () => {
         toast('The board missed too much while offline; reloading it.');
         void reload();
@@ -267,6 +269,23 @@ async function start() {
   }
   await reload();
   planner.init().catch((err) => toast(`Planner: ${err.message}`, 'error'));
+}
+
+/**
+ * showPresent lists who is on the board, the signed-in user first.
+ * @param {string[]} present @param {string} me
+ */
+function showPresent(present, me) {
+  const list = $('#present');
+  const names = [...present.filter((s) => s === me), ...present.filter((s) => s !== me)];
+  list.replaceChildren(...names.map((s) => {
+    const li = document.createElement('li');
+    li.className = s === me ? 'present-me' : 'present-other';
+    li.dataset.subject = s;
+    li.title = s === me ? `${s} (you)` : s;
+    li.textContent = s;
+    return li;
+  }));
 }
 
 /** @param {string} current */
