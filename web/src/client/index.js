@@ -15,3 +15,17 @@ export {
   SocketClosedError, ConnectTimeoutError, SubprotocolError, FrameError, StreamClosedError,
   OverflowError, errorCode,
 } from './errors.js';
+
+// The types of the public API, for TypeScript and editors (types/index.d.ts).
+/** @typedef {import('./client.js').ClientOptions} ClientOptions */
+/** @typedef {import('./client.js').CallOptions} CallOptions */
+/** @typedef {import('./client.js').Logger} Logger */
+/** @typedef {import('./client.js').State} State */
+/** @typedef {import('./conn.js').Limits} Limits */
+/** @typedef {import('./codec.js').Codec} Codec */
+/** @typedef {import('./subscription.js').StreamEvent} StreamEvent */
+/** @typedef {import('./subscription.js').Actor} Actor */
+/** @typedef {import('./subscription.js').SubscribeOptions} SubscribeOptions */
+/** @typedef {import('./watch.js').PlannerOutput} PlannerOutput */
+/** @typedef {import('./watch.js').WatchOptions} WatchOptions */
+/** @typedef {import('./watch.js').SendOptions} SendOptions */

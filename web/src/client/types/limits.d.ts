@@ -1,0 +1,73 @@
+/**
+ * heartbeats returns how often to send $/heartbeat and the interval of
+ * which three silent ones end the connection, given the user's interval
+ * and the server's heartbeat_ms (0 or undefined: not set). The server's
+ * wins when the user set none. With both, heartbeats go out at the shorter
+ * one (the server times out a client that sends less often than it
+ * expects) and silence is measured in the longer one (the server sends
+ * only every one of its intervals).
+ * @param {number|undefined} user @param {number|undefined} server
+ * @returns {[send: number, silence: number]}
+ */
+export function heartbeats(user: number | undefined, server: number | undefined): [send: number, silence: number];
+/**
+ * retryWait is the wait before sending a request refused for the rate
+ * again: the server's retry_after_ms, plus jitter growing with the
+ * attempts so that calls refused together do not all return together.
+ * @param {number} afterMs @param {number} attempt @param {() => number} [random]
+ */
+export function retryWait(afterMs: number, attempt: number, random?: () => number): number;
+/**
+ * subscriptionLimit returns the LimitError that refuses one more
+ * subscription when count already reaches the advertised limit, or null.
+ * @param {Limits|null} limits @param {number} count
+ * @returns {LimitError|null}
+ */
+export function subscriptionLimit(limits: Limits | null, count: number): LimitError | null;
+/**
+ * isSubjectLimit reports whether err says that the subject has too many
+ * connections: the auth refused with -32029, or a close with 4029.
+ * @param {unknown} err
+ */
+export function isSubjectLimit(err: unknown): boolean;
+/**
+ * @typedef {object} Limits what the server advertised in its auth result
+ * @property {number} [subscriptions] stream subscriptions and planner watches per connection
+ * @property {number} [requests_per_second] requests per second per connection, in bursts of twice that
+ * @property {number} [message_bytes] the largest message the server reads
+ * @property {number} [replay] events replayed at most; more is -32010
+ * @property {number} [connections_per_subject] connections of one subject on a replica
+ * @property {number} [heartbeat_ms] the server's heartbeat interval
+ */
+/** The heartbeat interval when neither the options nor the server say one: the spec's. */
+export const DEFAULT_HEARTBEAT_MS: 15000;
+/**
+ * what the server advertised in its auth result
+ */
+export type Limits = {
+    /**
+     * stream subscriptions and planner watches per connection
+     */
+    subscriptions?: number | undefined;
+    /**
+     * requests per second per connection, in bursts of twice that
+     */
+    requests_per_second?: number | undefined;
+    /**
+     * the largest message the server reads
+     */
+    message_bytes?: number | undefined;
+    /**
+     * events replayed at most; more is -32010
+     */
+    replay?: number | undefined;
+    /**
+     * connections of one subject on a replica
+     */
+    connections_per_subject?: number | undefined;
+    /**
+     * the server's heartbeat interval
+     */
+    heartbeat_ms?: number | undefined;
+};
+import { LimitError } from './errors.js';
