@@ -23,6 +23,7 @@ export const CloseCode = Object.freeze({
   GoingAway: 1001,
   UnsupportedData: 1003,
   PolicyViolation: 1008,
+  InvalidFramePayloadData: 1007,
   TooBig: 1009,
   TryAgainLater: 1013,
   HeartbeatTimeout: 4000,

@@ -33,6 +33,7 @@ export const CloseCode: Readonly<{
     GoingAway: 1001;
     UnsupportedData: 1003;
     PolicyViolation: 1008;
+    InvalidFramePayloadData: 1007;
     TooBig: 1009;
     TryAgainLater: 1013;
     HeartbeatTimeout: 4000;
