@@ -20,7 +20,14 @@ func (l *Log) wake() {
 // (ctx.Err()) or when the log is closed (streams.ErrClosed). It returns at once if the log
 // already has events after `after`, and also when it cannot tell: a failing Head check is a
 // wake-up, so that the caller's next read reports the database's state.
+//
+// On a Tail, it polls the standby instead (see tail.go): TailPoll every TailPoll while events
+// arrive and every TailIdlePoll when idle; TailNotify every PollInterval, and every TailPoll
+// for up to a second after a notification.
 func (l *Log) Wait(ctx context.Context, after int64) error {
+	if l.tail != nil {
+		return l.waitTail(ctx, after)
+	}
 	l.mu.Lock()
 	ch := l.wakeCh
 	l.mu.Unlock()
@@ -49,6 +56,47 @@ func (l *Log) Wait(ctx context.Context, after int64) error {
 				return ctx.Err()
 			}
 			t.Reset(l.poll)
+		}
+	}
+}
+
+func (l *Log) waitTail(ctx context.Context, after int64) error {
+	var ch chan struct{} // nil without a listener: never ready
+	if l.listener != nil {
+		l.mu.Lock()
+		ch = l.wakeCh
+		l.mu.Unlock()
+	}
+	select {
+	case <-l.closed:
+		return streams.ErrClosed
+	default:
+	}
+	if l.tail.behind(ctx, after) {
+		return ctx.Err()
+	}
+	next := l.poll
+	if l.listener == nil {
+		next = l.tail.interval(time.Now())
+	}
+	t := time.NewTimer(next)
+	defer t.Stop()
+	for {
+		select {
+		case <-ch:
+			return l.catchUp(ctx, after)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-l.closed:
+			return streams.ErrClosed
+		case <-t.C:
+			if l.tail.behind(ctx, after) {
+				return ctx.Err()
+			}
+			if l.listener == nil {
+				next = l.tail.interval(time.Now())
+			}
+			t.Reset(next)
 		}
 	}
 }
