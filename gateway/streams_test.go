@@ -89,15 +89,16 @@ func (k *wsClient) mustEvent() *wireEvent {
 	return ev
 }
 
+// storeKinds runs f on the memory log, on Postgres, and on Postgres read from a streaming
+// standby.
 func storeKinds(t *testing.T, f func(t *testing.T, env *gatewaytest.Env)) {
-	for _, pg := range []bool{false, true} {
-		name := "memory"
-		if pg {
-			name = "postgres"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, kind := range []struct {
+		name string
+		opts gatewaytest.Options
+	}{{"memory", gatewaytest.Options{}}, {"postgres", gatewaytest.Options{Postgres: true}}, {"standby", gatewaytest.Options{Standby: true}}} {
+		t.Run(kind.name, func(t *testing.T) {
 			t.Parallel()
-			f(t, gatewaytest.Start(t, &gatewaytest.Options{Postgres: pg}))
+			f(t, gatewaytest.Start(t, &kind.opts))
 		})
 	}
 }
@@ -226,7 +227,17 @@ func TestReplayFromSeq(t *testing.T) {
 }
 
 func TestResyncRequired(t *testing.T) {
-	env := gatewaytest.Start(t, &gatewaytest.Options{Postgres: true, Config: gateway.Config{ReplayLimit: 10}})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		resyncRequired(t, gatewaytest.Start(t, &gatewaytest.Options{Postgres: true, Config: gateway.Config{ReplayLimit: 10}}))
+	})
+	t.Run("standby", func(t *testing.T) {
+		t.Parallel()
+		resyncRequired(t, gatewaytest.Start(t, &gatewaytest.Options{Standby: true, Config: gateway.Config{ReplayLimit: 10}}))
+	})
+}
+
+func resyncRequired(t *testing.T, env *gatewaytest.Env) {
 	env.Project(t, "WEB", "alice", "viewer")
 	first := appendN(t, env, itemEvent("WEB", "WEB-1", "item.created", 0))
 	for i := 0; i < 10; i++ {
