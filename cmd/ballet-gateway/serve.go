@@ -41,7 +41,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	doMigrate := fs.Bool("migrate", false, "apply the database migrations before serving")
-	tailWake := fs.String("tail-wake", "poll", "how the tailer of a standby learns of events: poll, or notify (the primary's NOTIFY as a hint)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: serve: %v", errUsage, err)
 	}
@@ -80,11 +79,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 			return fmt.Errorf("BALLET_TAIL_DATABASE_URL: %w", err)
 		}
 	}
-	wake := pglog.TailPoll
-	if *tailWake == "notify" {
-		wake = pglog.TailNotify
-	}
-	log, err := pglog.Open(ctx, pool, &pglog.Options{Logger: logger, Tail: tailPool, TailWake: wake})
+	log, err := pglog.Open(ctx, pool, &pglog.Options{Logger: logger, Tail: tailPool})
 	if err != nil {
 		if tailPool != nil {
 			return fmt.Errorf("BALLET_TAIL_DATABASE_URL: %w", err)

@@ -31,15 +31,13 @@ type Options struct {
 	Channel string
 	// Tail, when set, is a pool on a streaming hot standby of the pool's database (or on a
 	// pooler in front of several): Head, ReadAfter, ReadStream and Wait read there, while
-	// appends, projects, members and PrimaryHead stay on the pool. See tail.go.
+	// appends, projects, members and PrimaryHead stay on the pool, and nothing listens on the
+	// primary (Wait polls the standby). See tail.go.
 	Tail *pgxpool.Pool
-	// TailWake says how Wait learns of new events on Tail. Default TailPoll.
-	TailWake TailWake
-	// TailPoll is the interval at which Wait polls Tail while events arrive (TailPoll mode;
-	// after a notification in TailNotify mode). Default 2ms.
+	// TailPoll is the interval at which Wait polls Tail while events arrive. Default 2ms.
 	TailPoll time.Duration
 	// TailIdlePoll is the interval at which Wait polls Tail once no event has arrived for a
-	// second (TailPoll mode). Default 20ms.
+	// second. Default 20ms.
 	TailIdlePoll time.Duration
 }
 
@@ -91,9 +89,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Log, error) 
 			return nil, err
 		}
 		l.read = o.Tail
-		if o.TailWake == TailPoll {
-			return l, nil // nothing listens on the primary
-		}
+		return l, nil // nothing listens on the primary
 	}
 	// Every notification is a wake-up; so is a reconnect, since notifications sent while no
 	// connection listened are gone.
@@ -105,9 +101,6 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Log, error) 
 		Logger:          o.Logger,
 	})
 	if err != nil {
-		if l.tail != nil {
-			l.tail.close()
-		}
 		return nil, fmt.Errorf("pglog: open: %w", err)
 	}
 	return l, nil

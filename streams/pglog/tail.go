@@ -24,29 +24,15 @@ import (
 // back in time. So a replay read checks, in the same snapshot, that the copy holds every event
 // up to the end of its range, and waits for it if not: it never returns a range with a hole.
 //
-// NOTIFY does not reach standbys. TailPoll polls the standby's head, every TailPoll while
-// events arrive and every TailIdlePoll once none has for a second, and keeps no connection on
-// the primary at all. TailNotify keeps the primary's LISTEN connection as a hint: on a
-// notification it polls the standby every TailPoll until the event shows, for at most a
-// second. docs/benchmarks.md compares the two; TailPoll holds the latency targets at no cost
-// to the primary.
-
-// TailWake says how Wait learns of new events on a standby.
-type TailWake int
+// NOTIFY does not reach standbys. Wait polls the standby's head, every TailPoll while events
+// arrive and every TailIdlePoll once none has for a second, and the log keeps no connection on
+// the primary for it. (Using the primary's NOTIFY as a hint to poll the standby until it caught
+// up was measured too: it holds the same latency but costs the primary a woken listening backend
+// per replica and commit; docs/benchmarks.md.)
 
 const (
-	// TailPoll polls the standby, faster while events arrive. Nothing runs on the primary.
-	TailPoll TailWake = iota
-	// TailNotify listens on the primary and, on a notification, polls the standby until it
-	// has replayed the event.
-	TailNotify
-)
-
-const (
-	// busyFor is how long after the last event TailPoll keeps polling at the fast interval.
+	// busyFor is how long after the last event Wait keeps polling the standby every TailPoll.
 	busyFor = time.Second
-	// catchUpFor bounds the fast polling after a notification (TailNotify).
-	catchUpFor = time.Second
 	// holeWait bounds how long a replay read waits for a copy that is behind its range.
 	holeWait = 5 * time.Second
 	// lagProbeEvery is how often the standby's lag is measured.
@@ -60,7 +46,6 @@ var ErrTailBehind = errors.New("pglog: the standby is behind the range to read")
 type tail struct {
 	pool     *pgxpool.Pool // the standby
 	primary  *pgxpool.Pool
-	wake     TailWake
 	poll     time.Duration
 	idlePoll time.Duration
 	// lastEvent is when Wait last found events (unix ns), for the adaptive poll.
@@ -73,7 +58,7 @@ type tail struct {
 }
 
 func openTail(ctx context.Context, primary, pool *pgxpool.Pool, o *Options) (*tail, error) {
-	t := &tail{pool: pool, primary: primary, wake: o.TailWake, poll: o.TailPoll, idlePoll: o.TailIdlePoll, done: make(chan struct{})}
+	t := &tail{pool: pool, primary: primary, poll: o.TailPoll, idlePoll: o.TailIdlePoll, done: make(chan struct{})}
 	if t.poll <= 0 {
 		t.poll = 2 * time.Millisecond
 	}
@@ -116,31 +101,6 @@ func (t *tail) behind(ctx context.Context, after int64) bool {
 		t.lastEvent.Store(time.Now().UnixNano())
 	}
 	return err != nil || head > after
-}
-
-// catchUp polls the standby after a notification until it has events after `after`, for at
-// most catchUpFor. It returns nil either way (a wake-up may be spurious).
-func (l *Log) catchUp(ctx context.Context, after int64) error {
-	deadline := time.Now().Add(catchUpFor)
-	for !l.tail.behind(ctx, after) && time.Now().Before(deadline) {
-		if err := l.sleep(ctx, l.tail.poll); err != nil {
-			return err
-		}
-	}
-	return ctx.Err()
-}
-
-func (l *Log) sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-l.closed:
-		return streams.ErrClosed
-	}
 }
 
 const tailStreamColumns = "seq, project_key, type, entity_type, entity_id, coalesce(entity_key, '') AS entity_key, occurred_at, actor_kind, actor_subject, payload::text AS payload"

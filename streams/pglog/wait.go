@@ -21,9 +21,8 @@ func (l *Log) wake() {
 // already has events after `after`, and also when it cannot tell: a failing Head check is a
 // wake-up, so that the caller's next read reports the database's state.
 //
-// On a Tail, it polls the standby instead (see tail.go): TailPoll every TailPoll while events
-// arrive and every TailIdlePoll when idle; TailNotify every PollInterval, and every TailPoll
-// for up to a second after a notification.
+// On a Tail, it polls the standby instead (see tail.go): every TailPoll while events arrive,
+// every TailIdlePoll when idle.
 func (l *Log) Wait(ctx context.Context, after int64) error {
 	if l.tail != nil {
 		return l.waitTail(ctx, after)
@@ -61,12 +60,6 @@ func (l *Log) Wait(ctx context.Context, after int64) error {
 }
 
 func (l *Log) waitTail(ctx context.Context, after int64) error {
-	var ch chan struct{} // nil without a listener: never ready
-	if l.listener != nil {
-		l.mu.Lock()
-		ch = l.wakeCh
-		l.mu.Unlock()
-	}
 	select {
 	case <-l.closed:
 		return streams.ErrClosed
@@ -75,16 +68,10 @@ func (l *Log) waitTail(ctx context.Context, after int64) error {
 	if l.tail.behind(ctx, after) {
 		return ctx.Err()
 	}
-	next := l.poll
-	if l.listener == nil {
-		next = l.tail.interval(time.Now())
-	}
-	t := time.NewTimer(next)
+	t := time.NewTimer(l.tail.interval(time.Now()))
 	defer t.Stop()
 	for {
 		select {
-		case <-ch:
-			return l.catchUp(ctx, after)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-l.closed:
@@ -93,10 +80,7 @@ func (l *Log) waitTail(ctx context.Context, after int64) error {
 			if l.tail.behind(ctx, after) {
 				return ctx.Err()
 			}
-			if l.listener == nil {
-				next = l.tail.interval(time.Now())
-			}
-			t.Reset(next)
+			t.Reset(l.tail.interval(time.Now()))
 		}
 	}
 }
