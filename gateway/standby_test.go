@@ -121,3 +121,92 @@ func TestStandbyLagging(t *testing.T) {
 		}
 	}
 }
+
+// TestStandbyPoolerSeam: behind a pooler in front of two standbys, one of them paused, the head
+// a subscribe reads goes back and forth while a writer writes. Subscriptions with and without
+// from_seq still get exactly the events after their position, in order.
+func TestStandbyPoolerSeam(t *testing.T) {
+	ctx := context.Background()
+	pair := pgtest.NewPair(t, nil)
+	second, err := pair.AddStandby(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := gatewaytest.Start(t, &gatewaytest.Options{Standby: true, StandbyPair: pair, TailConfig: pgtest.AlternateStandbys(pair)})
+	env.Project(t, "WEB", "alice", "viewer")
+	for i := range 10 {
+		appendN(t, env, itemEvent("WEB", fmt.Sprintf("WEB-%d", i), "item.created", i))
+	}
+	if err := second.PauseReplay(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; !stop.Load(); i++ {
+			if _, err := env.PGLog.Append(ctx, itemEvent("WEB", "WEB-1", "item.updated", i)); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	})
+	base := env.Tailer.Position()
+	for env.Tailer.Position() < base+20 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	type run struct {
+		k     *wsClient
+		start int64
+	}
+	var runs []run
+	for i := range 8 {
+		k := login(t, env, codecs[i%2], "alice")
+		var res subResult
+		if i%2 == 0 {
+			k.mustCall("stream.subscribe", map[string]any{"subscription": "s", "stream": "project:WEB"}, &res)
+			runs = append(runs, run{k, res.Seq})
+		} else {
+			from := max(env.Tailer.Position()-int64(i*3), 0)
+			k.mustCall("stream.subscribe", map[string]any{"subscription": "s", "stream": "project:WEB", "from_seq": from}, nil)
+			runs = append(runs, run{k, from})
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	stop.Store(true)
+	wg.Wait()
+	if err := second.ResumeReplay(ctx); err != nil {
+		t.Fatal(err)
+	}
+	env.StandbyDB.WaitReplayed(t)
+	end, err := env.PGLog.PrimaryHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := env.PGLog.ReadStream(ctx, streams.Stream{Kind: streams.StreamProject, Key: "WEB"}, 0, end, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range runs {
+		var want, got []int64
+		for _, e := range all {
+			if e.Seq > r.start {
+				want = append(want, e.Seq)
+			}
+		}
+		for len(got) < len(want) {
+			ev, err := r.k.nextEvent(10 * time.Second)
+			if err != nil {
+				t.Fatalf("client %d (from %d): after %d of %d events: %v", i, r.start, len(got), len(want), err)
+			}
+			got = append(got, ev.Seq)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("client %d (from %d): got %v\nwant %v", i, r.start, got, want)
+		}
+		if ev, err := r.k.nextEvent(100 * time.Millisecond); err == nil {
+			t.Fatalf("client %d: duplicate or extra event %d", i, ev.Seq)
+		}
+	}
+}

@@ -23,10 +23,12 @@ type Log interface {
 }
 
 // Follower is implemented by a Log that may read a copy of the log which is behind the
-// primary the events are appended to (a streaming standby): its Head is the copy's, and
-// PrimaryHead the primary's. Every seq up to PrimaryHead is committed and reaches the copy in
-// seq order. The hub asks it before answering a from_seq beyond Head with ErrResyncRequired.
+// primary the events are appended to (a streaming standby). While Tailing reports true, its
+// Head is the copy's, and reads may even go back in time (several copies, a restarted one);
+// PrimaryHead is the primary's: every seq up to it is committed and reaches the copy in seq
+// order. The hub asks it before answering a from_seq beyond Head with ErrResyncRequired.
 type Follower interface {
+	Tailing() bool
 	PrimaryHead(ctx context.Context) (int64, error)
 }
 

@@ -146,19 +146,23 @@ func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Su
 		h.remove(sub)
 		return nil, 0, fmt.Errorf("subscribe %s: read head: %w", req.Stream, err)
 	}
-	// A log read from standbys may answer with a head behind what was
-	// dispatched already (a pooler in front of several, a standby that
-	// just restarted); events up to what was dispatched before the
-	// registration are not delivered live, so the head covers them.
-	head = max(head, h.recent.position())
+	f, following := log.(Follower)
+	following = following && f.Tailing()
+	if following {
+		// A log read from standbys may answer with a head behind what
+		// was dispatched already (a pooler in front of several, a
+		// standby that just restarted); events up to what was dispatched
+		// before the registration are not delivered live, so the head
+		// covers them.
+		head = max(head, h.recent.position())
+	}
 	if req.FromSeq != nil && *req.FromSeq > head {
 		from := *req.FromSeq
 		// Beyond the head means the database was reset, unless the log
 		// reads a copy that lags the primary: then the client has seen
 		// every event up to from_seq elsewhere, nothing is to be replayed,
 		// and the events after it arrive live as the copy replays them.
-		f, ok := log.(Follower)
-		if !ok {
+		if !following {
 			h.remove(sub)
 			return nil, head, fmt.Errorf("subscribe %s: from_seq %d is beyond the log head %d: %w", req.Stream, from, head, ErrResyncRequired)
 		}

@@ -52,6 +52,9 @@ type Options struct {
 	// Append returns once the standby has replayed the append; PGLog.Append does not wait.
 	Standby     bool
 	StandbyPair *pgstandby.Pair
+	// TailConfig, when set, adjusts the configuration of the standby's pool (to put several
+	// standbys behind it, say).
+	TailConfig func(*pgxpool.Config)
 	// Config overrides; zero fields keep the defaults.
 	Config gateway.Config
 	// API is mounted at /api/v1/ when set; it may be set after Start
@@ -121,7 +124,7 @@ func Start(t testing.TB, o *Options) *Env {
 				env.StandbyDB = pgtest.Standby(t)
 			}
 			env.DatabaseURL, pool = env.StandbyDB.PrimaryURL, env.StandbyDB.Pool
-			lo.Tail = env.StandbyDB.StandbyPool(t)
+			lo.Tail = env.StandbyDB.StandbyPoolWith(t, o.TailConfig)
 		} else {
 			env.DatabaseURL = pgtest.URL(t)
 			var err error

@@ -37,10 +37,13 @@ type Options struct {
 type Pair struct {
 	Primary *Server
 	Standby *Server
+	// More are the standbys added by AddStandby.
+	More []*Server
 
-	dir  string
-	bin  string
-	cred *syscall.Credential
+	dir      string
+	bin      string
+	cred     *syscall.Credential
+	settings []string
 }
 
 // Server is one PostgreSQL server of a Pair, listening on 127.0.0.1:Port, with trust
@@ -133,6 +136,7 @@ func Start(ctx context.Context, opts *Options) (p *Pair, err error) {
 		settings = append(settings, "fsync=off", "full_page_writes=off")
 	}
 	settings = append(settings, o.Settings...)
+	p.settings = settings
 
 	primary := filepath.Join(p.dir, "primary")
 	if out, err := p.tool(ctx, "initdb", "-D", primary, "-U", "postgres", "-A", "trust", "-E", "UTF8",
@@ -142,15 +146,30 @@ func Start(ctx context.Context, opts *Options) (p *Pair, err error) {
 	if p.Primary, err = p.startServer(ctx, primary, settings); err != nil {
 		return nil, err
 	}
-	standby := filepath.Join(p.dir, "standby")
-	if out, err := p.tool(ctx, "pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(p.Primary.Port), "-U", "postgres",
-		"-D", standby, "-R", "-X", "stream", "-c", "fast", "--no-sync"); err != nil {
-		return nil, fmt.Errorf("pgstandby: pg_basebackup: %w\n%s", err, out)
-	}
-	if p.Standby, err = p.startServer(ctx, standby, settings); err != nil {
+	if p.Standby, err = p.newStandby(ctx, "standby"); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// AddStandby makes another hot standby of the primary (in More), as behind a pooler in front of
+// several.
+func (p *Pair) AddStandby(ctx context.Context) (*Server, error) {
+	s, err := p.newStandby(ctx, fmt.Sprintf("standby%d", len(p.More)+2))
+	if err != nil {
+		return nil, err
+	}
+	p.More = append(p.More, s)
+	return s, nil
+}
+
+func (p *Pair) newStandby(ctx context.Context, name string) (*Server, error) {
+	dir := filepath.Join(p.dir, name)
+	if out, err := p.tool(ctx, "pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(p.Primary.Port), "-U", "postgres",
+		"-D", dir, "-R", "-X", "stream", "-c", "fast", "--no-sync"); err != nil {
+		return nil, fmt.Errorf("pgstandby: pg_basebackup: %w\n%s", err, out)
+	}
+	return p.startServer(ctx, dir, p.settings)
 }
 
 // tool runs one of the installation's programs as the servers' user.
@@ -306,7 +325,7 @@ func (p *Pair) StopStandby() { p.Standby.Stop() }
 // it stopped.
 func (p *Pair) StartStandby(ctx context.Context) error { return p.Standby.Start(ctx) }
 
-// WaitReplayed waits until the standby has replayed everything the primary had written when
+// WaitReplayed waits until the standbys have replayed everything the primary had written when
 // it was called.
 func (p *Pair) WaitReplayed(ctx context.Context) error {
 	pc, err := pgx.Connect(ctx, p.Primary.URL("postgres"))
@@ -318,21 +337,30 @@ func (p *Pair) WaitReplayed(ctx context.Context) error {
 	if err := pc.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&target); err != nil {
 		return fmt.Errorf("pgstandby: %w", err)
 	}
+	for _, s := range append([]*Server{p.Standby}, p.More...) {
+		if err := s.waitReplayed(ctx, target); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) waitReplayed(ctx context.Context, target string) error {
 	for {
-		done, err := p.replayedTo(ctx, target)
+		done, err := s.replayedTo(ctx, target)
 		if err == nil && done {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("pgstandby: standby has not replayed %s: %w (last error %v)", target, ctx.Err(), err)
+			return fmt.Errorf("pgstandby: the standby on port %d has not replayed %s: %w (last error %v)", s.Port, target, ctx.Err(), err)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
 }
 
-func (p *Pair) replayedTo(ctx context.Context, lsn string) (bool, error) {
-	conn, err := pgx.Connect(ctx, p.Standby.URL("postgres"))
+func (s *Server) replayedTo(ctx context.Context, lsn string) (bool, error) {
+	conn, err := pgx.Connect(ctx, s.URL("postgres"))
 	if err != nil {
 		return false, err
 	}
@@ -344,17 +372,23 @@ func (p *Pair) replayedTo(ctx context.Context, lsn string) (bool, error) {
 
 // PauseReplay stops the standby from applying WAL (it keeps receiving it): it falls behind
 // until ResumeReplay.
-func (p *Pair) PauseReplay(ctx context.Context) error {
-	return p.standbyExec(ctx, "SELECT pg_wal_replay_pause()")
-}
+func (p *Pair) PauseReplay(ctx context.Context) error { return p.Standby.PauseReplay(ctx) }
 
 // ResumeReplay lets a paused standby apply WAL again.
-func (p *Pair) ResumeReplay(ctx context.Context) error {
-	return p.standbyExec(ctx, "SELECT pg_wal_replay_resume()")
+func (p *Pair) ResumeReplay(ctx context.Context) error { return p.Standby.ResumeReplay(ctx) }
+
+// PauseReplay stops this standby from applying WAL: it falls behind until ResumeReplay.
+func (s *Server) PauseReplay(ctx context.Context) error {
+	return s.exec(ctx, "SELECT pg_wal_replay_pause()")
 }
 
-func (p *Pair) standbyExec(ctx context.Context, sql string) error {
-	conn, err := pgx.Connect(ctx, p.Standby.URL("postgres"))
+// ResumeReplay lets this paused standby apply WAL again.
+func (s *Server) ResumeReplay(ctx context.Context) error {
+	return s.exec(ctx, "SELECT pg_wal_replay_resume()")
+}
+
+func (s *Server) exec(ctx context.Context, sql string) error {
+	conn, err := pgx.Connect(ctx, s.URL("postgres"))
 	if err != nil {
 		return fmt.Errorf("pgstandby: %w", err)
 	}
@@ -365,8 +399,11 @@ func (p *Pair) standbyExec(ctx context.Context, sql string) error {
 	return nil
 }
 
-// Close stops both servers and removes the directory. Safe to call twice.
+// Close stops the servers and removes the directory. Safe to call twice.
 func (p *Pair) Close() error {
+	for _, s := range p.More {
+		s.Stop()
+	}
 	if p.Standby != nil {
 		p.Standby.Stop()
 	}

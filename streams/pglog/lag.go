@@ -124,5 +124,5 @@ func (l *Log) TailStatus() TailStatus {
 	return l.tail.lag.status(time.Now())
 }
 
-// Tailing reports whether the log reads a standby.
+// Tailing reports whether the log reads a standby (streams.Follower).
 func (l *Log) Tailing() bool { return l.tail != nil }

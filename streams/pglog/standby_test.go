@@ -205,3 +205,72 @@ func TestStandbyRestartMidStream(t *testing.T) {
 	waitFor(t, "no lag after the restart", time.Minute, func() bool { return l.TailStatus().Lag == 0 })
 	t.Logf("%d events; the standby stopped at position %d", len(evs), stoppedAt)
 }
+
+// Behind a pooler in front of two standbys, one of them paused, reads go back and forth in
+// time. The tailer still hands over every event once and in order, and a replay read never
+// returns a range with a hole.
+func TestStandbyPoolerOfTwo(t *testing.T) {
+	ctx := ctxT(t, 3*time.Minute)
+	pair := pgtest.NewPair(t, nil)
+	second, err := pair.AddStandby(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := pgtest.StandbyOn(t, pair)
+	l := open(t, db.Pool, &pglog.Options{Tail: db.StandbyPoolWith(t, pgtest.AlternateStandbys(pair))})
+	var c collector
+	tl := startTailer(t, l, &c, 20)
+
+	if err := second.PauseReplay(ctx); err != nil {
+		t.Fatal(err)
+	}
+	web := streams.Stream{Kind: streams.StreamProject, Key: "WEB"}
+	wentBack := false
+	var prev int64
+	for i := range 60 {
+		if _, err := l.Append(ctx, streams.NewEvent{ProjectKey: "WEB", Type: "t", EntityType: "item",
+			EntityID: fmt.Sprint(i), ActorKind: "human"}); err != nil {
+			t.Fatal(err)
+		}
+		if i%6 != 5 {
+			continue
+		}
+		head, err := l.Head(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wentBack = wentBack || head < prev
+		prev = head
+		primary, err := l.PrimaryHead(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, err := l.ReadStream(ctx, web, 0, primary, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != i+1 || evs[i].Seq != primary {
+			t.Fatalf("replay up to %d: %d events ending at %v", primary, len(evs), seqsOf(evs[max(len(evs)-1, 0):]))
+		}
+	}
+	if !wentBack {
+		t.Error("the head never went back: the two standbys were not both read")
+	}
+	if err := second.ResumeReplay(ctx); err != nil {
+		t.Fatal(err)
+	}
+	head, err := l.PrimaryHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the tailer to reach the primary's head", time.Minute, func() bool { return tl.Position() >= head })
+	evs, orderErrs := c.snapshot()
+	if len(orderErrs) > 0 || len(evs) != 60 {
+		t.Fatalf("tailer: %d events, order errors %v", len(evs), orderErrs)
+	}
+	for i, e := range evs {
+		if e.EntityID != fmt.Sprint(i) {
+			t.Fatalf("tailer event %d is %s", i, e.EntityID)
+		}
+	}
+}

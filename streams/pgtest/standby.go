@@ -5,9 +5,11 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ballet/gateway/internal/pgstandby"
@@ -95,12 +97,42 @@ func (db *StandbyDB) WaitReplayed(t testing.TB) {
 // StandbyPool opens a pool on the standby's copy of the database, closed at the end of the test.
 func (db *StandbyDB) StandbyPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), db.StandbyURL)
+	return db.StandbyPoolWith(t, nil)
+}
+
+// StandbyPoolWith is StandbyPool with its configuration adjusted by configure, when not nil.
+func (db *StandbyDB) StandbyPoolWith(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(db.StandbyURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if configure != nil {
+		configure(cfg)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// AlternateStandbys makes a pool configuration act like a pooler in front of all the pair's
+// standbys: every query on a connection of its own, to each standby in turn.
+func AlternateStandbys(pair *pgstandby.Pair) func(*pgxpool.Config) {
+	ports := []uint16{uint16(pair.Standby.Port)}
+	for _, s := range pair.More {
+		ports = append(ports, uint16(s.Port))
+	}
+	var turn atomic.Int64
+	return func(cfg *pgxpool.Config) {
+		cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+			cc.Port = ports[int(turn.Add(1))%len(ports)]
+			return nil
+		}
+		cfg.AfterRelease = func(*pgx.Conn) bool { return false }
+	}
 }
 
 // noStandby skips t when no PostgreSQL installation is found, except with CI=true, and fails
