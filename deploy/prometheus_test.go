@@ -47,7 +47,7 @@ func TestPromtool(t *testing.T) {
 func TestAlertRules(t *testing.T) {
 	want := []string{
 		"BalletGatewayDown", "BalletGatewayNoReadyReplicas", "BalletGatewayDatabaseUnreachable",
-		"BalletGatewayTailerBehind", "BalletGatewayDeliveryLatencyHigh", "BalletGatewayLagging",
+		"BalletGatewayTailerBehind", "BalletGatewayStandbyLag", "BalletGatewayDeliveryLatencyHigh", "BalletGatewayLagging",
 		"BalletGatewayAuthFailures", "BalletGatewayIssuerUnavailable",
 		"BalletGatewayPlannerProviderErrors", "BalletGatewayPlannerTurnErrors",
 	}

@@ -16,6 +16,8 @@ type Config struct {
 	Addr              string        // BALLET_ADDR
 	AdminAddr         string        // BALLET_ADMIN_ADDR
 	DatabaseURL       string        // BALLET_DATABASE_URL
+	TailDatabaseURL   string        // BALLET_TAIL_DATABASE_URL: a hot standby to tail and replay from
+	TailMaxLag        time.Duration // BALLET_TAIL_MAX_LAG: standby lag beyond which /readyz fails
 	OIDCIssuer        string        // BALLET_OIDC_ISSUER
 	OIDCAudience      string        // BALLET_OIDC_AUDIENCE
 	AdminSubjects     []string      // BALLET_ADMIN_SUBJECTS
@@ -55,6 +57,7 @@ func Defaults() Config {
 		ReplayLimit:       1000,
 		SubscriberQueue:   4096,
 		DrainWindow:       10 * time.Second,
+		TailMaxLag:        5 * time.Second,
 		ReadLimit:         1 << 20,
 		PlannerLease:      3 * time.Second,
 		PlannerResume:     5 * time.Minute,
@@ -143,6 +146,8 @@ func LoadConfig(base Config, getenv func(string) string) (Config, error) {
 	addr("BALLET_ADDR", &c.Addr)
 	addr("BALLET_ADMIN_ADDR", &c.AdminAddr)
 	str("BALLET_DATABASE_URL", &c.DatabaseURL)
+	str("BALLET_TAIL_DATABASE_URL", &c.TailDatabaseURL)
+	dur("BALLET_TAIL_MAX_LAG", &c.TailMaxLag)
 	str("BALLET_OIDC_ISSUER", &c.OIDCIssuer)
 	str("BALLET_OIDC_AUDIENCE", &c.OIDCAudience)
 	list("BALLET_ADMIN_SUBJECTS", &c.AdminSubjects)

@@ -15,9 +15,10 @@ import (
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/gateway/gatewaytest"
 	"github.com/ballet/gateway/internal/leaktest"
+	"github.com/ballet/gateway/streams/pgtest"
 )
 
-func TestMain(m *testing.M) { leaktest.Main(m) }
+func TestMain(m *testing.M) { leaktest.Main(m, pgtest.StopShared) }
 
 var codecs = []codec.Codec{codec.MsgPack, codec.JSON}
 

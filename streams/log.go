@@ -22,6 +22,16 @@ type Log interface {
 	Wait(ctx context.Context, after int64) error
 }
 
+// Follower is implemented by a Log that may read a copy of the log which is behind the
+// primary the events are appended to (a streaming standby). While Tailing reports true, its
+// Head is the copy's, and reads may even go back in time (several copies, a restarted one);
+// PrimaryHead is the primary's: every seq up to it is committed and reaches the copy in seq
+// order. The hub asks it before answering a from_seq beyond Head with ErrResyncRequired.
+type Follower interface {
+	Tailing() bool
+	PrimaryHead(ctx context.Context) (int64, error)
+}
+
 // Appender appends events in one transaction: all or none. It returns the seq of the last one
 // (0 when evs is empty). Real writers insert with SQL in their own transaction instead.
 type Appender interface {

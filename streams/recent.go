@@ -79,3 +79,10 @@ func (r *recentEvents) read(s Stream, from, to int64, limit int) ([]Event, bool)
 	}
 	return out, true
 }
+
+// position returns the seq of the last dispatched event (0 before any).
+func (r *recentEvents) position() int64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.last
+}

@@ -133,6 +133,10 @@ func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Su
 		out: req.Out, types: req.Types, limit: req.QueueLimit, onClosed: req.OnClosed,
 	}
 	sub.written = sub.frameWritten
+	if req.FromSeq != nil {
+		// The client has every event up to from_seq: none of them is sent again.
+		sub.last = *req.FromSeq
+	}
 	// Register before reading the head: every event committed after the
 	// head is dispatched after this point and so reaches the buffer.
 	h.add(sub)
@@ -147,12 +151,39 @@ func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Su
 		h.remove(sub)
 		return nil, 0, fmt.Errorf("subscribe %s: read head: %w", req.Stream, err)
 	}
-	if req.FromSeq != nil {
+	f, following := log.(Follower)
+	following = following && f.Tailing()
+	if following {
+		// A log read from standbys may answer with a head behind what
+		// was dispatched already (a pooler in front of several, a
+		// standby that just restarted); events up to what was dispatched
+		// before the registration are not delivered live, so the head
+		// covers them.
+		head = max(head, h.recent.position())
+	}
+	if req.FromSeq != nil && *req.FromSeq > head {
 		from := *req.FromSeq
-		if from > head {
+		// Beyond the head means the database was reset, unless the log
+		// reads a copy that lags the primary: then the client has seen
+		// every event up to from_seq elsewhere, nothing is to be replayed,
+		// and the events after it arrive live as the copy replays them.
+		if !following {
 			h.remove(sub)
 			return nil, head, fmt.Errorf("subscribe %s: from_seq %d is beyond the log head %d: %w", req.Stream, from, head, ErrResyncRequired)
 		}
+		primary, err := f.PrimaryHead(qctx)
+		if err != nil {
+			h.remove(sub)
+			return nil, 0, fmt.Errorf("subscribe %s: read the primary's head: %w", req.Stream, err)
+		}
+		if from > primary {
+			h.remove(sub)
+			return nil, primary, fmt.Errorf("subscribe %s: from_seq %d is beyond the log head %d: %w", req.Stream, from, primary, ErrResyncRequired)
+		}
+		head = from
+	}
+	if req.FromSeq != nil {
+		from := *req.FromSeq
 		// Recent events come from memory when the hub has dispatched
 		// every event up to the head; older ones, or a tailer behind the
 		// head, read the log.

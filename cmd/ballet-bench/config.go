@@ -46,6 +46,8 @@ type config struct {
 	mode          string
 	serverPID     int
 	serverMetrics string
+	dbPID         int
+	dbCost        bool
 	json          bool
 	repeat        int
 	replayEvents  int
@@ -89,6 +91,8 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	fs.StringVar(&c.mode, "mode", modeLive, "")
 	fs.IntVar(&c.serverPID, "server-pid", 0, "")
 	fs.StringVar(&c.serverMetrics, "server-metrics", "", "")
+	fs.IntVar(&c.dbPID, "db-pid", 0, "")
+	fs.BoolVar(&c.dbCost, "db-cost", false, "")
 	fs.BoolVar(&c.json, "json", false, "")
 	fs.IntVar(&c.repeat, "repeat", 50, "")
 	fs.IntVar(&c.replayEvents, "replay-events", 1000, "")
@@ -172,8 +176,14 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	if c.mode == modeLive && c.rate <= 0 {
 		return nil, usageErr("--rate must be positive (saturate mode writes as fast as it can)")
 	}
-	if c.connectRate < 0 || c.grace < 0 || c.settle < 0 || c.payloadBytes < 0 || c.serverPID < 0 {
-		return nil, usageErr("--connect-rate, --grace, --settle, --payload-bytes and --server-pid must not be negative")
+	if c.connectRate < 0 || c.grace < 0 || c.settle < 0 || c.payloadBytes < 0 || c.serverPID < 0 || c.dbPID < 0 {
+		return nil, usageErr("--connect-rate, --grace, --settle, --payload-bytes, --server-pid and --db-pid must not be negative")
+	}
+	if c.dbPID != 0 {
+		c.dbCost = true
+	}
+	if c.dbCost && c.mode != modeLive {
+		return nil, usageErr("--db-cost and --db-pid measure the live mode")
 	}
 	if c.payloadBytes > 512<<10 {
 		return nil, usageErr("--payload-bytes must be at most %d", 512<<10)

@@ -29,6 +29,17 @@ func (b *bench) runLive(ctx context.Context, r *report) error {
 	defer closeAll(cr.clients)
 	addConnect(r, cr, cfg.subscribers)
 
+	var costBefore dbCost
+	if cfg.dbCost {
+		// Counts kept by idle sessions (the gateways') reach pg_stat_database within statsFlush.
+		b.progress("waiting %s for the database's statistics to settle", statsFlush)
+		if err := sleepUntil(ctx, time.Now().Add(statsFlush)); err != nil {
+			return err
+		}
+		if costBefore, err = readDBCost(ctx, b.pool, cfg.dbPID); err != nil {
+			return err
+		}
+	}
 	ws := newWriterSet(b.pool, cfg, commits)
 	spec := &writeSpec{batch: cfg.batch, writers: cfg.writers, until: time.Now().Add(cfg.duration)}
 	if cfg.mode == modeLive {
@@ -46,6 +57,23 @@ func (b *bench) runLive(ctx context.Context, r *report) error {
 	closeAll(cr.clients)
 	if werr != nil {
 		return werr
+	}
+	if cfg.dbCost {
+		// CPU up to now (the deliveries are done); transactions once the sessions flushed them.
+		cpu, err := readDBCost(ctx, b.pool, cfg.dbPID)
+		if err != nil {
+			return err
+		}
+		b.progress("waiting %s for the database's statistics", statsFlush)
+		if err := sleepUntil(ctx, time.Now().Add(statsFlush)); err != nil {
+			return err
+		}
+		after, err := readDBCost(ctx, b.pool, 0)
+		if err != nil {
+			return err
+		}
+		after.ticks = cpu.ticks
+		addDBCost(r, costBefore, after, ws.txs.Load(), cfg.dbPID)
 	}
 
 	d := summarize(trs, commits, &b.lat)

@@ -59,6 +59,11 @@ flags:
   --payload-bytes N     approximate payload size of each event (default 100)
   --server-pid PID      idle: read the server's RSS from /proc/PID/status
   --server-metrics URL  idle: read process_resident_memory_bytes, e.g. http://127.0.0.1:8081/metrics
+  --db-cost             live: the transactions the database of --db ran during the run, beyond
+                        the writer's own, per writer commit (waits 11 s before and after it
+                        for PostgreSQL's statistics)
+  --db-pid PID          live: also the CPU of that PostgreSQL server (PID of its postmaster, on
+                        this machine), per writer commit; implies --db-cost
   --repeat K            replay: number of replays (default 50)
   --replay-events N     replay: events per replay (default 1000)
   --storm-events N      replay-storm: events written while disconnected (default 1000)

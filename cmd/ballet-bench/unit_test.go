@@ -325,3 +325,17 @@ func TestWindowGate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestParseStat(t *testing.T) {
+	line := "4242 (postgres: walsender (x) ) S 17 4242 4242 0 -1 4194560 300 0 0 0 7 3 11 5 20 0 1 0 100 0 0"
+	ticks, ppid, err := parseStat(line)
+	if err != nil || ppid != 17 || ticks != 7+3+11+5 {
+		t.Fatalf("parseStat = %d ticks, ppid %d, %v; want 26, 17", ticks, ppid, err)
+	}
+	if _, _, err := parseStat("4242 (x S 1"); err == nil {
+		t.Fatal("parseStat accepted a malformed line")
+	}
+	if _, err := parse([]string{"--mode", "replay", "--db-pid", "1", "--db", "postgres://x", "--token", "t"}, func(string) string { return "" }); err == nil {
+		t.Fatal("--db-pid accepted outside the live mode")
+	}
+}

@@ -45,8 +45,10 @@ type app struct {
 	closeWatches func(project, subject, reason string)
 	// metrics, when set, are the gateway's metrics (the planner's observer feeds them).
 	metrics *gateway.Metrics
-	// ready adds dependency checks to /readyz (the database).
+	// ready adds dependency checks to /readyz (the database, the standby's lag).
 	ready func(ctx context.Context) error
+	// tailLag, when set, is how far the standby the log is read from is behind.
+	tailLag func() time.Duration
 	// routes adds handlers to the client port (the development issuer).
 	routes func(mux *http.ServeMux)
 	// clientLn, when set, is used instead of listening on cfg.Addr.
@@ -87,6 +89,16 @@ func (a *app) run(ctx context.Context) error {
 			return -1
 		}
 		return float64(head)
+	}))
+
+	metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ballet_gateway_tail_lag_seconds",
+		Help: "How far the standby the log is read from (BALLET_TAIL_DATABASE_URL) is behind the primary; 0 when the log is read from the primary.",
+	}, func() float64 {
+		if a.tailLag == nil {
+			return 0
+		}
+		return a.tailLag().Seconds()
 	}))
 
 	srv, err := gateway.NewServer(&gateway.Options{

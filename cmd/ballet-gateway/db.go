@@ -31,6 +31,29 @@ func openPool(ctx context.Context, cfg *gateway.Config) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
+// openTailPool connects to BALLET_TAIL_DATABASE_URL, the standby the log is read from; nil
+// when it is not set.
+func openTailPool(ctx context.Context, cfg *gateway.Config) (*pgxpool.Pool, error) {
+	const name = "BALLET_TAIL_DATABASE_URL"
+	u := cfg.TailDatabaseURL
+	if u == "" {
+		return nil, nil
+	}
+	pc, err := pgxpool.ParseConfig(u)
+	if err != nil {
+		return nil, &gateway.ConfigError{Var: name, Msg: "not a valid Postgres connection string: " + redactAs(err.Error(), u, name)}
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: connect to the standby: %s", name, redactAs(err.Error(), u, name))
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("%s: connect to the standby at %s: %s", name, pc.ConnConfig.Host, redactAs(err.Error(), u, name))
+	}
+	return pool, nil
+}
+
 // poolFromEnv reads the configuration and connects to its database.
 func poolFromEnv(ctx context.Context, getenv func(string) string) (*pgxpool.Pool, error) {
 	cfg, err := gateway.LoadConfig(gateway.Defaults(), getenv)
@@ -41,9 +64,12 @@ func poolFromEnv(ctx context.Context, getenv func(string) string) (*pgxpool.Pool
 }
 
 // redact keeps a connection string's password out of messages.
-func redact(msg, url string) string {
+func redact(msg, url string) string { return redactAs(msg, url, "BALLET_DATABASE_URL") }
+
+// redactAs replaces the connection string url in msg by the name of its variable.
+func redactAs(msg, url, name string) string {
 	if url != "" {
-		msg = strings.ReplaceAll(msg, url, "BALLET_DATABASE_URL")
+		msg = strings.ReplaceAll(msg, url, name)
 	}
 	return msg
 }

@@ -40,7 +40,12 @@ type replica struct {
 }
 
 func newCluster(t *testing.T, n int, extraEnv ...string) *cluster {
-	c := &cluster{t: t, db: pgtest.URL(t), iss: authtest.NewIssuer(t)}
+	return newClusterOn(t, pgtest.URL(t), n, extraEnv...)
+}
+
+// newClusterOn is newCluster on the database db.
+func newClusterOn(t *testing.T, db string, n int, extraEnv ...string) *cluster {
+	c := &cluster{t: t, db: db, iss: authtest.NewIssuer(t)}
 	c.env = append([]string{
 		"BALLET_DATABASE_URL=" + c.db, "BALLET_OIDC_ISSUER=" + c.iss.URL(), "BALLET_OIDC_AUDIENCE=ballet",
 		"BALLET_ADDR=127.0.0.1:0", "BALLET_ADMIN_ADDR=127.0.0.1:0", "BALLET_ADMIN_SUBJECTS=root",

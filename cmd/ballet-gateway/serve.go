@@ -70,8 +70,21 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	} else if err := migrations.Check(ctx, pool); err != nil {
 		return err
 	}
-	log, err := pglog.Open(ctx, pool, &pglog.Options{Logger: logger})
+	tailPool, err := openTailPool(ctx, &cfg)
 	if err != nil {
+		return err
+	}
+	if tailPool != nil {
+		defer tailPool.Close()
+		if err := migrations.Check(ctx, tailPool); err != nil {
+			return fmt.Errorf("BALLET_TAIL_DATABASE_URL: %w", err)
+		}
+	}
+	log, err := pglog.Open(ctx, pool, &pglog.Options{Logger: logger, Tail: tailPool})
+	if err != nil {
+		if tailPool != nil {
+			return fmt.Errorf("BALLET_TAIL_DATABASE_URL: %w", err)
+		}
 		return err
 	}
 	defer log.Close()
@@ -82,6 +95,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		return err
 	}
 	defer presenceStore.Close()
+	if tailPool != nil {
+		logger.Info("tailing a standby", "host", tailPool.Config().ConnConfig.Host, "max_lag", cfg.TailMaxLag.String())
+	}
 	vctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	verifier, err := auth.NewVerifier(vctx, cfg.OIDCIssuer, cfg.OIDCAudience, nil)
 	cancel()
@@ -118,11 +134,30 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 			if err := pool.Ping(ctx); err != nil {
 				return errors.New("database unreachable")
 			}
-			return nil
+			return tailReady(log.TailStatus(), cfg.TailMaxLag)
 		},
+		tailLag: func() time.Duration { return log.TailStatus().Lag },
 	}
 	if plannerSvc != nil {
 		a.planner, a.closeWatches = plannerSvc, plannerSvc.CloseWatches
 	}
 	return a.run(ctx)
+}
+
+// tailReady fails once the standby the log reads is further behind than maxLag (while it does
+// not answer, or does not stream, the time since it was last known caught up).
+func tailReady(st pglog.TailStatus, maxLag time.Duration) error {
+	if st.Lag <= maxLag {
+		return nil
+	}
+	switch {
+	case st.Err != nil:
+		return fmt.Errorf("the standby (BALLET_TAIL_DATABASE_URL) has not answered for %s, more than BALLET_TAIL_MAX_LAG %s",
+			st.Lag.Round(time.Millisecond), maxLag)
+	case !st.Streaming:
+		return fmt.Errorf("the standby (BALLET_TAIL_DATABASE_URL) has not streamed from the primary for %s, more than BALLET_TAIL_MAX_LAG %s",
+			st.Lag.Round(time.Millisecond), maxLag)
+	}
+	return fmt.Errorf("the standby (BALLET_TAIL_DATABASE_URL) is %s behind, more than BALLET_TAIL_MAX_LAG %s",
+		st.Lag.Round(time.Millisecond), maxLag)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/ballet/gateway/auth/authtest"
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/internal/httpapi"
+	"github.com/ballet/gateway/internal/pgstandby"
 	"github.com/ballet/gateway/planner"
 	plannermem "github.com/ballet/gateway/planner/memstore"
 	plannerpg "github.com/ballet/gateway/planner/pgstore"
@@ -56,6 +57,15 @@ type Options struct {
 	Database string
 	// Issuer signs the tokens; default a new one. Replicas share one.
 	Issuer *auth.Issuer
+	// Standby (implies Postgres) runs it on a database of a primary and a streaming hot
+	// standby, reading the log from the standby: StandbyPair's (one of the test's own, for
+	// tests that pause or stop the standby), else one shared by the test binary. Store's
+	// Append returns once the standby has replayed the append; PGLog.Append does not wait.
+	Standby     bool
+	StandbyPair *pgstandby.Pair
+	// TailConfig, when set, adjusts the configuration of the standby's pool (to put several
+	// standbys behind it, say).
+	TailConfig func(*pgxpool.Config)
 	// Config overrides; zero fields keep the defaults.
 	Config gateway.Config
 	// API is mounted at /api/v1/ when set; it may be set after Start
@@ -93,10 +103,12 @@ type Env struct {
 	PGLog *pglog.Log
 	// DatabaseURL is the throwaway database when Options.Postgres is set.
 	DatabaseURL string
-	// Pool is the database pool when Options.Postgres is set.
+	// Pool is the database pool when Options.Postgres is set (on the primary).
 	Pool *pgxpool.Pool
 	// Presence is the replica's presence store when Options.Postgres is set.
 	Presence *pgpresence.Store
+	// StandbyDB is the primary and standby when Options.Standby is set.
+	StandbyDB *pgtest.StandbyDB
 	// Tracker is the tracker service when Options.Tracker is set.
 	Tracker *tracker.Service
 	// Planner is the planner service when Options.Planner is set.
@@ -121,20 +133,32 @@ func Start(t testing.TB, o *Options) *Env {
 		env.Issuer = authtest.NewIssuer(t)
 	}
 	ctx := context.Background()
-	if o.Postgres {
-		env.DatabaseURL = o.Database
-		if env.DatabaseURL == "" {
-			env.DatabaseURL = pgtest.URL(t)
+	if o.Postgres || o.Standby {
+		var pool *pgxpool.Pool
+		lo := &pglog.Options{PollInterval: 200 * time.Millisecond}
+		if o.Standby {
+			if o.StandbyPair != nil {
+				env.StandbyDB = pgtest.StandbyOn(t, o.StandbyPair)
+			} else {
+				env.StandbyDB = pgtest.Standby(t)
+			}
+			env.DatabaseURL, pool = env.StandbyDB.PrimaryURL, env.StandbyDB.Pool
+			lo.Tail = env.StandbyDB.StandbyPoolWith(t, o.TailConfig)
+		} else {
+			env.DatabaseURL = o.Database
+			if env.DatabaseURL == "" {
+				env.DatabaseURL = pgtest.URL(t)
+			}
+			var err error
+			if pool, err = pgxpool.New(ctx, env.DatabaseURL); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+			if _, err := migrations.Apply(ctx, pool); err != nil {
+				t.Fatal(err)
+			}
 		}
-		pool, err := pgxpool.New(ctx, env.DatabaseURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		if _, err := migrations.Apply(ctx, pool); err != nil {
-			t.Fatal(err)
-		}
-		l, err := pglog.Open(ctx, pool, &pglog.Options{PollInterval: 200 * time.Millisecond})
+		l, err := pglog.Open(ctx, pool, lo)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,6 +170,9 @@ func Start(t testing.TB, o *Options) *Env {
 		}
 		t.Cleanup(func() { ps.Close() })
 		env.Presence = ps
+		if o.Standby {
+			env.Store = replayedStore{l}
+		}
 		if o.Tracker {
 			env.Tracker = tracker.NewService(pgstore.New(pool), &tracker.Options{AdminSubjects: o.AdminSubjects})
 		}
@@ -235,6 +262,26 @@ func presenceStore(ps *pgpresence.Store) presence.Store {
 		return nil
 	}
 	return ps
+}
+
+// replayedStore appends on the primary and returns once the standby the log reads has
+// replayed the append, so that a test reads its own writes.
+type replayedStore struct{ *pglog.Log }
+
+func (s replayedStore) Append(ctx context.Context, evs ...streams.NewEvent) (int64, error) {
+	last, err := s.Log.Append(ctx, evs...)
+	for err == nil && last > 0 {
+		var head int64
+		if head, err = s.Head(ctx); err != nil || head >= last {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return last, err
 }
 
 // SetAPI mounts h at /api/v1/.

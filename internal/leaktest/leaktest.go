@@ -13,10 +13,14 @@ import (
 
 const module = "github.com/ballet/gateway/"
 
-// Main runs the tests, then waits up to five seconds for goroutines started
-// by this module's code to end, and fails the binary if any remain.
-func Main(m *testing.M) {
+// Main runs the tests, then the cleanups (servers shared by the tests), then
+// waits up to five seconds for goroutines started by this module's code to
+// end, and fails the binary if any remain.
+func Main(m *testing.M, cleanups ...func()) {
 	code := m.Run()
+	for _, f := range cleanups {
+		f()
+	}
 	if code == 0 {
 		if leaked := wait(5 * time.Second); leaked != "" {
 			fmt.Fprintf(os.Stderr, "leaktest: goroutines left running after the tests:\n%s\n", leaked)

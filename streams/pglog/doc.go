@@ -9,5 +9,10 @@
 // assigned by the database in commit order (see the migrations package), so reading
 // "seq > last" never skips an event.
 //
-// Close stops the listener; the pool belongs to the caller.
+// With Options.Tail, a pool on a streaming hot standby, the reads (Head, ReadAfter, ReadStream)
+// and Wait go there and nothing listens on the primary: Wait polls the standby, replay reads
+// never return a range the standby has not fully replayed, PrimaryHead reads the primary, and
+// TailStatus is the standby's lag, measured once a second (tail.go, lag.go).
+//
+// Close stops the listener and the lag probe; the pools belong to the caller.
 package pglog

@@ -29,12 +29,24 @@ type Options struct {
 	Logger *slog.Logger
 	// Channel is the NOTIFY channel of the insert trigger. Default "ballet_events".
 	Channel string
+	// Tail, when set, is a pool on a streaming hot standby of the pool's database (or on a
+	// pooler in front of several): Head, ReadAfter, ReadStream and Wait read there, while
+	// appends, projects, members and PrimaryHead stay on the pool, and nothing listens on the
+	// primary (Wait polls the standby). See tail.go.
+	Tail *pgxpool.Pool
+	// TailPoll is the interval at which Wait polls Tail while events arrive. Default 2ms.
+	TailPoll time.Duration
+	// TailIdlePoll is the interval at which Wait polls Tail once no event has arrived for a
+	// second. Default 20ms.
+	TailIdlePoll time.Duration
 }
 
 // Log is the event log in Postgres.
 type Log struct {
-	pool *pgxpool.Pool
+	pool *pgxpool.Pool // the primary: writes and PrimaryHead
+	read *pgxpool.Pool // Tail when set, else pool
 	poll time.Duration
+	tail *tail // nil without Tail
 
 	mu     sync.Mutex
 	wakeCh chan struct{} // closed and replaced on every wake-up
@@ -48,6 +60,7 @@ var (
 	_ streams.Log          = (*Log)(nil)
 	_ streams.Appender     = (*Log)(nil)
 	_ streams.ProjectStore = (*Log)(nil)
+	_ streams.Follower     = (*Log)(nil)
 )
 
 // Open returns a Log on pool. It opens the LISTEN connection before returning (an error then
@@ -65,9 +78,18 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Log, error) 
 	}
 	l := &Log{
 		pool:   pool,
+		read:   pool,
 		poll:   o.PollInterval,
 		wakeCh: make(chan struct{}),
 		closed: make(chan struct{}),
+	}
+	if o.Tail != nil {
+		var err error
+		if l.tail, err = openTail(ctx, pool, o.Tail, &o); err != nil {
+			return nil, err
+		}
+		l.read = o.Tail
+		return l, nil // nothing listens on the primary
 	}
 	// Every notification is a wake-up; so is a reconnect, since notifications sent while no
 	// connection listened are gone.
@@ -89,19 +111,42 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Log, error) 
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
 		close(l.closed)
-		l.listener.Close()
+		if l.listener != nil {
+			l.listener.Close()
+		}
+		if l.tail != nil {
+			l.tail.close()
+		}
 	})
 	return nil
 }
 
-// ListenerPID is the backend pid of the LISTEN connection, 0 while it is disconnected.
-func (l *Log) ListenerPID() int32 { return l.listener.PID() }
+// ListenerPID is the backend pid of the LISTEN connection, 0 while it is disconnected or when
+// nothing listens (a Tail polled without notifications).
+func (l *Log) ListenerPID() int32 {
+	if l.listener == nil {
+		return 0
+	}
+	return l.listener.PID()
+}
 
-// Head returns the highest committed seq, 0 for an empty log.
+const headQuery = "SELECT coalesce(max(seq), 0) FROM events"
+
+// Head returns the highest committed seq, 0 for an empty log: on Tail when set (the highest seq
+// the standby has replayed).
 func (l *Log) Head(ctx context.Context) (int64, error) {
 	var head int64
-	if err := l.pool.QueryRow(ctx, "SELECT coalesce(max(seq), 0) FROM events").Scan(&head); err != nil {
+	if err := l.read.QueryRow(ctx, headQuery).Scan(&head); err != nil {
 		return 0, fmt.Errorf("pglog: head: %w", err)
+	}
+	return head, nil
+}
+
+// PrimaryHead returns the highest seq committed on the primary (streams.Follower).
+func (l *Log) PrimaryHead(ctx context.Context) (int64, error) {
+	var head int64
+	if err := l.pool.QueryRow(ctx, headQuery).Scan(&head); err != nil {
+		return 0, fmt.Errorf("pglog: primary head: %w", err)
 	}
 	return head, nil
 }
@@ -113,7 +158,7 @@ func (l *Log) ReadAfter(ctx context.Context, after int64, limit int) ([]streams.
 	if limit <= 0 {
 		return nil, fmt.Errorf("pglog: read after %d: limit %d: %w", after, limit, streams.ErrInvalid)
 	}
-	evs, err := l.query(ctx, "SELECT "+eventColumns+" FROM events WHERE seq > $1 ORDER BY seq LIMIT $2", after, limit)
+	evs, err := l.query(ctx, l.read, "SELECT "+eventColumns+" FROM events WHERE seq > $1 ORDER BY seq LIMIT $2", after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("pglog: read after %d: %w", after, err)
 	}
@@ -125,27 +170,34 @@ func (l *Log) ReadStream(ctx context.Context, s streams.Stream, after, upto int6
 	if limit <= 0 {
 		return nil, fmt.Errorf("pglog: read %s: limit %d: %w", s, limit, streams.ErrInvalid)
 	}
-	var q string
+	var where string
 	switch s.Kind {
 	case streams.StreamProject:
-		q = "SELECT " + eventColumns + " FROM events WHERE project_key = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4"
+		where = "project_key = $1"
 	case streams.StreamItem:
-		q = "SELECT " + eventColumns + " FROM events WHERE entity_type = 'item' AND entity_key = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4"
+		where = "entity_type = 'item' AND entity_key = $1"
 	default:
 		return nil, fmt.Errorf("pglog: read %s: %w", s, streams.ErrBadStream)
 	}
 	if upto <= after {
 		return nil, nil
 	}
-	evs, err := l.query(ctx, q, s.Key, after, upto, limit)
+	var evs []streams.Event
+	var err error
+	if l.tail != nil {
+		evs, err = l.tail.readStream(ctx, where, s.Key, after, upto, limit)
+	} else {
+		evs, err = l.query(ctx, l.pool, "SELECT "+eventColumns+" FROM events WHERE "+where+
+			" AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4", s.Key, after, upto, limit)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("pglog: read %s: %w", s, err)
 	}
 	return evs, nil
 }
 
-func (l *Log) query(ctx context.Context, q string, args ...any) ([]streams.Event, error) {
-	rows, err := l.pool.Query(ctx, q, args...)
+func (l *Log) query(ctx context.Context, pool *pgxpool.Pool, q string, args ...any) ([]streams.Event, error) {
+	rows, err := pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/ballet/gateway/internal/leaktest"
+	"github.com/ballet/gateway/streams/pgtest"
 )
 
-func TestMain(m *testing.M) { leaktest.Main(m) }
+func TestMain(m *testing.M) { leaktest.Main(m, pgtest.StopShared) }

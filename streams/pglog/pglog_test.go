@@ -178,12 +178,13 @@ func (w *writeLog) record(txID string, ids []string, outcome string) {
 // and nothing rolled back. With a plain sequence, a transaction that drew a smaller seq but
 // committed later would be skipped by both.
 func TestCommitOrder(t *testing.T) {
-	commitOrder(t, pgtest.Pool(t))
+	commitOrder(t, pgtest.Pool(t), nil)
 }
 
-func commitOrder(t *testing.T, pool *pgxpool.Pool) {
+// commitOrder writes from concurrent writers on pool and reads with a log opened with opts.
+func commitOrder(t *testing.T, pool *pgxpool.Pool, opts *pglog.Options) {
 	ctx := ctxT(t, 5*time.Minute)
-	l := open(t, pool, nil)
+	l := open(t, pool, opts)
 	var tailed collector
 	tl := startTailer(t, l, &tailed, 50)
 
@@ -247,7 +248,7 @@ func commitOrder(t *testing.T, pool *pgxpool.Pool) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	head, err := l.Head(ctx)
+	head, err := l.PrimaryHead(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

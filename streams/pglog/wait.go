@@ -20,7 +20,13 @@ func (l *Log) wake() {
 // (ctx.Err()) or when the log is closed (streams.ErrClosed). It returns at once if the log
 // already has events after `after`, and also when it cannot tell: a failing Head check is a
 // wake-up, so that the caller's next read reports the database's state.
+//
+// On a Tail, it polls the standby instead (see tail.go): every TailPoll while events arrive,
+// every TailIdlePoll when idle.
 func (l *Log) Wait(ctx context.Context, after int64) error {
+	if l.tail != nil {
+		return l.waitTail(ctx, after)
+	}
 	l.mu.Lock()
 	ch := l.wakeCh
 	l.mu.Unlock()
@@ -49,6 +55,32 @@ func (l *Log) Wait(ctx context.Context, after int64) error {
 				return ctx.Err()
 			}
 			t.Reset(l.poll)
+		}
+	}
+}
+
+func (l *Log) waitTail(ctx context.Context, after int64) error {
+	select {
+	case <-l.closed:
+		return streams.ErrClosed
+	default:
+	}
+	if l.tail.behind(ctx, after) {
+		return ctx.Err()
+	}
+	t := time.NewTimer(l.tail.interval(time.Now()))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-l.closed:
+			return streams.ErrClosed
+		case <-t.C:
+			if l.tail.behind(ctx, after) {
+				return ctx.Err()
+			}
+			t.Reset(l.tail.interval(time.Now()))
 		}
 	}
 }

@@ -32,7 +32,13 @@ func BaseURL() string {
 // end of the test.
 func URL(t testing.TB) string {
 	t.Helper()
-	base := BaseURL()
+	return createDatabase(t, BaseURL())
+}
+
+// createDatabase creates a fresh database on the server of base, dropped at the end of the
+// test, and returns its connection string.
+func createDatabase(t testing.TB, base string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, base)
@@ -76,7 +82,12 @@ func URL(t testing.TB) string {
 // the test (before the database is dropped).
 func Pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	u := URL(t)
+	return migratedPool(t, URL(t))
+}
+
+// migratedPool opens a pool on u, closed at the end of the test, and applies the migrations.
+func migratedPool(t testing.TB, u string) *pgxpool.Pool {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	pool, err := pgxpool.New(ctx, u)

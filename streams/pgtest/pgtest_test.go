@@ -1,6 +1,7 @@
 package pgtest
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -62,5 +63,30 @@ func TestWithDatabase(t *testing.T) {
 	}
 	if got := redact("postgres://u:secret@h/db"); strings.Contains(got, "secret") {
 		t.Errorf("redact left the password: %s", got)
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	StopShared()
+	os.Exit(code)
+}
+
+// A row written on the primary is read on the standby once replayed; the standby refuses writes.
+func TestStandby(t *testing.T) {
+	db := Standby(t)
+	if _, err := db.Pool.Exec(t.Context(), `INSERT INTO events (project_key, type, entity_type, entity_id, actor_kind, actor_subject)
+		VALUES ('WEB', 't', 'x', '1', 'system', '')`); err != nil {
+		t.Fatal(err)
+	}
+	db.WaitReplayed(t)
+	sp := db.StandbyPool(t)
+	var n int
+	var recovery bool
+	if err := sp.QueryRow(t.Context(), "SELECT count(*), pg_is_in_recovery() FROM events").Scan(&n, &recovery); err != nil || n != 1 || !recovery {
+		t.Fatalf("standby: %d events, in recovery %v, %v", n, recovery, err)
+	}
+	if _, err := sp.Exec(t.Context(), "DELETE FROM events"); err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Fatalf("a write on the standby: %v", err)
 	}
 }
