@@ -1,11 +1,12 @@
-//go:build !linux
+//go:build !linux || nopark
 
 package gateway
 
 import "syscall"
 
-// idlePoller parks idle connections on Linux; elsewhere every connection
-// reads with a goroutine of its own.
+// idlePoller parks idle connections on Linux; elsewhere, and in a build
+// with -tags nopark (to measure what parking saves: docs/benchmarks.md),
+// every connection reads with a goroutine of its own.
 type idlePoller struct{}
 
 type pollConn struct{}

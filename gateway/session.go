@@ -50,13 +50,12 @@ type session struct {
 	closeCode websocket.StatusCode
 	closeMsg  string
 	authTimer *time.Timer
-	tIndex    int   // place in the server's heartbeat heap, -1 when absent (srv.timers.mu)
-	tDue      int64 // Unix ns of the next heartbeat check (srv.timers.mu)
-	ticking   bool  // heartbeats started
-	started   bool  // start has run: until then finish waits (closeWith leaves it to start)
-	closeSet  bool  // closeWith has been called: closeCode and closeMsg are final
-	expAt     int64 // the token's expiry, Unix ns; zero until authenticated
-	lastSent  int64 // last heartbeat sent, Unix ns
+	hb        heartbeatTimer // srv.timers' (timers.go)
+	ticking   bool           // heartbeats started
+	started   bool           // start has run: until then finish waits (closeWith leaves it to start)
+	closeSet  bool           // closeWith has been called: closeCode and closeMsg are final
+	expAt     int64          // the token's expiry, Unix ns; zero until authenticated
+	lastSent  int64          // last heartbeat sent, Unix ns
 	finished  bool
 	counted   string // the subject counted against BALLET_MAX_CONNECTIONS_PER_SUBJECT
 }
@@ -70,7 +69,7 @@ type clientSub struct {
 
 func newSession(srv *Server, ws *websocket.Conn, lw *leanWriter, c codec.Codec, r *http.Request) *session {
 	s := &session{
-		srv: srv, ws: ws, codec: c, id: newConnID(), tIndex: -1,
+		srv: srv, ws: ws, codec: c, id: newConnID(),
 	}
 	s.remote = r.RemoteAddr
 	s.trace = traceID(r.Header.Get("traceparent"))

@@ -1,3 +1,5 @@
+//go:build !notimerheap
+
 package gateway
 
 import (
@@ -9,7 +11,8 @@ import (
 // sessionTimers runs every session's heartbeat from one timer: a min-heap
 // of the sessions' due times and a single time.Timer for the earliest. A
 // timer of its own per session would cost every idle connection a runtime
-// timer and a closure.
+// timer and a closure. A build with -tags notimerheap gives each session
+// a timer instead (timers_off.go): the comparison in docs/benchmarks.md.
 type sessionTimers struct {
 	mu      sync.Mutex
 	h       timerHeap
@@ -17,27 +20,33 @@ type sessionTimers struct {
 	armedAt int64 // Unix ns the timer is set for; 0 when stopped
 }
 
-// timerHeap orders sessions by due time; each knows its index (tIndex,
-// -1 when absent) so that it can be moved or removed.
+// heartbeatTimer is a session's place in the heap (under sessionTimers.mu).
+type heartbeatTimer struct {
+	pos int   // 1 + index in the heap; 0 when absent
+	due int64 // Unix ns of the next heartbeat check
+}
+
+// timerHeap orders sessions by due time; each knows its place (hb.pos) so
+// that it can be moved or removed.
 type timerHeap []*session
 
 func (h timerHeap) Len() int           { return len(h) }
-func (h timerHeap) Less(i, j int) bool { return h[i].tDue < h[j].tDue }
+func (h timerHeap) Less(i, j int) bool { return h[i].hb.due < h[j].hb.due }
 func (h timerHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].tIndex, h[j].tIndex = i, j
+	h[i].hb.pos, h[j].hb.pos = i+1, j+1
 }
 func (h *timerHeap) Push(x any) {
 	s := x.(*session)
-	s.tIndex = len(*h)
 	*h = append(*h, s)
+	s.hb.pos = len(*h)
 }
 func (h *timerHeap) Pop() any {
 	old := *h
 	s := old[len(old)-1]
 	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
-	s.tIndex = -1
+	s.hb.pos = 0
 	return s
 }
 
@@ -45,9 +54,9 @@ func (h *timerHeap) Pop() any {
 func (st *sessionTimers) schedule(s *session, due int64) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	s.tDue = due
-	if s.tIndex >= 0 {
-		heap.Fix(&st.h, s.tIndex)
+	s.hb.due = due
+	if s.hb.pos > 0 {
+		heap.Fix(&st.h, s.hb.pos-1)
 	} else {
 		heap.Push(&st.h, s)
 	}
@@ -58,8 +67,8 @@ func (st *sessionTimers) schedule(s *session, due int64) {
 func (st *sessionTimers) remove(s *session) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if s.tIndex >= 0 {
-		heap.Remove(&st.h, s.tIndex)
+	if s.hb.pos > 0 {
+		heap.Remove(&st.h, s.hb.pos-1)
 		st.armLocked()
 	}
 }
@@ -73,7 +82,7 @@ func (st *sessionTimers) armLocked() {
 		}
 		return
 	}
-	due := st.h[0].tDue
+	due := st.h[0].hb.due
 	if st.armedAt != 0 && st.armedAt <= due {
 		return // already set for this or an earlier time
 	}
@@ -92,7 +101,7 @@ func (st *sessionTimers) fire() {
 	var due []*session
 	st.mu.Lock()
 	st.armedAt = 0
-	for len(st.h) > 0 && st.h[0].tDue <= now {
+	for len(st.h) > 0 && st.h[0].hb.due <= now {
 		due = append(due, heap.Pop(&st.h).(*session))
 	}
 	st.armLocked()

@@ -40,7 +40,6 @@ var (
 	_ rpc.Transport = (*wsTransport)(nil)
 	_ rpc.Batcher   = (*wsTransport)(nil)
 	_ rpc.Parker    = (*wsTransport)(nil)
-	_ rpc.TryWriter = (*wsTransport)(nil)
 )
 
 // Park waits for the next message without a goroutine when nothing is
@@ -95,28 +94,6 @@ func (t *wsTransport) Uncork() error {
 		return werr
 	}
 	return t.cork.wait()
-}
-
-// TryWrite writes frames if the socket can take them now without anyone
-// waiting: nothing is held back for a slow peer. They go out in one write;
-// the bytes the socket does not take are sent by the connection's flusher,
-// and the next Uncork waits for them. It reports false, having written
-// nothing, when it cannot.
-func (t *wsTransport) TryWrite(frames [][]byte) (bool, error) {
-	if !t.cork.canTry() {
-		return false, nil
-	}
-	t.cork.Cork()
-	var err error
-	for _, f := range frames {
-		if err = t.ws.Write(context.Background(), t.typ, f); err != nil {
-			break
-		}
-	}
-	if uerr := t.cork.Uncork(); err == nil {
-		err = uerr
-	}
-	return true, err
 }
 
 // Read ignores ctx: a cancellable context costs the WebSocket library a

@@ -213,7 +213,7 @@ func (h *Hub) deliver(s Stream, ps []*Prepared, closed []*Subscription) []*Subsc
 	sh := h.shard(s)
 	sh.mu.RLock()
 	set := sh.subs[s]
-	if len(set) < 2*fanoutChunk || runtime.GOMAXPROCS(0) == 1 {
+	if !parallelFanout || len(set) < 2*fanoutChunk || runtime.GOMAXPROCS(0) == 1 {
 		bodies := bodySlices.Get().(*[][]byte)
 		for sub := range set {
 			if !sub.deliverRun(ps, &h.cache, bodies) {

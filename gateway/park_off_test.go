@@ -1,0 +1,6 @@
+//go:build !linux || nopark
+
+package gateway_test
+
+// readersPark: every reader keeps its goroutine in this build (park_other.go).
+const readersPark = false

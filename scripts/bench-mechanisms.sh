@@ -1,0 +1,315 @@
+#!/usr/bin/env bash
+# Each mechanism that exists for speed, measured on its own: the gateway
+# built (or run) with and without it, the runs alternating, every run's
+# figure printed (docs/benchmarks.md, "Each mechanism on its own"). The
+# default build's runs are also the current figures against the targets.
+#
+# Usage: scripts/bench-mechanisms.sh [idle] [liveheap] [latency] [saturate]
+#        (idle, latency and saturate by default)
+#
+#   idle      IDLE_N idle subscribed connections held HOLD, a fresh serve each
+#             run: server RSS per connection after connecting and after the
+#             hold, and the server's CPU while they are held
+#   liveheap  the same connections held 20 s: the live heap per connection
+#             (a forced collection before and after connecting; RSS varies
+#             with the collector's timing, the live heap hardly does)
+#   latency   1000 subscribers x 100 events/s for 10 s: p50, p99, gaps, and
+#             the server's CPU per delivery
+#   saturate  1000 subscribers, the writer as fast as they take it:
+#             deliveries/s, and the server's CPU per delivery
+#
+# Variants (build tags of ./cmd/ballet-gateway, or an environment variable):
+#
+#   default     the build as shipped (GOGC=75, set by serve)
+#   nopark      -tags nopark: every connection keeps a reader goroutine
+#   notimerheap -tags notimerheap: a runtime timer per session instead of one heap of heartbeat deadlines
+#   gogc100     GOGC=100: the runtime's default collector target
+#   nodirect    -tags nodirect: every frame goes through the connection's writer goroutine
+#   noparallel  -tags noparallel: a stream's subscribers are served on the dispatch's goroutine alone
+#
+# Every run starts a fresh serve; each report line also gives the 1-minute
+# load average at its end, since other work on the machine moves the
+# figures. It needs go, jq, curl, createdb and dropdb, and PostgreSQL at
+# $PGURL (a role that may create databases). It creates a throwaway
+# database, runs `ballet-gateway dev` as the token issuer on loopback, and
+# removes all of it when it ends. Nothing here is a setting of a
+# production build.
+#
+# Environment:
+#   PGURL      PostgreSQL server (default postgres://postgres@127.0.0.1:5432)
+#   RUNS       rounds; each runs every variant of each target once (default 2)
+#   PORT       serve's port; its admin port is PORT+1, dev's PORT+10 and PORT+11 (default 8080)
+#   IDLE_N     idle connections (default 9000); HOLD, how long idle runs hold them (default 90s)
+#   VARIANTS_IDLE  variant:codec pairs of idle and liveheap runs (default below)
+#   VARIANTS_LIVE  variant:codec pairs of latency and saturate runs (default below)
+#   SERVE_ENV  more VAR=value settings for every serve, e.g. BALLET_HEARTBEAT_INTERVAL=1s
+#   OUT        directory for the raw reports and logs (default: a new temporary one)
+set -euo pipefail
+
+PGURL=${PGURL:-postgres://postgres@127.0.0.1:5432}
+RUNS=${RUNS:-2}
+PORT=${PORT:-8080}
+IDLE_N=${IDLE_N:-9000}
+HOLD=${HOLD:-90s}
+VARIANTS_IDLE=${VARIANTS_IDLE:-"default:msgpack nopark:msgpack notimerheap:msgpack gogc100:msgpack default:json"}
+VARIANTS_LIVE=${VARIANTS_LIVE:-"default:msgpack nodirect:msgpack noparallel:msgpack default:json"}
+OUT=${OUT:-$(mktemp -d -t ballet-mechanisms.XXXXXX)}
+TARGETS=("$@")
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(idle latency saturate)
+
+for t in "${TARGETS[@]}"; do
+	case $t in idle | liveheap | latency | saturate) ;; *)
+		echo "usage: $0 [idle] [liveheap] [latency] [saturate]" >&2
+		exit 2
+		;;
+	esac
+done
+for cmd in go jq curl createdb dropdb; do
+	command -v "$cmd" >/dev/null || {
+		echo "$0: $cmd is needed" >&2
+		exit 2
+	}
+done
+
+cd "$(dirname "$0")/.."
+mkdir -p "$OUT/bin"
+BIN=$OUT/bin
+DB=ballet_mechanisms_$$
+DBURL=$PGURL/$DB
+ADDR=127.0.0.1:$PORT
+ADMIN=127.0.0.1:$((PORT + 1))
+DEV=127.0.0.1:$((PORT + 10))
+DEV_ADMIN=127.0.0.1:$((PORT + 11))
+CLK_TCK=$(getconf CLK_TCK)
+DEV_PID= SERVE_PID= SAMPLER_PID= BENCH_PID=
+
+log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
+
+cleanup() {
+	for pid in $BENCH_PID $SAMPLER_PID $SERVE_PID $DEV_PID; do
+		kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
+	done
+	dropdb --if-exists --maintenance-db="$PGURL/postgres" "$DB" 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Variants: build tags and environment.
+tags_of() {
+	case $1 in
+	default | gogc100) echo "" ;;
+	nopark | notimerheap | nodirect | noparallel) echo "$1" ;;
+	*)
+		echo "$0: unknown variant $1" >&2
+		exit 2
+		;;
+	esac
+}
+env_of() {
+	case $1 in
+	gogc100) echo "GOGC=100" ;;
+	*) echo "" ;;
+	esac
+}
+
+# Build each variant once; every tag combination must also vet.
+variants=(default)
+for t in "${TARGETS[@]}"; do
+	case $t in idle | liveheap) pairs=$VARIANTS_IDLE ;; *) pairs=$VARIANTS_LIVE ;; esac
+	for pair in $pairs; do
+		variants+=("${pair%%:*}")
+	done
+done
+mapfile -t variants < <(printf '%s\n' "${variants[@]}" | sort -u)
+log "building ballet-bench and ballet-gateway (${variants[*]}) into $BIN"
+go build -o "$BIN/ballet-bench" ./cmd/ballet-bench
+for v in "${variants[@]}"; do
+	tags=$(tags_of "$v")
+	[ -x "$BIN/ballet-gateway-${tags:-default}" ] && continue
+	go vet -tags "$tags" ./gateway/ ./streams/
+	go build -tags "$tags" -o "$BIN/ballet-gateway-${tags:-default}" ./cmd/ballet-gateway
+done
+go vet -tags nopark,notimerheap,nodirect,noparallel ./gateway/ ./streams/
+
+# The database, the project and the grant.
+log "database $DB"
+createdb --maintenance-db="$PGURL/postgres" "$DB"
+GW=$BIN/ballet-gateway-default
+BALLET_DATABASE_URL=$DBURL "$GW" migrate >/dev/null
+BALLET_DATABASE_URL=$DBURL "$GW" admin project-create BENCH Bench >/dev/null
+BALLET_DATABASE_URL=$DBURL "$GW" admin grant BENCH bench viewer >/dev/null
+
+# The token issuer.
+env -u GOGC BALLET_ADDR="$DEV" BALLET_ADMIN_ADDR="$DEV_ADMIN" BALLET_LOG_LEVEL=WARN "$GW" dev >"$OUT/dev.log" 2>&1 &
+DEV_PID=$!
+TOKEN_URL="http://$DEV/dev/token?subject=bench"
+for _ in $(seq 100); do
+	curl -fs "$TOKEN_URL" >/dev/null 2>&1 && break
+	sleep 0.1
+done
+curl -fs "$TOKEN_URL" >/dev/null || {
+	echo "$0: dev did not start (see $OUT/dev.log)" >&2
+	exit 1
+}
+
+# serve_start VARIANT starts a fresh serve of that variant on $ADDR.
+serve_start() {
+	local v=$1 tags extra
+	tags=$(tags_of "$v")
+	extra=$(env_of "$v")
+	# shellcheck disable=SC2086 # VAR=value words, or nothing
+	env -u GOGC $extra ${SERVE_ENV:-} \
+		BALLET_DATABASE_URL="$DBURL" BALLET_ADDR="$ADDR" BALLET_ADMIN_ADDR="$ADMIN" \
+		BALLET_OIDC_ISSUER="http://$DEV/dev/oidc" BALLET_OIDC_AUDIENCE=ballet-dev \
+		BALLET_MAX_CONNECTIONS_PER_SUBJECT=$((IDLE_N + 1000)) BALLET_LOG_LEVEL=WARN \
+		"$BIN/ballet-gateway-${tags:-default}" serve >>"$OUT/serve-$v.log" 2>&1 &
+	SERVE_PID=$!
+	for _ in $(seq 300); do
+		curl -fs "http://$ADMIN/readyz" >/dev/null 2>&1 && return 0
+		kill -0 "$SERVE_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "$0: serve ($v) did not start (see $OUT/serve-$v.log)" >&2
+	exit 1
+}
+
+serve_stop() {
+	kill "$SERVE_PID" 2>/dev/null || true
+	wait "$SERVE_PID" 2>/dev/null || true
+	SERVE_PID=
+}
+
+# ticks PID prints the CPU time the process has used, in clock ticks.
+ticks() {
+	local stat
+	stat=$(cut -d' ' -f14,15 "/proc/$1/stat")
+	echo $((${stat% *} + ${stat#* }))
+}
+
+# sample PID FILE writes "unix-ms cpu-ticks open-fds" every second.
+sample() {
+	while [ -d "/proc/$1" ]; do
+		local t fds
+		t=$(ticks "$1" 2>/dev/null) || break
+		fds=$(find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+		echo "$(date +%s%3N) $t $fds"
+		sleep 1
+	done >"$2"
+}
+
+# idle_cpu FILE N prints the server's CPU, in % of one core, from 5 s after
+# it first held N connections to the last second it still held them.
+idle_cpu() {
+	awk -v n="$2" -v hz="$CLK_TCK" '
+		$3 >= n && !t0 { t0 = $1 }
+		$3 >= n && t0 && $1 >= t0 + 5000 { if (!s) { s = $1; c = $2 } e = $1; d = $2 }
+		END { if (e > s) printf "%.2f", 100 * (d - c) / hz / ((e - s) / 1000); else print "null" }' "$1"
+}
+
+# live_heap prints the server's heap in bytes right after a forced collection.
+live_heap() {
+	curl -fs "http://$ADMIN/debug/pprof/heap?gc=1" >/dev/null
+	curl -fs "http://$ADMIN/metrics" | awk '$1 == "go_memstats_heap_alloc_bytes" { printf "%d", $2 }'
+}
+
+BENCH=("$BIN/ballet-bench" --url "ws://$ADDR/rpc" --db "$DBURL" --token-url "$TOKEN_URL" --stream project:BENCH --json)
+
+# run TARGET VARIANT CODEC ROUND: one run on a fresh serve, its report
+# (with target, variant, round, the server's CPU and the load average
+# added) appended to results.jsonl.
+run() {
+	local target=$1 v=$2 codec=$3 round=$4 name raw t0 t1 idle=null before=null after=null
+	name=$target-$v-$codec-$round
+	raw=$OUT/$name.json
+	serve_start "$v"
+	log "$target $v $codec (round $round)"
+	t0=$(ticks "$SERVE_PID")
+	case $target in
+	idle)
+		sample "$SERVE_PID" "$OUT/$name.cpu" &
+		SAMPLER_PID=$!
+		"${BENCH[@]}" --codec "$codec" --mode idle --subscribers "$IDLE_N" --duration "$HOLD" \
+			--server-pid "$SERVE_PID" >"$raw" 2>>"$OUT/bench.log" || true
+		kill "$SAMPLER_PID" 2>/dev/null || true
+		wait "$SAMPLER_PID" 2>/dev/null || true
+		SAMPLER_PID=
+		idle=$(idle_cpu "$OUT/$name.cpu" "$IDLE_N")
+		;;
+	liveheap)
+		before=$(live_heap)
+		"${BENCH[@]}" --codec "$codec" --mode idle --subscribers "$IDLE_N" --duration 20s \
+			--server-pid "$SERVE_PID" >"$raw" 2>"$OUT/$name.log" &
+		BENCH_PID=$!
+		while kill -0 "$BENCH_PID" 2>/dev/null && ! grep -q holding "$OUT/$name.log"; do
+			sleep 0.5
+		done
+		after=$(live_heap)
+		wait "$BENCH_PID" || true
+		BENCH_PID=
+		cat "$OUT/$name.log" >>"$OUT/bench.log"
+		;;
+	latency)
+		"${BENCH[@]}" --codec "$codec" --subscribers 1000 --rate 100 --duration 10s >"$raw" 2>>"$OUT/bench.log" || true
+		;;
+	saturate)
+		"${BENCH[@]}" --codec "$codec" --mode saturate --subscribers 1000 --duration 10s >"$raw" 2>>"$OUT/bench.log" || true
+		;;
+	esac
+	t1=$(ticks "$SERVE_PID")
+	serve_stop
+	if [ ! -s "$raw" ]; then
+		log "  no report (see $OUT/bench.log)"
+		return
+	fi
+	jq -c --arg t "$target" --arg v "$v" --argjson r "$round" --argjson idle "$idle" \
+		--argjson before "$before" --argjson after "$after" \
+		--argjson cpu "$(awk -v d=$((t1 - t0)) -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", d / hz }')" \
+		--argjson load "$(cut -d' ' -f1 /proc/loadavg)" \
+		'. + {target: $t, variant: $v, round: $r, server_cpu_s: $cpu, server_cpu_idle_pct: $idle,
+			live_heap_before_bytes: $before, live_heap_after_bytes: $after, load_1m: $load}' "$raw" |
+		tee -a "$OUT/results.jsonl" | jq -r -f <(summary_jq) --arg one 1 >&2
+}
+
+# summary_jq is the jq program that describes one run (with $one set) or
+# every run of a group (the input an array of runs).
+summary_jq() {
+	cat <<'EOF'
+def r1: . * 10 | round / 10;
+def kb: . / 1000 | r1;
+def each(f): map(f | tostring) | join(", ");
+def per_delivery: .server_cpu_s / .delivered_events * 1e6 | r1;
+def describe:
+	if .[0].target == "idle" then
+		"RSS after connecting " + each(.server_rss_per_conn_bytes | kb) +
+		" KB; after the hold " + each((.server_rss_end_bytes - .server_rss_before_bytes) / .connections | kb) +
+		" KB; server CPU while held " + each(.server_cpu_idle_pct) + " % of a core"
+	elif .[0].target == "liveheap" then
+		"live heap " + each((.live_heap_after_bytes - .live_heap_before_bytes) / .connections | kb) + " KB per connection"
+	elif .[0].target == "latency" then
+		"p99 " + each(.latency_p99_ms | r1) + " ms; p50 " + each(.latency_p50_ms | r1) +
+		" ms; server CPU " + each(per_delivery) + " us per delivery; gaps " + each(.gaps)
+	else
+		each(.deliveries_per_s / 1000 | round) + "k deliveries/s; server CPU " + each(per_delivery) +
+		" us per delivery; gaps " + each(.gaps)
+	end
+	+ "; load " + each(.load_1m)
+	+ (map(select(.ok | not) | .failures | join("; ")) | if length > 0 then " FAILED: " + join(" / ") else "" end);
+if $one == "1" then "  " + ([.] | describe)
+else group_by([.target, .variant, .codec])[] | "\(.[0].target)\t\(.[0].variant)\t\(.[0].codec)\t" + describe end
+EOF
+}
+
+for round in $(seq "$RUNS"); do
+	for target in "${TARGETS[@]}"; do
+		case $target in idle | liveheap) pairs=$VARIANTS_IDLE ;; *) pairs=$VARIANTS_LIVE ;; esac
+		for pair in $pairs; do
+			run "$target" "${pair%%:*}" "${pair#*:}" "$round"
+		done
+	done
+done
+
+# Every run's figures, by target, variant and codec, in the order run.
+echo
+jq -rs -f <(summary_jq) --arg one 0 "$OUT/results.jsonl" | column -t -s "$(printf '\t')"
+echo
+echo "raw reports: $OUT/results.jsonl"
