@@ -33,7 +33,9 @@
 // Extensions: SubscribeOptions.Types asks for only some event types, and
 // SubscribeOptions.Presence makes the caller present on the stream and
 // follows who else is (Subscription.Present, PresenceChanged; a fresh
-// snapshot after each reconnect); Client.PresenceGet asks the server.
+// snapshot after each reconnect); SubscribeOptions.ItemPresence, on a
+// project, follows who has each of its items open (Subscription.ItemsPresent);
+// Client.PresenceGet and PresenceGetItems ask the server.
 //
 // Entry points: Dial, Client.Subscribe (events on a bounded channel),
 // Client.PlannerWatch, Client.PlannerSend, Client.PlannerCancel, Client.Ping,

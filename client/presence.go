@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -19,18 +20,20 @@ type presenceChange struct {
 	Left         []PresenceSubject `json:"left"`
 }
 
-// presence is the subjects present on a subscription's stream, as the
-// server's presence.changed notifications tell them: empty at each
-// (re)subscribe, whose first notifications are a snapshot, then changed
-// by each notification.
+// presence is the subjects present on a subscription's stream and, with
+// item presence, on each item of its project, as the server's
+// presence.changed notifications tell them: empty at each (re)subscribe,
+// whose first notifications are a snapshot, then changed by each
+// notification.
 type presence struct {
-	mu      sync.Mutex
-	members map[string]struct{}
-	changed chan struct{} // a signal, coalesced: capacity 1
+	own     bool                           // the subscription's own stream is followed
+	mu      sync.Mutex                     //
+	members map[string]map[string]struct{} // stream → subjects
+	changed chan struct{}                  // a signal, coalesced: capacity 1
 }
 
-func newPresence() *presence {
-	return &presence{members: map[string]struct{}{}, changed: make(chan struct{}, 1)}
+func newPresence(own bool) *presence {
+	return &presence{own: own, members: map[string]map[string]struct{}{}, changed: make(chan struct{}, 1)}
 }
 
 // reset forgets who was present: a new subscription's snapshot follows.
@@ -42,11 +45,19 @@ func (p *presence) reset() {
 
 func (p *presence) apply(ch presenceChange) {
 	p.mu.Lock()
+	m := p.members[ch.Stream]
+	if m == nil {
+		m = map[string]struct{}{}
+		p.members[ch.Stream] = m
+	}
 	for _, s := range ch.Joined {
-		p.members[s.Subject] = struct{}{}
+		m[s.Subject] = struct{}{}
 	}
 	for _, s := range ch.Left {
-		delete(p.members, s.Subject)
+		delete(m, s.Subject)
+	}
+	if len(m) == 0 {
+		delete(p.members, ch.Stream)
 	}
 	p.mu.Unlock()
 	select {
@@ -55,11 +66,29 @@ func (p *presence) apply(ch presenceChange) {
 	}
 }
 
-func (p *presence) list() []string {
+// list returns the subjects on stream, sorted and never nil.
+func (p *presence) list(stream string) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]string, 0, len(p.members))
-	for s := range p.members {
+	return sortedKeys(p.members[stream])
+}
+
+// items returns the subjects on every item stream, by item key.
+func (p *presence) items() map[string][]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string][]string{}
+	for stream, m := range p.members {
+		if key, ok := strings.CutPrefix(stream, "item:"); ok {
+			out[key] = sortedKeys(m)
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]struct{}) []string {
+	out := make([]string, 0, len(m))
+	for s := range m {
 		out = append(out, s)
 	}
 	slices.Sort(out)
@@ -70,21 +99,36 @@ func (p *presence) list() []string {
 // for a subscription made with SubscribeOptions.Presence; nil otherwise, and
 // once the subscription has ended. It follows the server across reconnects.
 func (s *Subscription) Present() []string {
-	if s.presence == nil {
+	if s.presence == nil || !s.presence.own || s.ended() {
 		return nil
 	}
+	return s.presence.list(s.stream)
+}
+
+// ItemsPresent returns who has each item of the subscription's project open,
+// by item key ("WEB-42"), each list sorted; only items that have someone
+// present are in it. For a subscription made with
+// SubscribeOptions.ItemPresence; nil otherwise, and once the subscription
+// has ended. It follows the server across reconnects.
+func (s *Subscription) ItemsPresent() map[string][]string {
+	if s.presence == nil || s.ended() {
+		return nil
+	}
+	if !s.itemPresence {
+		return nil
+	}
+	return s.presence.items()
+}
+
+func (s *Subscription) ended() bool {
 	s.mu.Lock()
-	done := s.feed.done
-	s.mu.Unlock()
-	if done {
-		return nil
-	}
-	return s.presence.list()
+	defer s.mu.Unlock()
+	return s.feed.done
 }
 
 // PresenceChanged receives a value (coalesced: one for any number of changes
-// not yet taken) each time Present may have changed; nil for a subscription
-// without Presence.
+// not yet taken) each time Present or ItemsPresent may have changed; nil for
+// a subscription with neither Presence nor ItemPresence.
 func (s *Subscription) PresenceChanged() <-chan struct{} {
 	if s.presence == nil {
 		return nil
@@ -103,6 +147,18 @@ type PresenceMembers struct {
 	Stream    string           `json:"stream"`
 	Members   []PresenceMember `json:"members"`
 	Truncated bool             `json:"truncated,omitempty"`
+	// Items, from PresenceGetItems: the project's items that have someone
+	// present, in order of stream.
+	Items []ItemMembers `json:"items,omitempty"`
+	// ItemsTruncated: (item, subject) pairs past the server's bound were
+	// left out of Items.
+	ItemsTruncated bool `json:"items_truncated,omitempty"`
+}
+
+// ItemMembers is who has one item open.
+type ItemMembers struct {
+	Stream  string           `json:"stream"` // "item:<KEY>"
+	Members []PresenceMember `json:"members"`
 }
 
 // PresenceGet returns who is present on stream now, on every replica, with
@@ -110,5 +166,13 @@ type PresenceMembers struct {
 func (c *Client) PresenceGet(ctx context.Context, stream string) (PresenceMembers, error) {
 	var m PresenceMembers
 	err := c.Call(ctx, "presence.get", map[string]string{"stream": stream}, &m)
+	return m, err
+}
+
+// PresenceGetItems is PresenceGet of a project ("project:<KEY>") that also
+// answers who has each of its items open (Items).
+func (c *Client) PresenceGetItems(ctx context.Context, project string) (PresenceMembers, error) {
+	var m PresenceMembers
+	err := c.Call(ctx, "presence.get", map[string]any{"stream": project, "items": true}, &m)
 	return m, err
 }

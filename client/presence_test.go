@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -69,6 +70,67 @@ func TestPresenceFollowsTheStream(t *testing.T) {
 			if plain.Present() != nil || plain.PresenceChanged() != nil {
 				t.Fatal("a plain subscription follows presence")
 			}
+		})
+	}
+}
+
+// Item presence through the client: a board follows who has which item open, across a
+// dropped connection, and PresenceGetItems answers the same.
+func TestItemPresenceFollowsTheItems(t *testing.T) {
+	for _, cd := range codecs {
+		t.Run(codecName(cd), func(t *testing.T) {
+			env := startEnv(t, true, gateway.Config{})
+			p := startProxy(t, env.HTTP.Listener.Addr().String())
+			var st states
+			alice := dial(t, p.URL(), &client.Options{Token: (&minter{env: env, subject: "alice"}).Token, Codec: cd, OnStateChange: st.record})
+			bob := dial(t, env.URL, &client.Options{Token: (&minter{env: env, subject: "bob"}).Token, Codec: cd})
+			ctx := context.Background()
+			board, err := alice.Subscribe(ctx, "project:WEB", &client.SubscribeOptions{ItemPresence: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			items := func(want string) {
+				t.Helper()
+				deadline := time.After(10 * time.Second)
+				for fmt.Sprint(board.ItemsPresent()) != want {
+					select {
+					case <-board.PresenceChanged():
+					case <-deadline:
+						t.Fatalf("items present %v, want %v", board.ItemsPresent(), want)
+					}
+				}
+			}
+			if board.Present() != nil {
+				t.Fatal("a subscription with ItemPresence only reports the board's presence")
+			}
+			items("map[]")
+			i1, err := bob.Subscribe(ctx, "item:WEB-1", &client.SubscribeOptions{Presence: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			i2, err := alice.Subscribe(ctx, "item:WEB-2", &client.SubscribeOptions{Presence: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			items("map[WEB-1:[bob] WEB-2:[alice]]")
+			m, err := bob.PresenceGetItems(ctx, "project:WEB")
+			if err != nil || fmt.Sprint(m.Items) != "[{item:WEB-1 [{bob 1}]} {item:WEB-2 [{alice 1}]}]" || len(m.Members) != 0 {
+				t.Fatalf("presence.get with items: %+v %v", m, err)
+			}
+			// Bob closes his item while alice's connection is down: the snapshot after
+			// her reconnect has only her own item.
+			p.Stop()
+			if err := i1.Unsubscribe(ctx); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(500 * time.Millisecond)
+			p.Start()
+			waitFor(t, "the reconnect", 30*time.Second, func() bool { return st.count(client.StateConnected) >= 2 })
+			items("map[WEB-2:[alice]]")
+			if err := i2.Unsubscribe(ctx); err != nil {
+				t.Fatal(err)
+			}
+			items("map[]")
 		})
 	}
 }

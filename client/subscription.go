@@ -51,6 +51,11 @@ type SubscribeOptions struct {
 	// lives, and has the client follow who else is: see Present and
 	// PresenceChanged.
 	Presence bool
+	// ItemPresence, on a project stream, has the client follow who has each
+	// of the project's items open (those who subscribed to item:<KEY> with
+	// Presence), without making the caller present anywhere: see
+	// ItemsPresent and PresenceChanged.
+	ItemPresence bool
 	// Buffer is the capacity of the Events channel. When an event arrives
 	// and the buffer is full, the subscription ends with ErrSlowConsumer (the
 	// connection and other subscriptions go on). Default 4096.
@@ -74,9 +79,11 @@ type Subscription struct {
 	core[Event]
 	stream   string
 	types    []string
-	presence *presence // nil without SubscribeOptions.Presence
-	onResync func(seq int64)
-	seq      int64 // log position at the first subscribe
+	presence *presence // nil without SubscribeOptions.Presence or ItemPresence
+	// itemPresence: SubscribeOptions.ItemPresence.
+	itemPresence bool
+	onResync     func(seq int64)
+	seq          int64 // log position at the first subscribe
 
 	// Guarded by mu.
 	last    int64 // highest seq delivered, or the subscribe position
@@ -91,6 +98,7 @@ type subscribeParams struct {
 	FromSeq      *int64   `json:"from_seq,omitempty"`
 	Types        []string `json:"types,omitempty"`
 	Presence     bool     `json:"presence,omitempty"`
+	ItemPresence bool     `json:"item_presence,omitempty"`
 }
 
 type subscribeResult struct {
@@ -111,8 +119,9 @@ func (c *Client) Subscribe(ctx context.Context, stream string, opts *SubscribeOp
 		o.Buffer = 4096
 	}
 	s := &Subscription{stream: stream, types: slices.Clone(o.Types), onResync: o.OnResync}
-	if o.Presence {
-		s.presence = newPresence()
+	if o.Presence || o.ItemPresence {
+		s.presence = newPresence(o.Presence)
+		s.itemPresence = o.ItemPresence
 	}
 	s.init(c, c.newID(), s, o.Buffer)
 	if o.FromSeq != nil {
@@ -139,7 +148,8 @@ func (s *Subscription) params() subscribeParams {
 	if s.presence != nil {
 		s.presence.reset()
 	}
-	return subscribeParams{Subscription: s.id, Stream: s.stream, Types: s.types, Presence: s.presence != nil}
+	return subscribeParams{Subscription: s.id, Stream: s.stream, Types: s.types,
+		Presence: s.presence != nil && s.presence.own, ItemPresence: s.itemPresence}
 }
 
 // first makes the first subscribe, retrying on the next connection when

@@ -20,13 +20,50 @@ import (
 // presenceTimeout bounds presence.get's read of the other replicas' members.
 const presenceTimeout = 5 * time.Second
 
-// joinPresence makes subject present on stream for the subscription id and returns what
+// Item presence: a subject present on item:<KEY> is also entered on its project's items
+// stream (itemsStream) as presence.GroupSubject(KEY, subject), and a project subscription
+// with "item_presence": true watches that stream, hearing it as presence.changed of each
+// item:<KEY>. One watcher per board then follows every item of the project, across
+// replicas, with the registry's coalescing and bounds (MaxMembers counts (item, subject)
+// pairs there). The name cannot be subscribed to: streams.ParseStream knows no "items:".
+const itemsPrefix = "items:"
+
+func itemsStream(project string) string { return itemsPrefix + project }
+
+// itemStreamPrefix names an item's stream from its key.
+const itemStreamPrefix = "item:"
+
+// joinPresence makes subject present on st for the subscription id (presence), or has the
+// subscription follow who has the project's items open (items), or both; it returns what
 // ends it (the subscription's cancel, run by forget). Called under s.mu.
-func (s *session) joinPresence(stream, id, subject string, cs *clientSub) func() {
-	k := &presenceSink{s: s, id: id, cs: cs}
+func (s *session) joinPresence(st streams.Stream, id, subject string, cs *clientSub, present, items bool) func() {
+	reg := s.srv.presence
+	var leave []func()
+	if present {
+		k := s.newPresenceSink(id, cs, false)
+		leave = append(leave, reg.Join(st.String(), subject, s.id, k).Leave)
+		if st.Kind == streams.StreamItem {
+			leave = append(leave, reg.Enter(itemsStream(st.Project()), presence.GroupSubject(st.Key, subject), s.id).Leave)
+		}
+	}
+	if items {
+		k := s.newPresenceSink(id, cs, true)
+		leave = append(leave, reg.Watch(itemsStream(st.Key), k).Leave)
+	}
+	if len(leave) == 1 {
+		return leave[0]
+	}
+	return func() {
+		for _, f := range leave {
+			f()
+		}
+	}
+}
+
+func (s *session) newPresenceSink(id string, cs *clientSub, items bool) *presenceSink {
+	k := &presenceSink{s: s, id: id, cs: cs, items: items}
 	k.written = func() { k.pending.Add(-1) }
-	p := s.srv.presence.Join(stream, subject, s.id, k)
-	return p.Leave
+	return k
 }
 
 // presenceSink delivers one subscription's presence.changed. Like the subscription's events,
@@ -36,6 +73,7 @@ type presenceSink struct {
 	s       *session
 	id      string
 	cs      *clientSub
+	items   bool // watches an items stream: its notices are those of the items
 	pending atomic.Int64
 	written func()
 }
@@ -43,30 +81,42 @@ type presenceSink struct {
 var _ presence.Sink = (*presenceSink)(nil)
 
 func (k *presenceSink) PresenceChanged(n *presence.Notice) bool {
-	bodies, err := n.Bodies(k.s.codec)
-	if err != nil {
-		k.s.lg().Error("presence.changed not encodable", "err", err)
+	one := [1]*presence.Notice{n}
+	notices := one[:]
+	if k.items {
+		notices = n.Split(itemStreamPrefix)
+	}
+	fs := frameSlices.Get().(*[]rpc.Frame)
+	defer func() {
+		clear(*fs)
+		*fs = (*fs)[:0]
+		frameSlices.Put(fs)
+	}()
+	for _, x := range notices {
+		bodies, err := x.Bodies(k.s.codec)
+		if err != nil {
+			k.s.lg().Error("presence.changed not encodable", "err", err)
+			return true
+		}
+		for _, b := range bodies {
+			*fs = append(*fs, rpc.Frame{Method: presence.MethodChanged, Sub: k.id, Params: b})
+		}
+	}
+	n0 := int64(len(*fs))
+	if n0 == 0 {
 		return true
 	}
 	room := int64(k.s.srv.cfg.SubscriberQueue) - k.pending.Load()
-	if int64(len(bodies)) > room {
+	if n0 > room {
 		return false
 	}
-	fs := frameSlices.Get().(*[]rpc.Frame)
-	for _, b := range bodies {
-		*fs = append(*fs, rpc.Frame{Method: presence.MethodChanged, Sub: k.id, Params: b})
-	}
-	k.pending.Add(int64(len(bodies)))
-	ok := k.s.conn.TrySendFrames(*fs, int(room), k.written)
-	clear(*fs)
-	*fs = (*fs)[:0]
-	frameSlices.Put(fs)
-	if !ok {
-		k.pending.Add(-int64(len(bodies)))
+	k.pending.Add(n0)
+	if !k.s.conn.TrySendFrames(*fs, int(room), k.written) {
+		k.pending.Add(-n0)
 		return false
 	}
-	k.s.srv.metrics.PresenceChanges.Add(float64(len(bodies)))
-	k.s.srv.metrics.MessagesOut.WithLabelValues(presence.MethodChanged).Add(float64(len(bodies)))
+	k.s.srv.metrics.PresenceChanges.Add(float64(n0))
+	k.s.srv.metrics.MessagesOut.WithLabelValues(presence.MethodChanged).Add(float64(n0))
 	return true
 }
 
@@ -79,12 +129,20 @@ func (k *presenceSink) PresenceLost() {
 
 type presenceGetParams struct {
 	Stream string `json:"stream"`
+	Items  bool   `json:"items"` // on a project: who has each of its items open
 }
 
 type presenceGetResult struct {
-	Stream    string            `json:"stream"`
-	Members   []presence.Member `json:"members"`
-	Truncated bool              `json:"truncated"`
+	Stream         string            `json:"stream"`
+	Members        []presence.Member `json:"members"`
+	Truncated      bool              `json:"truncated"`
+	Items          *[]itemMembers    `json:"items,omitempty"`
+	ItemsTruncated *bool             `json:"items_truncated,omitempty"`
+}
+
+type itemMembers struct {
+	Stream  string            `json:"stream"`
+	Members []presence.Member `json:"members"`
 }
 
 // presenceGet answers the members of a stream on every replica; it needs tracker.read on the
@@ -97,6 +155,9 @@ func (s *session) presenceGet(ctx context.Context, req *rpc.Request, p *auth.Pri
 	st, err := streams.ParseStream(gp.Stream)
 	if err != nil {
 		return nil, rpc.Errorf(rpc.ErrInvalidParams, "stream %q: want project:<KEY> or item:<KEY>", gp.Stream)
+	}
+	if gp.Items && st.Kind != streams.StreamProject {
+		return nil, rpc.Errorf(rpc.ErrInvalidParams, "items: only for a project stream")
 	}
 	// Short queries; see authorize's callers for why not on the connection's context.
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), presenceTimeout)
@@ -111,5 +172,32 @@ func (s *session) presenceGet(ctx context.Context, req *rpc.Request, p *auth.Pri
 	if members == nil {
 		members = []presence.Member{}
 	}
-	return presenceGetResult{Stream: st.String(), Members: members, Truncated: truncated}, nil
+	res := presenceGetResult{Stream: st.String(), Members: members, Truncated: truncated}
+	if gp.Items {
+		pairs, truncated, err := s.srv.presence.Members(qctx, itemsStream(st.Key))
+		if err != nil {
+			return nil, fmt.Errorf("presence on the items of %s: %w", st, err)
+		}
+		items := groupMembers(pairs)
+		res.Items, res.ItemsTruncated = &items, &truncated
+	}
+	return res, nil
+}
+
+// groupMembers returns the members of an items stream as those of each item, in order.
+func groupMembers(pairs []presence.Member) []itemMembers {
+	out := []itemMembers{}
+	for _, m := range pairs {
+		key, subject, ok := presence.SplitSubject(m.Subject)
+		if !ok {
+			continue
+		}
+		stream := itemStreamPrefix + key
+		if len(out) == 0 || out[len(out)-1].Stream != stream {
+			out = append(out, itemMembers{Stream: stream})
+		}
+		last := &out[len(out)-1]
+		last.Members = append(last.Members, presence.Member{Subject: subject, Connections: m.Connections})
+	}
+	return out
 }

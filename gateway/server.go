@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -178,7 +179,11 @@ func NewServer(o *Options) (*Server, error) {
 	// Shutdown closes it.
 	s.presence = presence.New(&presence.Options{
 		Store: o.PresenceStore, Window: s.cfg.PresenceWindow, MaxMembers: s.cfg.PresenceMaxMembers,
-		OnMembers: func(d int) { s.metrics.PresenceMembers.Add(float64(d)) }, Logger: s.logger,
+		OnMembers: func(stream string, d int) {
+			if !strings.HasPrefix(stream, itemsPrefix) { // counted on the item's own stream
+				s.metrics.PresenceMembers.Add(float64(d))
+			}
+		}, Logger: s.logger,
 	})
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil

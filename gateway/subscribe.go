@@ -55,7 +55,8 @@ type subscribeParams struct {
 	Stream       string   `json:"stream"`
 	FromSeq      *int64   `json:"from_seq"`
 	Types        []string `json:"types"`
-	Presence     bool     `json:"presence"` // its subject is present on the stream while it lives (presence.go)
+	Presence     bool     `json:"presence"`      // its subject is present on the stream while it lives (presence.go)
+	ItemPresence bool     `json:"item_presence"` // on a project: follows who has its items open
 }
 
 type subscribeResult struct {
@@ -82,6 +83,9 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 	}
 	if sp.FromSeq != nil && *sp.FromSeq < 0 {
 		return nil, rpc.Errorf(rpc.ErrInvalidParams, "from_seq must not be negative")
+	}
+	if sp.ItemPresence && st.Kind != streams.StreamProject {
+		return nil, rpc.Errorf(rpc.ErrInvalidParams, "item_presence: only for a project stream")
 	}
 	types, err := streams.ParseTypes(sp.Types)
 	if err != nil {
@@ -113,8 +117,8 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 	current := cur == cs
 	if current {
 		cs.stream = sub
-		if sp.Presence {
-			cs.cancel = s.joinPresence(st.String(), sp.Subscription, p.Subject, cs)
+		if sp.Presence || sp.ItemPresence {
+			cs.cancel = s.joinPresence(st, sp.Subscription, p.Subject, cs, sp.Presence, sp.ItemPresence)
 		}
 	}
 	s.mu.Unlock()

@@ -1,6 +1,9 @@
 package presence
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/ballet/gateway/codec"
 )
 
@@ -21,6 +24,59 @@ type Notice struct {
 
 	bodies [2][][]byte
 	err    [2]error
+	split  []*Notice
+	splitp string
+}
+
+// Grouped streams carry the presence of a family of streams in one: their subjects are
+// "<group> <subject>" (GroupSubject), as the items of a project are "<item key> <subject>"
+// on the gateway's items stream, so that one watcher follows them all.
+
+// GroupSubject is subject in group, on a grouped stream. A group has no space.
+func GroupSubject(group, subject string) string { return group + " " + subject }
+
+// SplitSubject undoes GroupSubject; ok is false when s is not grouped.
+func SplitSubject(s string) (group, subject string, ok bool) {
+	return strings.Cut(s, " ")
+}
+
+// Split returns a grouped stream's notice as the notices of its groups, in group order: each
+// named prefix+group, with its subjects. A snapshot of nobody is no notice. The result is
+// computed once and shared, like Bodies; same rules.
+func (n *Notice) Split(prefix string) []*Notice {
+	if n.split != nil && n.splitp == prefix {
+		return n.split
+	}
+	groups := map[string]*Notice{}
+	get := func(group string) *Notice {
+		g := groups[group]
+		if g == nil {
+			g = &Notice{Stream: prefix + group}
+			groups[group] = g
+		}
+		return g
+	}
+	for _, s := range n.Joined {
+		if group, subject, ok := SplitSubject(s); ok {
+			g := get(group)
+			g.Joined = append(g.Joined, subject)
+		}
+	}
+	for _, s := range n.Left {
+		if group, subject, ok := SplitSubject(s); ok {
+			g := get(group)
+			g.Left = append(g.Left, subject)
+		}
+	}
+	out := make([]*Notice, 0, len(groups))
+	for _, g := range groups {
+		slices.Sort(g.Joined)
+		slices.Sort(g.Left)
+		out = append(out, g)
+	}
+	slices.SortFunc(out, func(a, b *Notice) int { return strings.Compare(a.Stream, b.Stream) })
+	n.split, n.splitp = out, prefix
+	return out
 }
 
 // wireNotice is the params of one presence.changed, without "subscription".

@@ -70,7 +70,7 @@ type Options struct {
 	// OnMembers, when set, hears +1 when a subject becomes present on a stream through this
 	// replica and -1 when it stops (a gauge of this replica's members). Called under a lock:
 	// it must be quick.
-	OnMembers func(delta int)
+	OnMembers func(stream string, delta int)
 	// Logger receives store errors. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -81,7 +81,7 @@ type Registry struct {
 	store       Store
 	window      time.Duration
 	max         int
-	onMembers   func(int)
+	onMembers   func(string, int)
 	logger      *slog.Logger
 	unsubscribe func()
 
@@ -100,10 +100,10 @@ type Registry struct {
 
 type key struct{ stream, subject string }
 
-// streamState is a watched stream (one with presence subscriptions on this replica).
+// streamState is a stream with members or watchers on this replica.
 type streamState struct {
 	name     string
-	watchers map[*Presence]struct{}
+	watchers map[*Presence]struct{}    // the refreshes are for them: none, none are done
 	local    map[string]map[string]int // subject → connection → presence subscriptions
 	remote   map[string]int            // subject → connections elsewhere, as last read
 	stale    bool                      // remote must be read (new, or changed elsewhere)
@@ -117,7 +117,8 @@ type streamState struct {
 	gone        bool // no longer in the registry
 }
 
-// Presence is one presence subscription: its subject is present on the stream until Leave.
+// Presence is one presence subscription: its subject is present on the stream (Join,
+// Enter), its sink follows the stream (Join, Watch), until Leave.
 type Presence struct {
 	r       *Registry
 	st      *streamState
@@ -128,7 +129,7 @@ type Presence struct {
 	mu     sync.Mutex // held while the sink is called; Leave takes it to stop deliveries
 	closed bool
 
-	primed bool // had its snapshot (r.mu)
+	primed bool // had its snapshot, or watches nothing (r.mu)
 	left   bool // (r.mu)
 }
 
@@ -181,32 +182,57 @@ func (r *Registry) Close() error {
 // connection) and delivers the stream's presence changes to sink, the first one a snapshot,
 // until Leave.
 func (r *Registry) Join(stream, subject, conn string, sink Sink) *Presence {
-	p := &Presence{r: r, subject: subject, conn: conn, sink: sink}
+	return r.join(stream, subject, conn, sink)
+}
+
+// Enter makes subject present on stream through connection conn until Leave, like Join,
+// without following the stream's changes.
+func (r *Registry) Enter(stream, subject, conn string) *Presence {
+	return r.join(stream, subject, conn, nil)
+}
+
+// Watch delivers the stream's presence changes to sink, the first one a snapshot, until
+// Leave, like Join, without making anyone present.
+func (r *Registry) Watch(stream string, sink Sink) *Presence {
+	return r.join(stream, "", "", sink)
+}
+
+// join adds a member (subject not empty), a watcher (sink not nil) or both.
+func (r *Registry) join(stream, subject, conn string, sink Sink) *Presence {
+	p := &Presence{r: r, subject: subject, conn: conn, sink: sink, primed: sink == nil}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.streams[stream]
 	if st == nil {
 		st = &streamState{
 			name: stream, watchers: map[*Presence]struct{}{}, local: map[string]map[string]int{},
-			view: map[string]time.Time{}, stale: r.store != nil,
+			view: map[string]time.Time{},
 		}
 		r.streams[stream] = st
 	}
 	p.st = st
-	st.watchers[p] = struct{}{}
-	st.unprimed++
-	conns := st.local[subject]
-	if conns == nil {
-		conns = map[string]int{}
-		st.local[subject] = conns
-		if r.onMembers != nil {
-			r.onMembers(1)
+	if sink != nil {
+		if len(st.watchers) == 0 {
+			// What was read before, while nobody watched, is old.
+			st.stale = r.store != nil
 		}
+		st.watchers[p] = struct{}{}
+		st.unprimed++
 	}
-	if conns[conn] == 0 {
-		r.markDirtyLocked(stream, subject)
+	if subject != "" {
+		conns := st.local[subject]
+		if conns == nil {
+			conns = map[string]int{}
+			st.local[subject] = conns
+			if r.onMembers != nil {
+				r.onMembers(stream, 1)
+			}
+		}
+		if conns[conn] == 0 {
+			r.markDirtyLocked(stream, subject)
+		}
+		conns[conn]++
 	}
-	conns[conn]++
 	r.scheduleLocked(st, time.Now())
 	return p
 }
@@ -226,23 +252,33 @@ func (p *Presence) Leave() {
 	}
 	p.left = true
 	st := p.st
-	delete(st.watchers, p)
-	if !p.primed {
-		st.unprimed--
-	}
-	conns := st.local[p.subject]
-	if conns[p.conn]--; conns[p.conn] <= 0 {
-		delete(conns, p.conn)
-		r.markDirtyLocked(st.name, p.subject)
-	}
-	if len(conns) == 0 {
-		delete(st.local, p.subject)
-		if r.onMembers != nil {
-			r.onMembers(-1)
+	if p.sink != nil {
+		delete(st.watchers, p)
+		if !p.primed {
+			st.unprimed--
 		}
-		r.scheduleLocked(st, time.Now())
+		if len(st.watchers) == 0 {
+			// Nobody to tell: the view starts again with the next watcher.
+			clear(st.view)
+			delete(r.scheduled, st)
+			st.due = time.Time{}
+		}
 	}
-	if len(st.watchers) == 0 {
+	if p.subject != "" {
+		conns := st.local[p.subject]
+		if conns[p.conn]--; conns[p.conn] <= 0 {
+			delete(conns, p.conn)
+			r.markDirtyLocked(st.name, p.subject)
+		}
+		if len(conns) == 0 {
+			delete(st.local, p.subject)
+			if r.onMembers != nil {
+				r.onMembers(st.name, -1)
+			}
+			r.scheduleLocked(st, time.Now())
+		}
+	}
+	if len(st.watchers) == 0 && len(st.local) == 0 {
 		st.gone = true
 		delete(r.streams, st.name)
 		delete(r.scheduled, st)
@@ -313,7 +349,7 @@ func (r *Registry) markDirtyLocked(stream, subject string) {
 // scheduleLocked asks for a refresh of st at at, or a window after its last refresh if that
 // is later, so that watchers hear at most one change per window.
 func (r *Registry) scheduleLocked(st *streamState, at time.Time) {
-	if st.gone {
+	if st.gone || len(st.watchers) == 0 {
 		return
 	}
 	if !st.lastRefresh.IsZero() {

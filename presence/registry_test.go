@@ -165,7 +165,7 @@ func TestLostSink(t *testing.T) {
 
 func TestMembersGauge(t *testing.T) {
 	var n int
-	r := newRegistry(t, nil, presence.Options{OnMembers: func(d int) { n += d }})
+	r := newRegistry(t, nil, presence.Options{OnMembers: func(_ string, d int) { n += d }})
 	a := r.Join("project:WEB", "alice", "c1", newSink())
 	b := r.Join("project:WEB", "alice", "c2", newSink())
 	c := r.Join("item:WEB-1", "alice", "c1", newSink())
@@ -241,10 +241,15 @@ func TestStoreDown(t *testing.T) {
 // waitMembers waits until every registry answers want for project:WEB.
 func waitMembers(t *testing.T, want []presence.Member, rs ...*presence.Registry) {
 	t.Helper()
+	waitMembersOf(t, "project:WEB", want, rs...)
+}
+
+func waitMembersOf(t *testing.T, stream string, want []presence.Member, rs ...*presence.Registry) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for _, r := range rs {
 		for {
-			got, _, err := r.Members(context.Background(), "project:WEB")
+			got, _, err := r.Members(context.Background(), stream)
 			if err == nil && slices.Equal(got, want) {
 				break
 			}
@@ -262,4 +267,75 @@ func TestCloseTwiceAndLeaveAfterClose(t *testing.T) {
 	r.Close()
 	r.Close()
 	p.Leave()
+}
+
+// TestEnterAndWatch: members that watch nothing and watchers that are no member, on one
+// replica and across two; a stream lives while either is there.
+func TestEnterAndWatch(t *testing.T) {
+	sh := newShared()
+	ra := newRegistry(t, sh.replica("a"), presence.Options{})
+	rb := newRegistry(t, sh.replica("b"), presence.Options{})
+	alice := ra.Enter("items:WEB", "WEB-1 alice", "c1")
+	w := newSink()
+	pw := ra.Watch("items:WEB", w)
+	w.want(t, []string{"WEB-1 alice"}, nil)
+	// A watcher on the other replica, then a member there.
+	wb := newSink()
+	rb.Watch("items:WEB", wb)
+	wb.want(t, []string{"WEB-1 alice"}, nil)
+	bob := rb.Enter("items:WEB", "WEB-2 bob", "c2")
+	w.want(t, []string{"WEB-2 bob"}, nil)
+	wb.want(t, []string{"WEB-2 bob"}, nil)
+	waitMembersOf(t, "items:WEB", []presence.Member{{"WEB-1 alice", 1}, {"WEB-2 bob", 1}}, ra, rb)
+
+	// The last watcher on A leaves; alice stays present for the others.
+	pw.Leave()
+	wb.quiet(t, 4*window)
+	waitMembersOf(t, "items:WEB", []presence.Member{{"WEB-1 alice", 1}, {"WEB-2 bob", 1}}, ra, rb)
+	// Changes while nobody watches on A: a new watcher's snapshot is current.
+	bob.Leave()
+	wb.want(t, nil, []string{"WEB-2 bob"})
+	w2 := newSink()
+	ra.Watch("items:WEB", w2)
+	w2.want(t, []string{"WEB-1 alice"}, nil)
+	alice.Leave()
+	alice.Leave()
+	w2.want(t, nil, []string{"WEB-1 alice"})
+	wb.want(t, nil, []string{"WEB-1 alice"})
+	waitMembersOf(t, "items:WEB", nil, ra, rb)
+}
+
+func TestSplit(t *testing.T) {
+	n := &presence.Notice{
+		Stream: "items:WEB",
+		Joined: []string{"WEB-1 alice", "WEB-1 bob smith", "WEB-10 carol", "WEB-2 alice", "stray"},
+		Left:   []string{"WEB-10 dave", "WEB-3 erin"},
+	}
+	got := n.Split("item:")
+	var lines []string
+	for _, x := range got {
+		lines = append(lines, fmt.Sprintf("%s +%v -%v", x.Stream, x.Joined, x.Left))
+	}
+	want := []string{
+		"item:WEB-1 +[alice bob smith] -[]",
+		"item:WEB-10 +[carol] -[dave]",
+		"item:WEB-2 +[alice] -[]",
+		"item:WEB-3 +[] -[erin]",
+	}
+	if !slices.Equal(lines, want) {
+		t.Fatalf("split:\n%v\nwant\n%v", lines, want)
+	}
+	if again := n.Split("item:"); &again[0] != &got[0] {
+		t.Fatal("split not kept")
+	}
+	body := bodies(t, got[0], codec.JSON)
+	if len(body) != 1 || fmt.Sprint(body[0]["joined"]) != "[map[subject:alice] map[subject:bob smith]]" {
+		t.Fatalf("bodies of a split notice: %v", body)
+	}
+	if (&presence.Notice{Stream: "items:WEB"}).Split("item:") == nil {
+		t.Fatal("split of a snapshot of nobody: nil, want empty")
+	}
+	if g, s, ok := presence.SplitSubject(presence.GroupSubject("WEB-1", "a b")); !ok || g != "WEB-1" || s != "a b" {
+		t.Fatalf("SplitSubject(GroupSubject) = %q %q %v", g, s, ok)
+	}
 }

@@ -134,6 +134,9 @@ func (r *Registry) work() {
 					st.remote = remote[st.name]
 				}
 			}
+			if len(st.watchers) == 0 {
+				continue // the last watcher left meanwhile
+			}
 			out = r.refreshLocked(st, now, out)
 		}
 		r.mu.Unlock()

@@ -56,8 +56,9 @@ func (k *jsonClient) members() string {
 }
 
 // TestPresenceSurvivesReplicaDeath: two `serve` replicas. alice is present through B; B is
-// killed and started again at once. The watcher on A hears that alice left within 10 s,
-// the restarted replica shows no ghost, and the dead replica's rows are gone.
+// killed and started again at once. The watchers on A hear that alice left the board and
+// the item she had open within 10 s, the restarted replica shows no ghost, and the dead
+// replica's rows are gone.
 func TestPresenceSurvivesReplicaDeath(t *testing.T) {
 	c := newCluster(t, 2, "BALLET_DRAIN_WINDOW=1s")
 	a, b := c.replicas[0], c.replicas[1]
@@ -65,10 +66,13 @@ func TestPresenceSurvivesReplicaDeath(t *testing.T) {
 	watcher := c.dialJSON(a, "bob")
 	watcher.call("stream.subscribe", map[string]any{"subscription": "w", "stream": "project:WEB", "presence": true})
 	watcher.wantPresence("w", []string{"bob"}, []string{})
+	items := c.dialJSON(a, "bob") // who has which item open
+	items.call("stream.subscribe", map[string]any{"subscription": "it", "stream": "project:WEB", "item_presence": true})
 	alice := c.dialJSON(b, "alice")
 	alice.call("stream.subscribe", map[string]any{"subscription": "p", "stream": "project:WEB", "presence": true})
 	alice.call("stream.subscribe", map[string]any{"subscription": "i", "stream": "item:WEB-1", "presence": true})
 	watcher.wantPresence("w", []string{"alice"}, []string{})
+	items.wantPresence("it", []string{"alice"}, []string{})
 	if got := watcher.members(); got != "alice×1 bob×1 " {
 		t.Fatalf("presence.get on A: %s", got)
 	}
@@ -90,6 +94,9 @@ func TestPresenceSurvivesReplicaDeath(t *testing.T) {
 		t.Fatalf("alice left %v after the kill, more than 10 s", took)
 	}
 	t.Logf("alice left %v after the kill", took)
+	if j, l := items.presence("it", 10*time.Second-took); len(j) != 0 || !slices.Equal(l, []string{"alice"}) {
+		t.Fatalf("the item after the kill: joined %v left %v, want alice left", j, l)
+	}
 
 	onB := c.dialJSON(b, "bob")
 	if got := onB.members(); got != "bob×1 " {
@@ -105,7 +112,7 @@ func TestPresenceSurvivesReplicaDeath(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	var replicas, ghosts int
-	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM presence_replicas), (SELECT count(*) FROM presence_members WHERE subject = 'alice')`).Scan(&replicas, &ghosts); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM presence_replicas), (SELECT count(*) FROM presence_members WHERE subject = 'alice' OR subject LIKE '% alice')`).Scan(&replicas, &ghosts); err != nil {
 		t.Fatal(err)
 	}
 	if replicas != 2 || ghosts != 0 {

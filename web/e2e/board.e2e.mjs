@@ -312,7 +312,7 @@ try {
     await c.close();
   });
 
-  await step('presence: the board shows who else has it open, live', async () => {
+  await step('presence: the board shows who else has it open, and who has which item open, live', async () => {
     for (const page of [a, b]) {
       await page.locator('#present li[data-subject="dev-user"]').waitFor({ timeout: WAIT });
     }
@@ -328,6 +328,32 @@ try {
       assert.equal(await page.locator('#present li').count(), 2);
     }
     assert.equal(await v.locator('#present li.present-me').textContent(), 'dev-viewer');
+
+    // Who has an item open: the viewer opens one; every dev-user board shows it on the card.
+    const key = (await snapshot()).items[0].key;
+    const viewer = (page, subject) => card(page, key).locator(`.viewers li[data-subject="${subject}"]`);
+    await card(v, key).locator('[data-action="open"]').click();
+    await v.locator('#item-view[open]').waitFor({ timeout: WAIT });
+    assert.equal(await v.locator('#item-view-key').textContent(), key);
+    await v.locator('#item-present li.present-me[data-subject="dev-viewer"]').waitFor({ timeout: WAIT });
+    for (const page of [a, b]) await viewer(page, 'dev-viewer').waitFor({ timeout: WAIT });
+    assert.equal(await viewer(v, 'dev-viewer').count(), 0, 'a board does not show its own user on a card');
+    // dev-user opens it too: the viewer's item view and board show them; A shows no dev-user.
+    await card(a, key).locator('[data-action="open"]').click();
+    await a.locator('#item-present li[data-subject="dev-viewer"]').waitFor({ timeout: WAIT });
+    await v.locator('#item-present li[data-subject="dev-user"]').waitFor({ timeout: WAIT });
+    await viewer(v, 'dev-user').waitFor({ timeout: WAIT });
+    assert.equal(await viewer(a, 'dev-user').count(), 0);
+    assert.equal(await card(b, key).locator('.viewers li').count(), 1, 'page B lists the viewer only (dev-user is B\'s own user)');
+    // The viewer closes the item: it leaves every card and A's item view.
+    await v.locator('#item-view-close').click();
+    await v.locator('#item-view[open]').waitFor({ state: 'detached', timeout: WAIT });
+    for (const page of [a, b]) await viewer(page, 'dev-viewer').waitFor({ state: 'detached', timeout: WAIT });
+    await a.locator('#item-present li[data-subject="dev-viewer"]').waitFor({ state: 'detached', timeout: WAIT });
+    await a.keyboard.press('Escape');
+    await a.locator('#item-view[open]').waitFor({ state: 'detached', timeout: WAIT });
+    await viewer(v, 'dev-user').waitFor({ state: 'detached', timeout: WAIT });
+
     pages.pop();
     await v.close();
     await a.locator('#present li[data-subject="dev-viewer"]').waitFor({ state: 'detached', timeout: WAIT });

@@ -9,6 +9,7 @@ import { DevAuth } from './auth.js';
 import { $, h, Toasts } from './dom.js';
 import { BoardModel, STATES, STATE_LABELS } from './model.js';
 import { PlannerPanel } from './planner.js';
+import { ItemView } from './itemview.js';
 import { BoardView } from './view.js';
 
 const params = new URLSearchParams(location.search);
@@ -127,7 +128,9 @@ async function start() {
     }, `${key} moved to ${STATE_LABELS[/** @type {keyof STATE_LABELS} */ (state)]}`),
     addBlocker: (key, blocker) => void write(key, () => api.addDependency(key, blocker), `${blocker} now blocks ${key}`),
     removeBlocker: (key, blocker) => void write(key, () => api.removeDependency(key, blocker), `${blocker} no longer blocks ${key}`),
+    open: (key) => void itemView.open(key),
   });
+  const itemView = new ItemView({ root: /** @type {HTMLDialogElement} */ ($('#item-view')), client, model, me: subject, toast });
   const planner = new PlannerPanel({ root: $('#planner'), api, client, project: project.key, toast });
 
   /**
@@ -140,7 +143,7 @@ async function start() {
     view.setBusy(key, true);
     try {
       const it = await op();
-      if (model.putItem(it)) view.render([key]);
+      if (model.putItem(it)) rendered([key]);
       announce(done);
     } catch (err) {
       if (err instanceof ApiError && err.status === 412) {
@@ -154,6 +157,15 @@ async function start() {
     }
   }
 
+  /**
+   * rendered shows changes of the model on the board and in the item view.
+   * @param {Iterable<string>} [flash]
+   */
+  function rendered(flash) {
+    view.render(flash);
+    itemView.render();
+  }
+
   /** @param {string} text */
   function announce(text) {
     $('#announcer').textContent = text;
@@ -163,10 +175,10 @@ async function start() {
   async function refetch(keys) {
     for (const key of keys) {
       try {
-        if (model.putItem(await api.item(key))) view.render([key]);
+        if (model.putItem(await api.item(key))) rendered([key]);
       } catch (err) {
         if (err instanceof ApiError && err.status === 404) {
-          if (model.removeItem(key)) view.render();
+          if (model.removeItem(key)) rendered();
         } else {
           toast(`Cannot load ${key}: ${/** @type {Error} */ (err).message}`, 'error');
         }
@@ -176,7 +188,7 @@ async function start() {
 
   /** @param {import('./model.js').Changes} ch @param {boolean} [flash] */
   function applied(ch, flash = true) {
-    if (ch.changed.size || ch.removed.size) view.render(flash ? ch.changed : []);
+    if (ch.changed.size || ch.removed.size) rendered(flash ? ch.changed : []);
     if (ch.refetch.size) void refetch(ch.refetch);
     for (const ev of ch.other) void planner.projectEvent(ev);
   }
@@ -216,7 +228,7 @@ async function start() {
     btn.disabled = true;
     try {
       const it = await api.createItem(project.key, { title: text, state: stateSelect.value });
-      if (model.putItem(it)) view.render([it.key]);
+      if (model.putItem(it)) rendered([it.key]);
       title.value = '';
       announce(`${it.key} created`);
     } catch (err) {
@@ -232,7 +244,7 @@ async function start() {
   }
 
   /** @type {any} */ (window).__ballet = {
-    client, model, planner, stats,
+    client, model, planner, stats, itemView,
     dropConnection: () => client.dropConnection(),
     snapshot: () => ({
       state: client.state, seq: model.seq,
@@ -252,8 +264,10 @@ async function start() {
   try {
     await client.subscribe(`project:${project.key}`, {
       onEvent: (ev) => applied(model.applyEvent(ev)),
-      // Presence: who else has this board open, on any tab, device or replica.
+      // Presence: who else has this board open, on any tab, device or replica,
+      // and who has which item open (shown on its card).
       onPresence: (present) => showPresent(present, subject),
+      onItemPresence: (items) => view.setViewers(items, subject),
       onResync: () => {
         toast('The board missed too much while offline; reloading it.');
         void reload();

@@ -11,6 +11,7 @@ const DRAG_TYPE = 'application/x-ballet-item';
  * @property {(key: string, state: string) => void} move
  * @property {(key: string, blocker: string) => void} addBlocker
  * @property {(key: string, blocker: string) => void} removeBlocker
+ * @property {(key: string) => void} open shows the item (and makes the user present on it)
  */
 
 export class BoardView {
@@ -31,6 +32,8 @@ export class BoardView {
     this.cards = new Map();
     /** @type {Set<string>} keys with a write in flight */
     this.busy = new Set();
+    /** @type {Map<string, string[]>} who else has each item open (item presence), by key */
+    this.viewers = new Map();
     this.build();
   }
 
@@ -128,20 +131,40 @@ export class BoardView {
   }
 
   /**
+   * setViewers shows on each card who else has the item open.
+   * @param {Map<string, string[]>} items subjects by item key @param {string} me left out
+   */
+  setViewers(items, me) {
+    /** @type {Map<string, string[]>} */
+    const next = new Map();
+    for (const [key, subjects] of items) {
+      const others = subjects.filter((s) => s !== me);
+      if (others.length) next.set(key, others);
+    }
+    const changed = new Set([...this.viewers.keys(), ...next.keys()]);
+    this.viewers = next;
+    for (const key of changed) {
+      const it = this.model.items.get(key);
+      if (it) this.card(it);
+    }
+  }
+
+  /**
    * card returns the card of it, created or updated.
    * @param {import('./model.js').Item} it
    */
   card(it) {
     const open = this.model.openBlockers(it);
     const busy = this.busy.has(it.key);
-    const sig = JSON.stringify([it.version, it.state, it.title, it.description, it.blocked_by, open, busy]);
+    const viewers = this.viewers.get(it.key) ?? [];
+    const sig = JSON.stringify([it.version, it.state, it.title, it.description, it.blocked_by, open, busy, viewers]);
     let c = this.cards.get(it.key);
     if (!c) {
       c = { el: this.createCard(it.key), sig: '' };
       this.cards.set(it.key, c);
     }
     if (c.sig !== sig) {
-      this.updateCard(c.el, it, open, busy);
+      this.updateCard(c.el, it, open, busy, viewers);
       c.sig = sig;
     }
     return c.el;
@@ -155,7 +178,9 @@ export class BoardView {
         h('span', { class: 'key' }, key),
         h('span', { class: 'blocked-flag', hidden: true }, 'Blocked'),
         h('span', { class: 'version', title: 'version' })),
-      h('p', { class: 'title', id: titleId }),
+      h('p', { class: 'title', id: titleId },
+        h('button', { type: 'button', class: 'open-item', 'data-action': 'open', title: `Open ${key}` })),
+      h('ul', { class: 'viewers', 'aria-label': `Also looking at ${key}`, hidden: true }),
       h('p', { class: 'description' }),
       h('ul', { class: 'badges', 'aria-label': `${key} is blocked by` }),
       h('div', { class: 'card-actions' },
@@ -179,6 +204,8 @@ export class BoardView {
       if (action === 'left' || action === 'right') {
         const to = neighbour(it.state, action === 'left' ? -1 : 1);
         if (to) this.actions.move(key, to);
+      } else if (action === 'open') {
+        this.actions.open(key);
       } else if (action === 'unblock') {
         this.actions.removeBlocker(key, String(btn.getAttribute('data-blocker')));
       }
@@ -220,14 +247,15 @@ export class BoardView {
   /**
    * @param {HTMLElement} el @param {import('./model.js').Item} it
    * @param {string[]} open keys of blockers not done yet @param {boolean} busy
+   * @param {string[]} viewers who else has it open
    */
-  updateCard(el, it, open, busy) {
+  updateCard(el, it, open, busy, viewers) {
     el.classList.toggle('is-blocked', open.length > 0);
     el.classList.toggle('busy', busy);
     el.setAttribute('aria-busy', String(busy));
     el.setAttribute('data-state', it.state);
     el.setAttribute('data-version', String(it.version));
-    /** @type {HTMLElement} */ (el.querySelector('.title')).textContent = it.title;
+    /** @type {HTMLElement} */ (el.querySelector('.open-item')).textContent = it.title;
     const desc = /** @type {HTMLElement} */ (el.querySelector('.description'));
     desc.textContent = it.description;
     desc.hidden = !it.description;
@@ -246,6 +274,10 @@ export class BoardView {
       h('button', { type: 'button', class: 'unblock', 'data-action': 'unblock', 'data-blocker': b, 'aria-label': `Remove: ${b} blocks ${it.key}`, disabled: busy }, '×'));
     }));
     badges.hidden = it.blocked_by.length === 0;
+    const list = /** @type {HTMLElement} */ (el.querySelector('.viewers'));
+    list.replaceChildren(...viewers.map((v) => h('li', { class: 'viewer', 'data-subject': v, title: `${v} has ${it.key} open` }, v)));
+    list.hidden = viewers.length === 0;
+    el.classList.toggle('has-viewers', viewers.length > 0);
     const left = neighbour(it.state, -1);
     const right = neighbour(it.state, 1);
     for (const [sel, to] of /** @type {const} */ ([['.move-left', left], ['.move-right', right]])) {

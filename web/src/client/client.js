@@ -334,6 +334,17 @@ export class Client {
     return this.call('presence.get', { stream }, opts);
   }
 
+  /**
+   * presenceGetItems is presenceGet of a project (project:<KEY>) that also
+   * answers who has each of its items open (items, items_truncated).
+   * @param {string} stream
+   * @param {CallOptions} [opts]
+   * @returns {Promise<{stream: string, members: Array<{subject: string, connections: number}>, truncated?: boolean, items: Array<{stream: string, members: Array<{subject: string, connections: number}>}>, items_truncated: boolean}>}
+   */
+  presenceGetItems(stream, opts) {
+    return this.call('presence.get', { stream, items: true }, opts);
+  }
+
   // ---- internals ----
 
   /** @param {State} state @param {Error} [err] */

@@ -32,6 +32,13 @@ import { ClosedError, Code, ConnectionLostError, OverflowError, RpcError, Stream
  *   extension), and is called with the subjects present, sorted, each time
  *   the list changes. The list starts afresh at each (re)subscribe: the
  *   server's snapshot follows.
+ * @property {(items: Map<string, string[]>) => void} [onItemPresence] On a
+ *   project stream: follows who has each of its items open (item presence,
+ *   an extension: those subscribed to item:<KEY> with onPresence), without
+ *   making the caller present anywhere. Called with every item that has
+ *   someone present, by item key ("WEB-42"), each list sorted, each time it
+ *   changes. It starts afresh at each (re)subscribe (called with an empty
+ *   map if it was not): the server's snapshot follows.
  * @property {(ev: StreamEvent) => void} [onEvent] Each event, exactly once, in seq order.
  * @property {(seq: number) => void} [onResync] Called when, after a reconnect
  *   or a lagging close, the server can no longer replay from the last
@@ -253,6 +260,9 @@ export class Subscription extends Entry {
     this.onPresence = opts.onPresence;
     /** Subjects present on the stream (with onPresence). @type {Set<string>} */
     this.present = new Set();
+    this.onItemPresence = opts.onItemPresence;
+    /** Subjects present on each item stream (with onItemPresence), by stream. @type {Map<string, Set<string>>} */
+    this.itemsPresent = new Map();
     this.onEvent = opts.onEvent;
     this.onResync = opts.onResync;
     /** The log position the first subscribe returned. */
@@ -283,10 +293,10 @@ export class Subscription extends Entry {
    * _params are stream.subscribe's params, with the filter and presence when
    * asked for; with presence, the list starts afresh (the snapshot follows).
    * @param {number} [from]
-   * @returns {{subscription: string, stream: string, from_seq?: number, types?: string[], presence?: boolean}}
+   * @returns {{subscription: string, stream: string, from_seq?: number, types?: string[], presence?: boolean, item_presence?: boolean}}
    */
   _params(from) {
-    /** @type {{subscription: string, stream: string, from_seq?: number, types?: string[], presence?: boolean}} */
+    /** @type {{subscription: string, stream: string, from_seq?: number, types?: string[], presence?: boolean, item_presence?: boolean}} */
     const p = { subscription: this.id, stream: this.stream };
     if (from !== undefined) p.from_seq = from;
     if (this.types) p.types = this.types;
@@ -294,21 +304,56 @@ export class Subscription extends Entry {
       p.presence = true;
       this.present.clear();
     }
+    if (this.onItemPresence) {
+      p.item_presence = true;
+      if (this.itemsPresent.size) {
+        this.itemsPresent.clear();
+        this._itemsChanged();
+      }
+    }
     return p;
   }
 
   /**
    * _presenceChanged applies a presence.changed notification.
-   * @param {{joined?: Array<{subject: string}>, left?: Array<{subject: string}>}} ch
+   * @param {{stream?: string, joined?: Array<{subject: string}>, left?: Array<{subject: string}>}} ch
    */
   _presenceChanged(ch) {
-    if (this.done || !this.onPresence) return;
+    if (this.done) return;
+    if (ch.stream !== undefined && ch.stream !== this.stream) {
+      if (!this.onItemPresence || !ch.stream.startsWith('item:')) return;
+      let set = this.itemsPresent.get(ch.stream);
+      if (!set) {
+        set = new Set();
+        this.itemsPresent.set(ch.stream, set);
+      }
+      for (const j of ch.joined ?? []) set.add(j.subject);
+      for (const l of ch.left ?? []) set.delete(l.subject);
+      if (!set.size) this.itemsPresent.delete(ch.stream);
+      this._itemsChanged();
+      return;
+    }
+    if (!this.onPresence) return;
     for (const j of ch.joined ?? []) this.present.add(j.subject);
     for (const l of ch.left ?? []) this.present.delete(l.subject);
     try {
       this.onPresence([...this.present].sort());
     } catch (err) {
       this.client.log.warn('onPresence failed', { subscription: this.id, err: String(err) });
+    }
+  }
+
+  /** _itemsChanged hands onItemPresence the items' lists. */
+  _itemsChanged() {
+    /** @type {Map<string, string[]>} */
+    const items = new Map();
+    for (const [stream, set] of [...this.itemsPresent].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))) {
+      items.set(stream.slice('item:'.length), [...set].sort());
+    }
+    try {
+      this.onItemPresence?.(items);
+    } catch (err) {
+      this.client.log.warn('onItemPresence failed', { subscription: this.id, err: String(err) });
     }
   }
 

@@ -207,6 +207,29 @@ export class Client {
         }>;
         truncated?: boolean;
     }>;
+    /**
+     * presenceGetItems is presenceGet of a project (project:<KEY>) that also
+     * answers who has each of its items open (items, items_truncated).
+     * @param {string} stream
+     * @param {CallOptions} [opts]
+     * @returns {Promise<{stream: string, members: Array<{subject: string, connections: number}>, truncated?: boolean, items: Array<{stream: string, members: Array<{subject: string, connections: number}>}>, items_truncated: boolean}>}
+     */
+    presenceGetItems(stream: string, opts?: CallOptions): Promise<{
+        stream: string;
+        members: Array<{
+            subject: string;
+            connections: number;
+        }>;
+        truncated?: boolean;
+        items: Array<{
+            stream: string;
+            members: Array<{
+                subject: string;
+                connections: number;
+            }>;
+        }>;
+        items_truncated: boolean;
+    }>;
     /** @param {State} state @param {Error} [err] */
     _setState(state: State, err?: Error): void;
     _stateReported: boolean | undefined;

@@ -26,6 +26,13 @@
  *   extension), and is called with the subjects present, sorted, each time
  *   the list changes. The list starts afresh at each (re)subscribe: the
  *   server's snapshot follows.
+ * @property {(items: Map<string, string[]>) => void} [onItemPresence] On a
+ *   project stream: follows who has each of its items open (item presence,
+ *   an extension: those subscribed to item:<KEY> with onPresence), without
+ *   making the caller present anywhere. Called with every item that has
+ *   someone present, by item key ("WEB-42"), each list sorted, each time it
+ *   changes. It starts afresh at each (re)subscribe (called with an empty
+ *   map if it was not): the server's snapshot follows.
  * @property {(ev: StreamEvent) => void} [onEvent] Each event, exactly once, in seq order.
  * @property {(seq: number) => void} [onResync] Called when, after a reconnect
  *   or a lagging close, the server can no longer replay from the last
@@ -149,6 +156,9 @@ export class Subscription extends Entry<StreamEvent> {
     onPresence: ((present: string[]) => void) | undefined;
     /** Subjects present on the stream (with onPresence). @type {Set<string>} */
     present: Set<string>;
+    onItemPresence: ((items: Map<string, string[]>) => void) | undefined;
+    /** Subjects present on each item stream (with onItemPresence), by stream. @type {Map<string, Set<string>>} */
+    itemsPresent: Map<string, Set<string>>;
     onEvent: ((ev: StreamEvent) => void) | undefined;
     onResync: ((seq: number) => void) | undefined;
     /** The log position the first subscribe returned. */
@@ -162,7 +172,7 @@ export class Subscription extends Entry<StreamEvent> {
      * _params are stream.subscribe's params, with the filter and presence when
      * asked for; with presence, the list starts afresh (the snapshot follows).
      * @param {number} [from]
-     * @returns {{subscription: string, stream: string, from_seq?: number, types?: string[], presence?: boolean}}
+     * @returns {{subscription: string, stream: string, from_seq?: number, types?: string[], presence?: boolean, item_presence?: boolean}}
      */
     _params(from?: number): {
         subscription: string;
@@ -170,12 +180,14 @@ export class Subscription extends Entry<StreamEvent> {
         from_seq?: number;
         types?: string[];
         presence?: boolean;
+        item_presence?: boolean;
     };
     /**
      * _presenceChanged applies a presence.changed notification.
-     * @param {{joined?: Array<{subject: string}>, left?: Array<{subject: string}>}} ch
+     * @param {{stream?: string, joined?: Array<{subject: string}>, left?: Array<{subject: string}>}} ch
      */
     _presenceChanged(ch: {
+        stream?: string;
         joined?: Array<{
             subject: string;
         }>;
@@ -183,6 +195,8 @@ export class Subscription extends Entry<StreamEvent> {
             subject: string;
         }>;
     }): void;
+    /** _itemsChanged hands onItemPresence the items' lists. */
+    _itemsChanged(): void;
     /** @param {StreamEvent} ev */
     _deliver(ev: StreamEvent): void;
     /**
@@ -246,6 +260,16 @@ export type SubscribeOptions = {
      * server's snapshot follows.
      */
     onPresence?: ((present: string[]) => void) | undefined;
+    /**
+     * On a
+     * project stream: follows who has each of its items open (item presence,
+     * an extension: those subscribed to item:<KEY> with onPresence), without
+     * making the caller present anywhere. Called with every item that has
+     * someone present, by item key ("WEB-42"), each list sorted, each time it
+     * changes. It starts afresh at each (re)subscribe (called with an empty
+     * map if it was not): the server's snapshot follows.
+     */
+    onItemPresence?: ((items: Map<string, string[]>) => void) | undefined;
     /**
      * Each event, exactly once, in seq order.
      */
