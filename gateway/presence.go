@@ -38,16 +38,17 @@ const itemStreamPrefix = "item:"
 // ends it (the subscription's cancel, run by forget). Called under s.mu.
 func (s *session) joinPresence(st streams.Stream, id, subject string, cs *clientSub, present, items bool) func() {
 	reg := s.srv.presence
+	pending := new(atomic.Int64) // one queue bound for the subscription's notifications
 	var leave []func()
 	if present {
-		k := s.newPresenceSink(id, cs, false)
+		k := s.newPresenceSink(id, cs, pending, false)
 		leave = append(leave, reg.Join(st.String(), subject, s.id, k).Leave)
 		if st.Kind == streams.StreamItem {
 			leave = append(leave, reg.Enter(itemsStream(st.Project()), presence.GroupSubject(st.Key, subject), s.id).Leave)
 		}
 	}
 	if items {
-		k := s.newPresenceSink(id, cs, true)
+		k := s.newPresenceSink(id, cs, pending, true)
 		leave = append(leave, reg.Watch(itemsStream(st.Key), k).Leave)
 	}
 	if len(leave) == 1 {
@@ -60,8 +61,8 @@ func (s *session) joinPresence(st streams.Stream, id, subject string, cs *client
 	}
 }
 
-func (s *session) newPresenceSink(id string, cs *clientSub, items bool) *presenceSink {
-	k := &presenceSink{s: s, id: id, cs: cs, items: items}
+func (s *session) newPresenceSink(id string, cs *clientSub, pending *atomic.Int64, items bool) *presenceSink {
+	k := &presenceSink{s: s, id: id, cs: cs, pending: pending, items: items}
 	k.written = func() { k.pending.Add(-1) }
 	return k
 }
@@ -73,8 +74,8 @@ type presenceSink struct {
 	s       *session
 	id      string
 	cs      *clientSub
-	items   bool // watches an items stream: its notices are those of the items
-	pending atomic.Int64
+	items   bool          // watches an items stream: its notices are those of the items
+	pending *atomic.Int64 // notifications queued and not written yet, shared by the subscription's sinks
 	written func()
 }
 

@@ -71,3 +71,21 @@ export function relativeTime(iso, now = Date.now()) {
   if (s < 36 * 3600) return `${Math.round(s / 3600)} h ago`;
   return `${Math.round(s / 86400)} d ago`;
 }
+
+/**
+ * people fills list with a chip per subject, at most max of them, then one
+ * "+N" chip whose title names the rest: a busy board stays one line.
+ * @param {HTMLElement} list
+ * @param {string[]} subjects in the order shown
+ * @param {(s: string) => HTMLElement} chip
+ * @param {number} max
+ */
+export function people(list, subjects, chip, max) {
+  const shown = subjects.length > max ? subjects.slice(0, max - 1) : subjects;
+  const rest = subjects.slice(shown.length);
+  const items = shown.map(chip);
+  if (rest.length) {
+    items.push(h('li', { class: 'more', title: rest.join(', '), 'aria-label': `and ${rest.length} more: ${rest.join(', ')}` }, `+${rest.length}`));
+  }
+  list.replaceChildren(...items);
+}

@@ -3,7 +3,7 @@
 // them on the item's card, and the view shows who else has it open.
 
 import { STATE_LABELS } from './model.js';
-import { $, h } from './dom.js';
+import { $, h, people } from './dom.js';
 
 /**
  * @typedef {object} ItemViewOptions
@@ -108,8 +108,8 @@ export class ItemView {
   showPresent(present) {
     const me = this.o.me;
     const names = [...present.filter((s) => s === me), ...present.filter((s) => s !== me)];
-    $('#item-present', this.o.root).replaceChildren(...names.map((s) => h('li', {
+    people($('#item-present', this.o.root), names, (s) => h('li', {
       class: s === me ? 'present-me' : 'present-other', 'data-subject': s, title: s === me ? `${s} (you)` : s,
-    }, s)));
+    }, s), 12);
   }
 }

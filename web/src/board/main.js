@@ -6,7 +6,7 @@
 import { Client, errorCode, Code } from '../client/index.js';
 import { Api, ApiError } from './api.js';
 import { DevAuth } from './auth.js';
-import { $, h, Toasts } from './dom.js';
+import { $, h, people, Toasts } from './dom.js';
 import { BoardModel, STATES, STATE_LABELS } from './model.js';
 import { PlannerPanel } from './planner.js';
 import { ItemView } from './itemview.js';
@@ -31,6 +31,8 @@ const storage = {
 };
 
 const toasts = new Toasts($('#toasts'));
+/** The most people the header lists by name; the rest are "+N". */
+const MAX_PRESENT = 8;
 const toast = toasts.show.bind(toasts);
 
 /** @type {Record<string, string>} */
@@ -292,14 +294,9 @@ async function start() {
 function showPresent(present, me) {
   const list = $('#present');
   const names = [...present.filter((s) => s === me), ...present.filter((s) => s !== me)];
-  list.replaceChildren(...names.map((s) => {
-    const li = document.createElement('li');
-    li.className = s === me ? 'present-me' : 'present-other';
-    li.dataset.subject = s;
-    li.title = s === me ? `${s} (you)` : s;
-    li.textContent = s;
-    return li;
-  }));
+  people(list, names, (s) => h('li', {
+    class: s === me ? 'present-me' : 'present-other', 'data-subject': s, title: s === me ? `${s} (you)` : s,
+  }, s), MAX_PRESENT);
 }
 
 /** @param {string} current */

@@ -1,7 +1,7 @@
 // The board's columns and cards, kept in step with the model by keyed
 // updates (cards are moved, never rebuilt, so focus and open forms stay).
 
-import { h } from './dom.js';
+import { h, people } from './dom.js';
 import { STATES, STATE_LABELS, neighbour } from './model.js';
 
 const DRAG_TYPE = 'application/x-ballet-item';
@@ -275,7 +275,7 @@ export class BoardView {
     }));
     badges.hidden = it.blocked_by.length === 0;
     const list = /** @type {HTMLElement} */ (el.querySelector('.viewers'));
-    list.replaceChildren(...viewers.map((v) => h('li', { class: 'viewer', 'data-subject': v, title: `${v} has ${it.key} open` }, v)));
+    people(list, viewers, (v) => h('li', { class: 'viewer', 'data-subject': v, title: `${v} has ${it.key} open` }, v), 3);
     list.hidden = viewers.length === 0;
     el.classList.toggle('has-viewers', viewers.length > 0);
     const left = neighbour(it.state, -1);
