@@ -62,9 +62,10 @@ type session struct {
 
 // clientSub is one entry of the connection's subscription-id namespace.
 type clientSub struct {
-	stream *streams.Subscription // nil for planner watches
+	stream *streams.Subscription // nil for planner watches, and while subscribing
 	kind   string                // metrics label: project, item, planner
 	cancel func()                // ends a planner watch, or a subscription's presence
+	closed string                // why the hub closed it while subscribing; subscribe tells
 }
 
 func newSession(srv *Server, ws *websocket.Conn, lw *leanWriter, c codec.Codec, r *http.Request) *session {

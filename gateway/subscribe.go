@@ -91,41 +91,53 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 	if err != nil {
 		return nil, rpc.Errorf(rpc.ErrInvalidParams, "params.%s", strings.TrimSuffix(err.Error(), ": "+streams.ErrBadTypes.Error()))
 	}
-	// Short queries; see verify for why not on the connection's context.
-	if err := s.authorize(context.WithoutCancel(ctx), st, p, auth.PermRead); err != nil {
-		return nil, err
-	}
 	kind := st.Kind.String()
 	cs := &clientSub{kind: kind}
 	if err := s.reserve(sp.Subscription, cs); err != nil {
 		return nil, err
 	}
+	// Access is checked by the hub once the subscription is registered and
+	// before it delivers anything (streams.SubscribeRequest.Admit): checked
+	// before, a revocation dispatched in between would never close it.
+	var denied error
 	sub, head, err := s.srv.hub.Subscribe(ctx, s.srv.log, streams.SubscribeRequest{
 		ID: sp.Subscription, Subject: p.Subject, Stream: st, Codec: s.codec, Out: s,
 		FromSeq: sp.FromSeq, Types: types, QueueLimit: s.srv.cfg.SubscriberQueue, ReplayLimit: s.srv.cfg.ReplayLimit,
 		OnClosed: s.subClosed,
+		Admit: func(ctx context.Context) error {
+			denied = s.authorize(ctx, st, p, auth.PermRead)
+			return denied
+		},
 	})
 	if err != nil {
 		s.forget(sp.Subscription, cs)
-		if errors.Is(err, streams.ErrResyncRequired) {
+		switch {
+		case rpc.Code(denied) != 0:
+			return nil, denied // -32003 or -32004, as authorize words it
+		case errors.Is(err, streams.ErrResyncRequired):
 			return nil, rpc.Errorf(rpc.ErrResyncRequired, "resync required: %s", resyncDetail(err))
 		}
 		return nil, fmt.Errorf("subscribe %s: %w", st, err)
 	}
 	s.mu.Lock()
 	cur, _ := s.subs.get(sp.Subscription)
-	current := cur == cs
+	current := cur == cs && cs.closed == ""
 	if current {
 		cs.stream = sub
 		if sp.Presence || sp.ItemPresence {
 			cs.cancel = s.joinPresence(st, sp.Subscription, p.Subject, cs, sp.Presence, sp.ItemPresence)
 		}
 	}
+	closed := cs.closed
 	s.mu.Unlock()
 	if !current {
-		// Closed while subscribing (lagging during the replay, or the
-		// connection ended): the client hears of it through stream.closed.
+		// Closed while subscribing (lagging during the replay, access lost
+		// after the check, or the connection ended): the client hears of
+		// it through stream.closed, before the answer.
 		s.srv.hub.Unsubscribe(sub)
+		if closed != "" && s.forget(sp.Subscription, cs) {
+			s.serverClosed(sp.Subscription, closed)
+		}
 	}
 	if sp.FromSeq != nil {
 		s.srv.metrics.ReplayEvents.Observe(float64(sub.Replayed()))
@@ -173,11 +185,20 @@ func (s *session) authorize(ctx context.Context, st streams.Stream, p *auth.Prin
 }
 
 // subClosed runs when the hub closes a subscription (lagging, forbidden,
-// not_found): it leaves the namespace and the client is told.
+// not_found): it leaves the namespace and the client is told. One closed
+// while subscribing is left to subscribe, which answers an error instead
+// when the subscription fails (its access check, say): the client hears of
+// it once.
 func (s *session) subClosed(sub *streams.Subscription, reason string) {
 	s.mu.Lock()
 	cs, ok := s.subs.get(sub.ID())
-	mine := ok && (cs.stream == sub || cs.stream == nil)
+	mine := ok && cs.kind != "planner" && (cs.stream == sub || cs.stream == nil)
+	if mine && cs.stream == nil {
+		if cs.closed == "" {
+			cs.closed = reason
+		}
+		mine = false
+	}
 	s.mu.Unlock()
 	if !mine || !s.forget(sub.ID(), cs) {
 		return

@@ -59,6 +59,17 @@ type SubscribeRequest struct {
 	// OnClosed is called once when the server closes the subscription
 	// (not on Unsubscribe), after it left the hub. It must not block.
 	OnClosed func(sub *Subscription, reason string)
+	// Admit, when set, checks that the subscriber may read the stream;
+	// Subscribe fails with its error. It is called once the subscription is
+	// registered and the head read, before anything is delivered, so that
+	// access cannot be lost unseen between the check and the registration:
+	// a change that takes access away (member.revoked, project.deleted),
+	// committed with the access it removes, either is committed before the
+	// check, which sees it, or after it, and then comes after the head and
+	// is dispatched to a registered subscription, which it closes. Nothing
+	// replayed comes after it. The check must read what writers commit (the
+	// primary), never a copy that may lag behind the events dispatched.
+	Admit func(ctx context.Context) error
 }
 
 // Subscription is one client's interest in one stream.
@@ -120,7 +131,7 @@ func (s *Subscription) Replayed() int {
 // Subscribe registers a subscription and, with FromSeq, replays the stream's
 // events after it, then continues live with no gap and no duplicate. It
 // returns the log head at registration: without FromSeq, exactly the events
-// after it are delivered.
+// after it are delivered. With Admit, nothing is delivered before it passes.
 func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Subscription, int64, error) {
 	if req.QueueLimit <= 0 {
 		req.QueueLimit = 4096
@@ -160,6 +171,14 @@ func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Su
 		// before the registration are not delivered live, so the head
 		// covers them.
 		head = max(head, h.recent.position())
+	}
+	// Admitted only now, with the head known: see SubscribeRequest.Admit.
+	if req.Admit != nil {
+		if err := req.Admit(qctx); err != nil {
+			sub.markClosed("")
+			h.remove(sub)
+			return nil, 0, fmt.Errorf("subscribe %s: %w", req.Stream, err)
+		}
 	}
 	if req.FromSeq != nil && *req.FromSeq > head {
 		from := *req.FromSeq

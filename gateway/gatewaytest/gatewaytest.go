@@ -87,6 +87,9 @@ type Options struct {
 	Metrics *gateway.Metrics
 	// RESTTimeout is the server's RESTTimeout.
 	RESTTimeout time.Duration
+	// Roles, when set, wraps the roles the server checks (the Store's), e.g. to change
+	// them at a chosen point of a request.
+	Roles func(gateway.Roles) gateway.Roles
 }
 
 // Env is a running gateway.
@@ -236,8 +239,12 @@ func Start(t testing.TB, o *Options) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { env.Tailer.Close() })
+	var roles gateway.Roles = env.Store
+	if o.Roles != nil {
+		roles = o.Roles(roles)
+	}
 	srv, err := gateway.NewServer(&gateway.Options{
-		Config: cfg, Verifier: verifier, Log: env.Store, Hub: env.Hub, Roles: env.Store, API: env.api, Items: items, Planner: plan,
+		Config: cfg, Verifier: verifier, Log: env.Store, Hub: env.Hub, Roles: roles, API: env.api, Items: items, Planner: plan,
 		Logger: quiet, Metrics: o.Metrics, RESTTimeout: o.RESTTimeout, PresenceStore: presenceStore(env.Presence),
 	})
 	if err != nil {
