@@ -117,19 +117,19 @@ func (s *Service) resume(ctx context.Context, w *watch, sess *Session, opts Watc
 	if turn == "" || after < 0 {
 		return false, nil
 	}
-	outs, found, err := s.store.TurnOutputs(ctx, sess.ID, turn, after, s.window)
+	kept, found, err := s.store.TurnOutputs(ctx, sess.ID, turn, after, s.window)
 	if err != nil {
 		return false, err
 	}
 	if !found {
 		return false, nil
 	}
-	for i, o := range outs {
+	for i, o := range kept.Outputs {
 		if o.Offset != after+int64(i)+1 {
 			return false, nil // not kept past a bound: the client reloads the transcript
 		}
 	}
-	w.replay, w.turn, w.offset = outs, turn, after
+	w.replay, w.turn, w.offset = kept.Outputs, turn, after
 	return true, nil
 }
 
