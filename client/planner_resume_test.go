@@ -261,9 +261,10 @@ func TestPlannerSendRetriedAfterLostAnswer(t *testing.T) {
 }
 
 // When the server keeps too little of a turn to resume it, OnResume runs
-// once and the output goes on live, in order, without a duplicate. (The
-// server answers resumed for a position past what it kept and then closes
-// the watch lagging at the hole; the client does not ask again from there.)
+// once and the output goes on live, in order, without a duplicate: the
+// server answers resumed: false while the turn runs past what it kept, so
+// the client asks once (an older server answered resumed, then closed the
+// watch lagging at the hole, and the client asked again for live output).
 func TestPlannerWatchKeptTooLittle(t *testing.T) {
 	env, tok := startSlowPlanner(t, false, planner.Options{TurnOutputs: 5})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -305,6 +306,9 @@ func TestPlannerWatchKeptTooLittle(t *testing.T) {
 	}
 	if len(resumed) != 0 {
 		t.Fatal("OnResume called more than once")
+	}
+	if n := metric(env, "ballet_gateway_messages_received_total", "method", "planner.watch"); n != 2 {
+		t.Fatalf("planner.watch received %v times, want 2 (the watch, then one resume)", n)
 	}
 }
 

@@ -21,9 +21,11 @@ type position struct {
 	// resumes it from its start.
 	next string
 	// tried: the server resumed from here and nothing was delivered since.
-	// A server that kept too little of a turn can answer resumed and then
-	// find the hole itself (a lagging close); asking again would go round in
-	// a loop, so the next watch takes live output only.
+	// The gateway answers resumed: false when it cannot replay every output
+	// after the position, but an older one could answer resumed for a turn
+	// it kept too little of and then find the hole itself (a lagging close);
+	// asking such a server again would go round in a loop, so the next watch
+	// takes live output only.
 	tried bool
 }
 

@@ -3,9 +3,11 @@ package gateway_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ballet/gateway/codec"
 	"github.com/ballet/gateway/gateway/gatewaytest"
+	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/planner/provider"
 )
 
@@ -79,4 +81,114 @@ func TestPlannerResumeOverRPC(t *testing.T) {
 			k.wantError("planner.send", map[string]any{"session": session, "text": "hi", "idempotency_key": key}, -32602)
 		}
 	})
+}
+
+// boundScript answers with twenty text outputs, then waits to be cancelled.
+const boundScript = `{"chunk": 2, "rules": [
+ {"match": "", "steps": [[{"text": "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"}, {"pause_ms": 20000}, {"text": "never"}]]}]}`
+
+type watchResult struct {
+	Subscription string `json:"subscription"`
+	Running      bool   `json:"running"`
+	Turn         string `json:"turn"`
+	Resumed      *bool  `json:"resumed"`
+}
+
+// TestPlannerResumePastTheBoundOverRPC: a turn keeps 5 outputs for resuming and streams 21.
+// While it runs, a client that comes back and asks to resume it (from below the bound or
+// past it) is answered resumed: false and then gets the live output, with no lagging close
+// at the first output after the hole. Once it has ended, resuming succeeds only from where
+// nothing is missing.
+func TestPlannerResumePastTheBoundOverRPC(t *testing.T) {
+	script, err := provider.ParseScript(strings.NewReader(boundScript))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := gatewaytest.Start(t, &gatewaytest.Options{Postgres: true, Planner: provider.NewScripted(script),
+		PlannerOptions: planner.Options{TurnOutputs: 5}})
+	env.Project(t, "WEB", "alice", "member")
+	forEachCodec(t, func(t *testing.T, c codec.Codec) {
+		session := createSession(t, env, env.Token(t, "alice"))
+		k := login(t, env, c, "alice")
+		k.mustCall("planner.watch", map[string]any{"subscription": "p", "session": session}, nil)
+		k.mustCall("planner.send", map[string]any{"session": session, "text": "go on"}, nil)
+		var turn string
+		for i := int64(1); i <= 21; i++ {
+			o := k.nextOutput("p")
+			if turn == "" {
+				turn = o.Turn
+			}
+			if o.Turn != turn || o.Offset != i {
+				t.Fatalf("output %d: %s/%d", i, o.Turn, o.Offset)
+			}
+		}
+
+		back := login(t, env, c, "alice")
+		for sub, after := range map[string]int64{"below": 3, "at": 5, "past": 10, "last": 21} {
+			var res watchResult
+			back.mustCall("planner.watch", map[string]any{"subscription": sub, "session": session, "turn": turn, "after": after}, &res)
+			if !res.Running || res.Turn != turn || res.Resumed == nil || *res.Resumed {
+				t.Fatalf("resume from %d while the turn runs: %+v, want running, resumed false", after, res)
+			}
+		}
+		k.mustCall("planner.cancel", map[string]any{"session": session}, nil)
+		if o := k.nextOutput("p"); o.Type != "done" || o.Offset != 22 {
+			t.Fatalf("the watcher that stayed: %+v, want done 22", o)
+		}
+		// Each watch gets done, live, and no stream.closed.
+		got := map[string]output{}
+		for len(got) < 4 {
+			m := back.mustNext()
+			if m.Method == "stream.closed" {
+				t.Fatalf("stream.closed %s", m.Params)
+			}
+			var o output
+			if err := c.Unmarshal(m.Params, &o); err != nil || m.Method != "planner.output" {
+				t.Fatalf("%s %s", m.Method, m.Params)
+			}
+			if _, dup := got[o.Subscription]; dup || o.Type != "done" || o.Offset != 22 {
+				t.Fatalf("%s got %+v, want done 22 only", o.Subscription, o)
+			}
+			got[o.Subscription] = o
+		}
+		if m, err := back.next(200 * time.Millisecond); err == nil {
+			t.Fatalf("after done: %s %s", m.Method, m.Params)
+		}
+
+		// Ended: from its last text output (or its done) nothing is missing.
+		for sub, want := range map[string]struct {
+			after   int64
+			resumed bool
+		}{"e0": {0, false}, "e5": {5, false}, "e20": {20, false}, "e21": {21, true}, "e22": {22, true}} {
+			var res watchResult
+			back.mustCall("planner.watch", map[string]any{"subscription": sub, "session": session, "turn": turn, "after": want.after}, &res)
+			if res.Running || res.Resumed == nil || *res.Resumed != want.resumed {
+				t.Fatalf("resume from %d after the turn: %+v, want resumed %v", want.after, res, want.resumed)
+			}
+			if want.after == 21 {
+				if o := back.nextOutput(sub); o.Type != "done" || o.Offset != 22 {
+					t.Fatalf("resumed from 21: %+v, want done 22", o)
+				}
+			}
+		}
+		if m, err := back.next(200 * time.Millisecond); err == nil {
+			t.Fatalf("after the resumes: %s %s", m.Method, m.Params)
+		}
+	})
+}
+
+// nextOutput reads the next planner.output for sub, failing on anything else for it.
+func (k *wsClient) nextOutput(sub string) output {
+	k.t.Helper()
+	for {
+		m := k.mustNext()
+		var o output
+		if err := k.c.Unmarshal(m.Params, &o); err != nil || o.Subscription != sub {
+			continue
+		}
+		if m.Method != "planner.output" {
+			k.t.Fatalf("%s for %s: %s", m.Method, sub, m.Params)
+		}
+		return o
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ballet/gateway/planner"
+	"github.com/ballet/gateway/planner/provider"
 )
 
 // watchFrom is watch with resume options; it returns the result too.
@@ -154,8 +155,8 @@ func TestResumeEndedTurn(t *testing.T) {
 	})
 }
 
-// Past its bound, a turn's output is live only: resuming past the bound is refused, and
-// resuming before it ends as lagging where the kept output stops.
+// Past its bound, a turn's output is live only: resuming the ended turn where an output
+// after the offset was not kept is refused.
 func TestResumePastTheKeptOutput(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		svc, _ := b.service(t, &planner.Options{TurnOutputs: 4}, nil)
@@ -316,4 +317,109 @@ func TestFailoverWithinFiveSeconds(t *testing.T) {
 	if _, err := bb.Send(ctxT(t), alice, id, "hello"); err != nil {
 		t.Fatalf("Send right after done: %v", err)
 	}
+}
+
+// boundScript answers "short" with one text output and "long" with twenty, each then
+// pausing until cancelled. "long" comes first: a cancelled turn stores no answer, so the
+// message after it reaches the model together with the earlier one.
+const boundScript = `{"chunk": 2, "rules": [
+	{"match": "long", "steps": [[{"text": "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"}, {"pause_ms": 60000}, {"text": "never"}]]},
+	{"match": "short", "steps": [[{"text": "ab"}, {"pause_ms": 60000}, {"text": "never"}]]}
+]}`
+
+// A running turn that has not passed its bound resumes from any offset, as it always did.
+// Once past it, a watcher asking to resume the running turn, from below the bound or at or
+// past it, is told it cannot (its output went out live only) and then gets the live output,
+// without a lagging close at the first output after the hole. Once the turn has ended,
+// resuming succeeds exactly when no output after the offset is missing.
+func TestResumeRunningTurnPastItsBound(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		sc, err := provider.ParseScript(strings.NewReader(boundScript))
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc, _ := b.service(t, &planner.Options{TurnOutputs: 5, Provider: provider.NewScripted(sc)}, nil)
+		id := b.newSession(t, svc)
+		w := watch(t, svc, alice, id)
+
+		// Below the bound: message and text kept, the turn paused.
+		if _, err := svc.Send(ctxT(t), alice, id, "short"); err != nil {
+			t.Fatal(err)
+		}
+		short := []planner.Output{w.next(t), w.next(t)}
+		turn := short[0].Turn
+		offsets(t, short, turn, 1)
+		var below []*watcher
+		for _, from := range []int64{0, 1, 2} {
+			r, res := watchFrom(t, svc, alice, id, planner.WatchOptions{After: after(from)})
+			if !res.Running || res.Turn != turn || res.Resumed == nil || !*res.Resumed {
+				t.Fatalf("below the bound, from %d: %+v, want resumed", from, res)
+			}
+			below = append(below, r)
+		}
+		if err := svc.Cancel(ctxT(t), alice, id); err != nil {
+			t.Fatal(err)
+		}
+		w.until(t, planner.OutputDone)
+		for i, r := range below {
+			offsets(t, r.until(t, planner.OutputDone), turn, int64(i)+1)
+		}
+
+		// Past the bound: outputs 1-5 kept, 6-21 live only, and the turn paused.
+		if _, err := svc.Send(ctxT(t), alice, id, "long"); err != nil {
+			t.Fatal(err)
+		}
+		var long []planner.Output
+		for range 21 {
+			long = append(long, w.next(t))
+		}
+		turn = long[0].Turn
+		offsets(t, long, turn, 1)
+		if last := long[20]; last.Type != planner.OutputText {
+			t.Fatalf("output 21: %+v, want the last text", last)
+		}
+		var past []*watcher
+		for _, opts := range []planner.WatchOptions{
+			{After: after(0)},
+			{Turn: turn, After: after(3)},  // below the bound
+			{Turn: turn, After: after(5)},  // the last output kept
+			{Turn: turn, After: after(6)},  // the first not kept
+			{Turn: turn, After: after(21)}, // the last sent: nothing is missing, but no store knows
+		} {
+			r, res := watchFrom(t, svc, alice, id, opts)
+			if !res.Running || res.Turn != turn || res.Resumed == nil || *res.Resumed {
+				t.Fatalf("past the bound, from %d: %+v, want running, not resumed", *opts.After, res)
+			}
+			past = append(past, r)
+		}
+		if err := svc.Cancel(ctxT(t), alice, id); err != nil {
+			t.Fatal(err)
+		}
+		done := w.until(t, planner.OutputDone)
+		offsets(t, done, turn, 22)
+		for _, r := range past {
+			got := r.until(t, planner.OutputDone)
+			if len(got) != len(done) {
+				t.Fatalf("a watcher that did not resume got %v, want the live %v", shape(got), shape(done))
+			}
+			offsets(t, got, turn, 22)
+			r.quiet(t, 100*time.Millisecond) // no lagging close after done
+		}
+
+		// Ended: error (none here) and done are kept, so the hole before them shows.
+		end := done[len(done)-1].Offset
+		for _, c := range []struct {
+			after   int64
+			resumed bool
+		}{{0, false}, {3, false}, {5, false}, {6, false}, {end - 2, false}, {end - 1, true}, {end, true}} {
+			r, res := watchFrom(t, svc, alice, id, planner.WatchOptions{Turn: turn, After: after(c.after)})
+			if res.Running || res.Resumed == nil || *res.Resumed != c.resumed {
+				t.Fatalf("ended, from %d: %+v, want resumed %v", c.after, res, c.resumed)
+			}
+			if c.resumed && c.after < end {
+				offsets(t, r.until(t, planner.OutputDone), turn, c.after+1)
+			}
+			r.quiet(t, 50*time.Millisecond)
+		}
+	})
 }

@@ -52,8 +52,9 @@ type Options struct {
 	ResumeWindow time.Duration
 	// TurnOutputs and TurnOutputBytes bound the output kept of one turn for resuming; past
 	// either, a turn's further outputs (but its error and done) go out live only, and a
-	// watcher resuming past that point is told to reload. Defaults DefaultTurnOutputs and
-	// DefaultTurnOutputBytes.
+	// watcher that asks to resume the turn is told to reload: always while it runs, and
+	// after it ended when an output after the watcher's offset was not kept. Defaults
+	// DefaultTurnOutputs and DefaultTurnOutputBytes.
 	TurnOutputs     int
 	TurnOutputBytes int
 	// MaxRounds bounds the model calls of one turn (BALLET_PLANNER_MAX_ROUNDS). Default
@@ -141,6 +142,7 @@ type turn struct {
 	offset      int64 // the last output's
 	keptOutputs int   // outputs stored for resuming
 	keptBytes   int
+	cut         bool // past its bounds: the cut is stored, and after it only error and done
 }
 
 // New returns a Service over store whose tools act through trk. It subscribes to the bus and

@@ -36,17 +36,33 @@ type Store interface {
 // reconnects resumes a turn where it was.
 type Outputs interface {
 	// AppendOutput stores o, whose Session, Turn and Offset are set. An offset already stored
-	// keeps its first output.
+	// (an output or the cut) keeps what it holds.
 	AppendOutput(ctx context.Context, o Output) error
-	// TurnOutputs returns the stored outputs of the session's turn with offset > after, by
-	// offset. found is false when nothing of the turn is stored, or its done was stored more
-	// than window ago.
-	TurnOutputs(ctx context.Context, session, turn string, after int64, window time.Duration) (outs []Output, found bool, err error)
-	// LastOffset returns the highest offset stored for the turn, 0 when none.
+	// CutOutputs records that the turn's outputs from offset on are not stored, but for its
+	// error and done: the turn passed its bounds. The cut takes offset's place; a turn keeps
+	// its first cut.
+	CutOutputs(ctx context.Context, session, turn string, offset int64) error
+	// TurnOutputs returns what is stored of the session's turn after offset after. found is
+	// false when nothing of the turn is stored (not even its cut), or its done was stored
+	// more than window ago.
+	TurnOutputs(ctx context.Context, session, turn string, after int64, window time.Duration) (kept KeptOutputs, found bool, err error)
+	// LastOffset returns the highest offset stored for the turn, its cut's included (what is
+	// numbered after it never falls on the cut), 0 when none.
 	LastOffset(ctx context.Context, session, turn string) (int64, error)
-	// ExpireOutputs removes the outputs of turns whose done was stored more than window ago,
-	// and of turns that stored nothing for abandoned.
+	// ExpireOutputs removes the outputs (and cut) of turns whose done was stored more than
+	// window ago, and of turns that stored nothing for abandoned.
 	ExpireOutputs(ctx context.Context, window, abandoned time.Duration) error
+}
+
+// KeptOutputs is what a store holds of a turn's output, for a watcher resuming it after
+// some offset.
+type KeptOutputs struct {
+	// Outputs are the stored outputs with a greater offset, by offset; never the cut.
+	Outputs []Output
+	// Cut is the offset of the turn's first output not stored (CutOutputs), 0 when none.
+	Cut int64
+	// Ended is set when the turn's done is stored.
+	Ended bool
 }
 
 // Sends remembers the idempotency keys of human messages (NewMessage.IdempotencyKey).

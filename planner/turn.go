@@ -58,6 +58,9 @@ func (s *Service) emit(t *turn, o Output) {
 // publish numbers o as t's next output, stores it for watchers that resume (within the
 // turn's bounds; error and done always), then sends it to every replica's watchers. Stored
 // before sent: a watcher that reads the store after watching misses nothing in between.
+// The first output past the bounds stores the turn's cut instead, before it is sent too, and
+// no output after it is stored but error and done: a watcher that resumes the turn then is
+// told that output it lacks is missing, rather than finding a hole in the live output.
 func (s *Service) publish(ctx context.Context, t *turn, o Output) {
 	if silent(t) || ctx.Err() != nil {
 		return // not numbered: watchers would see a hole where it was
@@ -70,11 +73,18 @@ func (s *Service) publish(ctx context.Context, t *turn, o Output) {
 	t.offset++
 	o.Session, o.Turn, o.Offset = t.session.ID, t.id, t.offset
 	size := len(o.Text) + len(o.Input) + 128
-	if o.Type == OutputError || o.Type == OutputDone || (t.keptOutputs < s.keepOutputs && t.keptBytes+size <= s.keepBytes) {
+	switch {
+	case o.Type == OutputError || o.Type == OutputDone ||
+		(!t.cut && t.keptOutputs < s.keepOutputs && t.keptBytes+size <= s.keepBytes):
 		t.keptOutputs++
 		t.keptBytes += size
 		if err := s.store.AppendOutput(ctx, o); err != nil && ctx.Err() == nil {
 			s.logger.Warn("planner: store output", "session", o.Session, "type", o.Type, "err", err)
+		}
+	case !t.cut:
+		t.cut = true
+		if err := s.store.CutOutputs(ctx, o.Session, o.Turn, o.Offset); err != nil && ctx.Err() == nil {
+			s.logger.Warn("planner: store the cut of a turn's output", "session", o.Session, "offset", o.Offset, "err", err)
 		}
 	}
 	if err := s.bus.Publish(ctx, Note{Session: o.Session, Output: &o}); err != nil && ctx.Err() == nil {

@@ -56,7 +56,8 @@ type WatchResult struct {
 	// Turn is the turn resumed, or else the turn running now ("" when none).
 	Turn string
 	// Resumed is set when resuming was asked for: false when the turn is unknown, expired,
-	// or its output was not kept past After (the client reloads the transcript).
+	// or some of its output after After was not kept (the client reloads the transcript).
+	// A turn past its bounds (Options.TurnOutputs) is not resumed while it runs.
 	Resumed *bool
 }
 
@@ -108,7 +109,8 @@ func (s *Service) WatchFrom(ctx context.Context, c Caller, session string, opts 
 
 // resume loads what w replays: the stored outputs of the turn after opts.After, when they
 // are all there. The watch is registered already, so an output published meanwhile is
-// either stored (and replayed) or queued (and, when replayed too, dropped by offset).
+// either stored (and replayed) or queued (and, when replayed too, dropped by offset); the
+// same holds for the turn's cut, stored before the first output not kept is sent.
 func (s *Service) resume(ctx context.Context, w *watch, sess *Session, opts WatchOptions) (bool, error) {
 	turn, after := opts.Turn, *opts.After
 	if turn == "" {
@@ -117,20 +119,31 @@ func (s *Service) resume(ctx context.Context, w *watch, sess *Session, opts Watc
 	if turn == "" || after < 0 {
 		return false, nil
 	}
-	outs, found, err := s.store.TurnOutputs(ctx, sess.ID, turn, after, s.window)
+	kept, found, err := s.store.TurnOutputs(ctx, sess.ID, turn, after, s.window)
 	if err != nil {
 		return false, err
 	}
-	if !found {
-		return false, nil
+	if !found || !complete(kept, after) {
+		return false, nil // the client reloads the transcript
 	}
-	for i, o := range outs {
+	w.replay, w.turn, w.offset = kept.Outputs, turn, after
+	return true, nil
+}
+
+// complete reports whether kept holds every output of its turn after offset after. The
+// outputs from a cut on went out live only: while the turn runs, no store knows how many;
+// once it has ended, its error and done, stored at the offsets that follow them, show the
+// hole to a watcher resuming from before them.
+func complete(kept KeptOutputs, after int64) bool {
+	if kept.Cut > 0 && !kept.Ended {
+		return false
+	}
+	for i, o := range kept.Outputs {
 		if o.Offset != after+int64(i)+1 {
-			return false, nil // not kept past a bound: the client reloads the transcript
+			return false // not kept past a bound, or lost
 		}
 	}
-	w.replay, w.turn, w.offset = outs, turn, after
-	return true, nil
+	return true
 }
 
 // run calls fn with the replayed outputs, then with each live output, until the watch ends.

@@ -8,10 +8,11 @@ import (
 	"github.com/ballet/gateway/planner"
 )
 
-// turnLog is a turn's stored outputs, by offset.
+// turnLog is a turn's stored outputs, by offset, and its cut.
 type turnLog struct {
 	outs   map[int64]planner.Output
-	last   time.Time // of the latest output
+	cut    int64     // the cut's offset; 0 when none
+	last   time.Time // of the latest output or the cut
 	doneAt time.Time // when done was stored; zero before
 }
 
@@ -32,15 +33,8 @@ func (s *Store) AppendOutput(ctx context.Context, o planner.Output) error {
 	if sess == nil {
 		return nil // deleted meanwhile, as in Postgres
 	}
-	if sess.turns == nil {
-		sess.turns = map[string]*turnLog{}
-	}
-	tl := sess.turns[o.Turn]
-	if tl == nil {
-		tl = &turnLog{outs: map[int64]planner.Output{}}
-		sess.turns[o.Turn] = tl
-	}
-	if _, dup := tl.outs[o.Offset]; dup {
+	tl := sess.turnLog(o.Turn)
+	if _, dup := tl.outs[o.Offset]; dup || o.Offset == tl.cut {
 		return nil
 	}
 	tl.outs[o.Offset] = o
@@ -51,19 +45,50 @@ func (s *Store) AppendOutput(ctx context.Context, o planner.Output) error {
 	return nil
 }
 
-func (s *Store) TurnOutputs(ctx context.Context, session, turn string, after int64, window time.Duration) ([]planner.Output, bool, error) {
+// turnLog returns the session's record of turn, made when it has none.
+func (sess *session) turnLog(turn string) *turnLog {
+	if sess.turns == nil {
+		sess.turns = map[string]*turnLog{}
+	}
+	tl := sess.turns[turn]
+	if tl == nil {
+		tl = &turnLog{outs: map[int64]planner.Output{}}
+		sess.turns[turn] = tl
+	}
+	return tl
+}
+
+func (s *Store) CutOutputs(ctx context.Context, session, turn string, offset int64) error {
 	if err := ctx.Err(); err != nil {
-		return nil, false, err
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.sessions[session]
+	if sess == nil {
+		return nil // deleted meanwhile, as in Postgres
+	}
+	tl := sess.turnLog(turn)
+	if _, dup := tl.outs[offset]; dup || tl.cut != 0 {
+		return nil
+	}
+	tl.cut, tl.last = offset, time.Now()
+	return nil
+}
+
+func (s *Store) TurnOutputs(ctx context.Context, session, turn string, after int64, window time.Duration) (planner.KeptOutputs, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return planner.KeptOutputs{}, false, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sess := s.sessions[session]
 	if sess == nil || sess.turns[turn] == nil {
-		return nil, false, nil
+		return planner.KeptOutputs{}, false, nil
 	}
 	tl := sess.turns[turn]
 	if !tl.doneAt.IsZero() && time.Since(tl.doneAt) > window {
-		return nil, false, nil
+		return planner.KeptOutputs{}, false, nil
 	}
 	offs := make([]int64, 0, len(tl.outs))
 	for off := range tl.outs {
@@ -72,11 +97,11 @@ func (s *Store) TurnOutputs(ctx context.Context, session, turn string, after int
 		}
 	}
 	slices.Sort(offs)
-	outs := make([]planner.Output, len(offs))
+	kept := planner.KeptOutputs{Outputs: make([]planner.Output, len(offs)), Cut: tl.cut, Ended: !tl.doneAt.IsZero()}
 	for i, off := range offs {
-		outs[i] = tl.outs[off]
+		kept.Outputs[i] = tl.outs[off]
 	}
-	return outs, true, nil
+	return kept, true, nil
 }
 
 func (s *Store) LastOffset(ctx context.Context, session, turn string) (int64, error) {
@@ -86,8 +111,9 @@ func (s *Store) LastOffset(ctx context.Context, session, turn string) (int64, er
 	if sess == nil || sess.turns[turn] == nil {
 		return 0, nil
 	}
-	var last int64
-	for off := range sess.turns[turn].outs {
+	tl := sess.turns[turn]
+	last := tl.cut
+	for off := range tl.outs {
 		last = max(last, off)
 	}
 	return last, nil

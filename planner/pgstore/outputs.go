@@ -31,25 +31,45 @@ func (s *Store) AppendOutput(ctx context.Context, o planner.Output) error {
 	return nil
 }
 
-func (s *Store) TurnOutputs(ctx context.Context, session, turn string, after int64, window time.Duration) ([]planner.Output, bool, error) {
+// CutOutputs stores the cut as a row of its own in the offset's place: cut set, output JSON
+// null (migration 0006_planner_output_cut).
+func (s *Store) CutOutputs(ctx context.Context, session, turn string, offset int64) error {
+	if !planner.ValidID(session) {
+		return notFound(session)
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO planner_outputs (session_id, turn, "offset", output, cut)
+		VALUES ($1, $2, $3, 'null', true) ON CONFLICT DO NOTHING`, session, turn, offset)
+	switch {
+	case pgCode(err) == "23503": // the session was deleted meanwhile
+		return nil
+	case err != nil:
+		return fmt.Errorf("pgstore: store the cut of turn %s at %d: %w", turn, offset, err)
+	}
+	return nil
+}
+
+func (s *Store) TurnOutputs(ctx context.Context, session, turn string, after int64, window time.Duration) (planner.KeptOutputs, bool, error) {
 	if !planner.ValidID(session) || turn == "" {
-		return nil, false, nil
+		return planner.KeptOutputs{}, false, nil
 	}
 	// A turn whose done is older than the window is over for resuming, whatever is left.
-	var found bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM planner_outputs WHERE session_id = $1 AND turn = $2)
-		AND NOT EXISTS (SELECT 1 FROM planner_outputs WHERE session_id = $1 AND turn = $2 AND done
-			AND created_at < now() - $3 * interval '1 microsecond')`, session, turn, window.Microseconds()).Scan(&found)
+	var kept planner.KeptOutputs
+	var found, expired bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM planner_outputs WHERE session_id = $1 AND turn = $2),
+			coalesce((SELECT "offset" FROM planner_outputs WHERE session_id = $1 AND turn = $2 AND cut), 0),
+			d.at IS NOT NULL, coalesce(d.at < now() - $3 * interval '1 microsecond', false)
+		FROM (SELECT min(created_at) AS at FROM planner_outputs WHERE session_id = $1 AND turn = $2 AND done) d`,
+		session, turn, window.Microseconds()).Scan(&found, &kept.Cut, &kept.Ended, &expired)
 	if err != nil {
-		return nil, false, fmt.Errorf("pgstore: outputs of turn %s: %w", turn, err)
+		return planner.KeptOutputs{}, false, fmt.Errorf("pgstore: outputs of turn %s: %w", turn, err)
 	}
-	if !found {
-		return nil, false, nil
+	if !found || expired {
+		return planner.KeptOutputs{}, false, nil
 	}
 	rows, err := s.pool.Query(ctx, `SELECT output::text FROM planner_outputs
-		WHERE session_id = $1 AND turn = $2 AND "offset" > $3 ORDER BY "offset"`, session, turn, after)
+		WHERE session_id = $1 AND turn = $2 AND "offset" > $3 AND NOT cut ORDER BY "offset"`, session, turn, after)
 	if err != nil {
-		return nil, false, fmt.Errorf("pgstore: outputs of turn %s: %w", turn, err)
+		return planner.KeptOutputs{}, false, fmt.Errorf("pgstore: outputs of turn %s: %w", turn, err)
 	}
 	outs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (planner.Output, error) {
 		var text string
@@ -60,9 +80,10 @@ func (s *Store) TurnOutputs(ctx context.Context, session, turn string, after int
 		return o, json.Unmarshal([]byte(text), &o)
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("pgstore: outputs of turn %s: %w", turn, err)
+		return planner.KeptOutputs{}, false, fmt.Errorf("pgstore: outputs of turn %s: %w", turn, err)
 	}
-	return outs, true, nil
+	kept.Outputs = outs
+	return kept, true, nil
 }
 
 func (s *Store) LastOffset(ctx context.Context, session, turn string) (int64, error) {

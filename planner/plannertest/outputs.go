@@ -2,6 +2,8 @@ package plannertest
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -42,11 +44,11 @@ func testOutputs(t *testing.T, e *suite) {
 		}
 	}
 	for _, after := range []int64{0, 2, 5, 9} {
-		got, found, err := e.Store.TurnOutputs(e.ctx, s.ID, "t-1", after, time.Hour)
-		if err != nil || !found {
-			t.Fatalf("outputs after %d: %v %v", after, found, err)
+		kept, found, err := e.Store.TurnOutputs(e.ctx, s.ID, "t-1", after, time.Hour)
+		if err != nil || !found || kept.Cut != 0 || !kept.Ended {
+			t.Fatalf("outputs after %d: cut %d, ended %v, found %v %v", after, kept.Cut, kept.Ended, found, err)
 		}
-		want := outs[min(int(after), len(outs)):]
+		got, want := kept.Outputs, outs[min(int(after), len(outs)):]
 		if len(got) != len(want) {
 			t.Fatalf("after %d: %d outputs, want %d", after, len(got), len(want))
 		}
@@ -65,8 +67,8 @@ func testOutputs(t *testing.T, e *suite) {
 		t.Fatalf("last offset of an unknown turn %d %v, want 0", last, err)
 	}
 	for _, c := range []struct{ session, turn string }{{s.ID, "none"}, {tracker.NewID(time.Now()), "t-1"}, {"not-a-uuid", "t-1"}} {
-		if got, found, err := e.Store.TurnOutputs(e.ctx, c.session, c.turn, 0, time.Hour); err != nil || found || len(got) != 0 {
-			t.Fatalf("outputs of %s/%s: %v %v %v, want not found", c.session, c.turn, got, found, err)
+		if got, found, err := e.Store.TurnOutputs(e.ctx, c.session, c.turn, 0, time.Hour); err != nil || found || len(got.Outputs) != 0 {
+			t.Fatalf("outputs of %s/%s: %+v %v %v, want not found", c.session, c.turn, got, found, err)
 		}
 	}
 	// A turn whose done is older than the window is not found.
@@ -75,8 +77,78 @@ func testOutputs(t *testing.T, e *suite) {
 		t.Fatalf("a turn ended before the window: found %v %v", found, err)
 	}
 	// One without done is found however old.
-	if _, found, err := e.Store.TurnOutputs(e.ctx, s.ID, "t-2", 0, 10*time.Millisecond); err != nil || !found {
-		t.Fatalf("a running turn: found %v %v", found, err)
+	if kept, found, err := e.Store.TurnOutputs(e.ctx, s.ID, "t-2", 0, 10*time.Millisecond); err != nil || !found || kept.Ended {
+		t.Fatalf("a running turn: found %v, ended %v, %v", found, kept.Ended, err)
+	}
+}
+
+// A turn past its bounds stores its cut in the place of its first output not kept: never
+// among the outputs, the same whatever the offset asked from, and counted by LastOffset.
+func testOutputCut(t *testing.T, e *suite) {
+	s := e.session(t, "WEB", "s", time.Now())
+	add := func(turn string, offset int64, typ string) {
+		t.Helper()
+		if err := e.Store.AppendOutput(e.ctx, planner.Output{Session: s.ID, Turn: turn, Offset: offset, Type: typ, Text: fmt.Sprint(offset)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cut := func(turn string, offset int64) {
+		t.Helper()
+		if err := e.Store.CutOutputs(e.ctx, s.ID, turn, offset); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(turn string, after int64, wantOffsets []int64, wantCut int64, wantEnded bool) {
+		t.Helper()
+		kept, found, err := e.Store.TurnOutputs(e.ctx, s.ID, turn, after, time.Hour)
+		if err != nil || !found {
+			t.Fatalf("turn %s after %d: found %v %v", turn, after, found, err)
+		}
+		var offs []int64
+		for _, o := range kept.Outputs {
+			if o.Text != fmt.Sprint(o.Offset) {
+				t.Fatalf("turn %s after %d: output %+v is not the one stored at its offset", turn, after, o)
+			}
+			offs = append(offs, o.Offset)
+		}
+		if !slices.Equal(offs, wantOffsets) || kept.Cut != wantCut || kept.Ended != wantEnded {
+			t.Fatalf("turn %s after %d: offsets %v, cut %d, ended %v; want %v, %d, %v",
+				turn, after, offs, kept.Cut, kept.Ended, wantOffsets, wantCut, wantEnded)
+		}
+	}
+	last := func(turn string, want int64) {
+		t.Helper()
+		if got, err := e.Store.LastOffset(e.ctx, s.ID, turn); err != nil || got != want {
+			t.Fatalf("last offset of %s: %d %v, want %d", turn, got, err, want)
+		}
+	}
+	for off := int64(1); off <= 3; off++ {
+		add("t", off, planner.OutputText)
+	}
+	cut("t", 4)
+	cut("t", 6)                     // a turn keeps its first cut
+	add("t", 4, planner.OutputText) // the cut keeps its offset
+	check("t", 0, []int64{1, 2, 3}, 4, false)
+	check("t", 3, nil, 4, false)
+	check("t", 7, nil, 4, false)
+	last("t", 4)
+	add("t", 9, planner.OutputError)
+	add("t", 10, planner.OutputDone)
+	check("t", 2, []int64{3, 9, 10}, 4, true)
+	check("t", 8, []int64{9, 10}, 4, true)
+	check("t", 10, nil, 4, true)
+	last("t", 10)
+
+	// A cut alone makes the turn found; one at an offset already stored is not made.
+	cut("only", 1)
+	check("only", 0, nil, 1, false)
+	last("only", 1)
+	add("stored", 1, planner.OutputText)
+	cut("stored", 1)
+	check("stored", 0, []int64{1}, 0, false)
+	// The cut of a session that is gone is dropped, as its outputs are.
+	if err := e.Store.CutOutputs(e.ctx, tracker.NewID(time.Now()), "t", 1); err != nil {
+		t.Fatalf("the cut of an unknown session: %v", err)
 	}
 }
 
@@ -88,20 +160,37 @@ func testOutputExpiry(t *testing.T, e *suite) {
 			t.Fatal(err)
 		}
 	}
+	cut := func(turn string, offset int64) {
+		t.Helper()
+		if err := e.Store.CutOutputs(e.ctx, s.ID, turn, offset); err != nil {
+			t.Fatal(err)
+		}
+	}
 	add("ended", 1, planner.OutputText)
 	add("ended", 2, planner.OutputDone)
 	add("abandoned", 1, planner.OutputText)
+	add("ended-cut", 1, planner.OutputText)
+	cut("ended-cut", 2)
+	add("ended-cut", 4, planner.OutputDone)
+	add("abandoned-cut", 1, planner.OutputText)
+	cut("abandoned-cut", 2)
 	time.Sleep(100 * time.Millisecond)
 	add("fresh", 1, planner.OutputText)
 	add("recent", 1, planner.OutputDone)
+	cut("fresh-cut", 1)
 	// Ended more than 50 ms ago, or nothing stored for 80 ms.
 	if err := e.Store.ExpireOutputs(e.ctx, 50*time.Millisecond, 80*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	for turn, want := range map[string]bool{"ended": false, "abandoned": false, "fresh": true, "recent": true} {
+	for turn, want := range map[string]bool{"ended": false, "abandoned": false, "fresh": true, "recent": true,
+		"ended-cut": false, "abandoned-cut": false, "fresh-cut": true} {
 		_, found, err := e.Store.TurnOutputs(e.ctx, s.ID, turn, 0, time.Hour)
 		if err != nil || found != want {
 			t.Errorf("turn %s after expiry: found %v %v, want %v", turn, found, err, want)
+		}
+		// Nothing of an expired turn is left, its cut included.
+		if last, err := e.Store.LastOffset(e.ctx, s.ID, turn); err != nil || (last == 0) == want {
+			t.Errorf("turn %s after expiry: last offset %d %v", turn, last, err)
 		}
 	}
 }

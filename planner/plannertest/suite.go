@@ -37,6 +37,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 		{"Leases", testLeases},
 		{"LeaseExpiry", testLeaseExpiry},
 		{"Outputs", testOutputs},
+		{"OutputCut", testOutputCut},
 		{"OutputExpiry", testOutputExpiry},
 		{"IdempotencyKeys", testIdempotencyKeys},
 	}

@@ -69,10 +69,12 @@ export class Position {
     /** A turn whose start was missed after turn ended: resume it from 0. */
     this.next = '';
     /**
-     * The server resumed from here and nothing was delivered since. A
-     * server that kept too little of a turn can answer resumed and then
-     * close the watch lagging at the hole; asking again would loop, so the
-     * next watch takes live output only.
+     * The server resumed from here and nothing was delivered since. The
+     * gateway answers resumed: false when it cannot replay every output
+     * after the position, but an older one could answer resumed for a turn
+     * it kept too little of and then close the watch lagging at the hole;
+     * asking such a server again would loop, so the next watch takes live
+     * output only.
      */
     this.tried = false;
   }
