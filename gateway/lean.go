@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -101,8 +102,17 @@ const (
 	flushChunk = 64 << 10
 )
 
+// flushStallOverride, when positive, replaces flushStall for the connections
+// made after it is set: a test that stalls a peer on purpose, longer than a
+// loaded machine lets it finish within flushStall, raises it.
+var flushStallOverride atomic.Int64
+
 func newCorkConn(c net.Conn) *corkConn {
-	return &corkConn{Conn: c, raw: rawConnOf(c), stall: flushStall}
+	stall := flushStall
+	if d := flushStallOverride.Load(); d > 0 {
+		stall = time.Duration(d)
+	}
+	return &corkConn{Conn: c, raw: rawConnOf(c), stall: stall}
 }
 
 var (
