@@ -38,12 +38,13 @@ func (s *Service) keep(ctx context.Context) {
 // renew extends the leases of local turns. A turn whose lease is gone (another replica
 // judged it dead) stops without a word: whoever took the lease over ended it for watchers.
 // A turn whose lease carries a cancel request (planner.cancel on another replica, whose
-// notification may have been lost) is cancelled.
+// notification may have been lost) is cancelled. A turn that gave its lease back while it
+// was being renewed is ending: its lease is not lost, and the turn publishes its done.
 func (s *Service) renew(ctx context.Context) {
 	s.mu.Lock()
 	ts := make([]*turn, 0, len(s.turns))
 	for _, t := range s.turns {
-		if t.leased {
+		if t.leased && !t.gaveBack {
 			ts = append(ts, t)
 		}
 	}
@@ -55,6 +56,12 @@ func (s *Service) renew(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, s.lease/3)
 		ok, cancelled, err := s.store.Renew(rctx, t.session.ID, t.owner, s.lease)
 		cancel()
+		s.mu.Lock()
+		gaveBack := t.gaveBack
+		s.mu.Unlock()
+		if gaveBack {
+			continue
+		}
 		switch {
 		case err == nil && ok:
 			t.renewedAt = time.Now()

@@ -153,7 +153,7 @@ func (s *Service) begin(ctx context.Context, c Caller, t *turn, text, key string
 	release := func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if rerr := s.store.Release(rctx, id, t.owner); rerr != nil {
+		if rerr := s.giveBack(rctx, t); rerr != nil {
 			s.logger.Warn("planner: release lease", "session", id, "err", rerr)
 		}
 	}

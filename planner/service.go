@@ -136,6 +136,7 @@ type turn struct {
 	started   time.Time
 	renewedAt time.Time // last successful lease renewal; keeper only
 	leased    bool      // the lease was taken; under Service.mu
+	gaveBack  bool      // the lease was released, as the turn ends; under Service.mu
 
 	// Publishing: one output at a time, numbered in the order it goes out.
 	pubMu       sync.Mutex

@@ -33,13 +33,23 @@ func (s *Service) finish(t *turn, reason, text string) {
 	if text != "" {
 		s.publish(ctx, t, Output{Type: OutputError, Text: text})
 	}
-	if err := s.store.Release(ctx, t.session.ID, t.owner); err != nil {
+	if err := s.giveBack(ctx, t); err != nil {
 		// The lease expires by itself; until then the session refuses Sends.
 		s.logger.Warn("planner: release lease", "session", t.session.ID, "err", err)
 	}
 	s.forget(t)
 	s.obs.TurnEnded(reason, time.Since(t.started))
 	s.publish(ctx, t, Output{Type: OutputDone, Text: reason})
+}
+
+// giveBack releases t's lease. t is marked first: the keeper, which may be renewing the
+// lease meanwhile and find it gone, would otherwise take t for a turn that lost its lease
+// and stop it silently, and t's watchers would never get its done.
+func (s *Service) giveBack(ctx context.Context, t *turn) error {
+	s.mu.Lock()
+	t.gaveBack = true
+	s.mu.Unlock()
+	return s.store.Release(ctx, t.session.ID, t.owner)
 }
 
 // silent reports whether t must end without touching shared state.
