@@ -32,6 +32,36 @@ func mustAppend(t *testing.T, a streams.Appender, evs ...streams.NewEvent) int64
 	return last
 }
 
+// writtenHead returns the highest seq written so far, once the log's Head has reached it: for a
+// streams.Follower (a log read from a standby) the primary's head, waited for on the copy.
+func writtenHead(t *testing.T, l streams.Log) int64 {
+	t.Helper()
+	ctx := ctxT(t)
+	head, err := l.Head(ctx)
+	if err != nil {
+		t.Fatalf("Head: %v", err)
+	}
+	f, ok := l.(streams.Follower)
+	if !ok || !f.Tailing() {
+		return head
+	}
+	primary, err := f.PrimaryHead(ctx)
+	if err != nil {
+		t.Fatalf("PrimaryHead: %v", err)
+	}
+	for head < primary {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the copy stayed at %d, the primary is at %d: %v", head, primary, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+		if head, err = l.Head(ctx); err != nil {
+			t.Fatalf("Head: %v", err)
+		}
+	}
+	return primary
+}
+
 func readAll(t *testing.T, l streams.Log) []streams.Event {
 	t.Helper()
 	evs, err := l.ReadAfter(ctxT(t), 0, 1<<20)
