@@ -174,8 +174,10 @@ try {
   }
 
   await step('both pages open the board live', async () => {
-    // Page B speaks JSON and gets tokens that expire after 3 s: it must refresh them.
-    await Promise.all([a.goto(`${BASE}/?project=${PROJECT}`), b.goto(`${BASE}/?project=${PROJECT}&codec=json&ttl=3s`)]);
+    // Page B speaks JSON and gets tokens that expire after 20 s: it must refresh them on the
+    // open connection, at 80 % of their life (4 s before expiry, room for a loaded machine;
+    // a 3 s token left 0.6 s, which a loaded machine missed).
+    await Promise.all([a.goto(`${BASE}/?project=${PROJECT}`), b.goto(`${BASE}/?project=${PROJECT}&codec=json&ttl=20s`)]);
     for (const page of [a, b]) {
       await status(page, 'connected');
       await inColumn(page, 'DEMO-1', 'done');
