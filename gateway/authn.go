@@ -66,6 +66,7 @@ func (s *session) auth(ctx context.Context, req *rpc.Request, _ *auth.Principal)
 	s.principal = p
 	s.mu.Unlock()
 	s.authed.Store(true)
+	s.releaseAddr()
 	s.setExpiry(p.ExpiresAt)
 	s.lg().Info("authenticated", "human", p.Human)
 	s.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -41,7 +42,11 @@ type Config struct {
 	MaxSubscriptions         int // BALLET_MAX_SUBSCRIPTIONS: stream subscriptions and planner watches per connection
 	RequestRate              int // BALLET_REQUEST_RATE: requests per second per connection, burst twice that
 	MaxConnectionsPerSubject int // BALLET_MAX_CONNECTIONS_PER_SUBJECT: authenticated connections of one subject, per replica
-	MaxConnections           int // BALLET_MAX_CONNECTIONS: connections per replica, authenticated or not
+	MaxConnections           int // BALLET_MAX_CONNECTIONS: sockets on the client port per replica, of any kind
+	MaxConnectionsPerIP      int // BALLET_MAX_CONNECTIONS_PER_IP: sockets and /rpc connections of one address not yet authenticated
+
+	// BALLET_TRUSTED_PROXIES: the peers whose X-Forwarded-For names the client's address.
+	TrustedProxies []netip.Prefix
 
 	PresenceWindow     time.Duration // BALLET_PRESENCE_WINDOW: presence changes are coalesced per stream over this
 	PresenceMaxMembers int           // BALLET_PRESENCE_MAX_MEMBERS: the longest member list presence reports per stream
@@ -67,6 +72,7 @@ func Defaults() Config {
 		RequestRate:              100,
 		MaxConnectionsPerSubject: 100,
 		MaxConnections:           100000,
+		MaxConnectionsPerIP:      64,
 
 		PresenceWindow:     presence.DefaultWindow,
 		PresenceMaxMembers: presence.DefaultMaxMembers,
@@ -166,6 +172,14 @@ func LoadConfig(base Config, getenv func(string) string) (Config, error) {
 	integer("BALLET_REQUEST_RATE", &c.RequestRate, 1)
 	integer("BALLET_MAX_CONNECTIONS_PER_SUBJECT", &c.MaxConnectionsPerSubject, 1)
 	integer("BALLET_MAX_CONNECTIONS", &c.MaxConnections, 1)
+	integer("BALLET_MAX_CONNECTIONS_PER_IP", &c.MaxConnectionsPerIP, 1)
+	if v := getenv("BALLET_TRUSTED_PROXIES"); v != "" {
+		if ps, err := parsePrefixes(v); err != nil {
+			errs = append(errs, &ConfigError{"BALLET_TRUSTED_PROXIES", v, err.Error()})
+		} else {
+			c.TrustedProxies = ps
+		}
+	}
 	dur("BALLET_PRESENCE_WINDOW", &c.PresenceWindow)
 	integer("BALLET_PRESENCE_MAX_MEMBERS", &c.PresenceMaxMembers, 1)
 	dur("BALLET_PLANNER_LEASE", &c.PlannerLease)
@@ -210,6 +224,23 @@ func (c *Config) RequireServe() error {
 		return joinErrors(errs)
 	}
 	return nil
+}
+
+// parsePrefixes parses a list of CIDRs (or single addresses), separated by commas or spaces.
+func parsePrefixes(v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil {
+				return nil, fmt.Errorf("%q is not a CIDR such as 10.0.0.0/8 or an address", f)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 type multiError []error

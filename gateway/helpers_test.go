@@ -258,6 +258,28 @@ func login(t testing.TB, env *gatewaytest.Env, c codec.Codec, subject string) *w
 	return k
 }
 
+// labeledMetric is the value of the counter or gauge name{label=value}, and whether it exists.
+func labeledMetric(t testing.TB, srv *gateway.Server, name, label, value string) (float64, bool) {
+	t.Helper()
+	fams, err := srv.Metrics().Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue() + m.GetGauge().GetValue(), true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
 // metricValue sums the samples of a counter or gauge family.
 func metricValue(t testing.TB, srv *gateway.Server, name string) float64 {
 	t.Helper()

@@ -118,21 +118,6 @@ func TestInvalidUTF8Closes1007(t *testing.T) {
 
 func closesWithCode(t *testing.T, srv *gateway.Server, code string) float64 {
 	t.Helper()
-	fams, err := srv.Metrics().Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() != "ballet_gateway_closes_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "code" && l.GetValue() == code {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	v, _ := labeledMetric(t, srv, "ballet_gateway_closes_total", "code", code)
+	return v
 }

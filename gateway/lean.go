@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -77,8 +78,9 @@ type corkConn struct {
 	stall    time.Duration // flushStall; shorter in tests
 
 	// The reader's; see Read.
-	rbuf *[]byte
-	roff int
+	rbuf  *[]byte
+	roff  int
+	guard *frameGuard // the peer's frame headers, once the session is set up
 }
 
 // maxUnreadControl bounds the bytes the WebSocket library writes on its
@@ -125,8 +127,19 @@ var (
 
 // Read serves a small read from a pooled buffer filled by one read of up
 // to readChunk bytes, and a large one directly. It is called by one
-// reader at a time (the WebSocket library's read lock).
+// reader at a time (the WebSocket library's read lock). The guard sees
+// what it returns.
 func (c *corkConn) Read(p []byte) (int, error) {
+	n, err := c.read(p)
+	if c.guard != nil && n > 0 {
+		if gerr := c.guard.scan(p[:n]); gerr != nil {
+			return 0, gerr
+		}
+	}
+	return n, err
+}
+
+func (c *corkConn) read(p []byte) (int, error) {
 	if c.rbuf != nil {
 		n := copy(p, (*c.rbuf)[c.roff:])
 		c.roff += n
@@ -185,6 +198,32 @@ func (c *corkConn) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// Close closes the socket. After a frame was refused at its header, the peer may still be
+// sending the frame: the socket is then shut for writing (the close frame has gone) and
+// what arrives is read and dropped for up to closeGrace before it is closed, so that the
+// peer reads the close frame rather than a reset.
+func (c *corkConn) Close() error {
+	cw, ok := c.Conn.(interface{ CloseWrite() error })
+	if c.guard == nil || !c.guard.refused.Load() || !ok {
+		return c.Conn.Close()
+	}
+	_ = cw.CloseWrite()
+	go func() {
+		_ = c.Conn.SetReadDeadline(time.Now().Add(closeGrace))
+		_, _ = io.CopyN(io.Discard, c.Conn, 1<<20)
+		_ = c.Conn.Close()
+	}()
+	return nil
+}
+
+// closeWithin closes the socket d from now, whatever is reading or writing it then: the
+// bound of a close handshake with a peer that does not answer (the WebSocket library waits
+// for the rest of a frame the peer began, with no deadline). A socket closed before then is
+// left alone.
+func (c *corkConn) closeWithin(d time.Duration) {
+	time.AfterFunc(d, func() { _ = c.Conn.Close() })
 }
 
 // Cork starts gathering writes.

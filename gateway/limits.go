@@ -24,7 +24,8 @@ const (
 	limitRequests       = "requests"
 	limitSubjectConns   = "connections_per_subject"
 	limitConnections    = "connections"
-	limitRejectionsHelp = "Requests, subscriptions and connections refused by a limit, by limit."
+	limitAddrConns      = "connections_per_ip"
+	limitRejectionsHelp = "Requests, subscriptions, connections and sockets refused by a limit, by limit."
 )
 
 // overloadRetryAfter is the Retry-After of the 503 a full replica answers:

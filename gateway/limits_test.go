@@ -40,24 +40,11 @@ func decodeLimit(t testing.TB, c codec.Codec, e *codec.Error) limitErr {
 
 func limitRejections(t testing.TB, srv *gateway.Server, limit string) float64 {
 	t.Helper()
-	fams, err := srv.Metrics().Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
+	v, ok := labeledMetric(t, srv, "ballet_gateway_limit_rejections_total", "limit", limit)
+	if !ok {
+		t.Fatalf("no ballet_gateway_limit_rejections_total{limit=%q}", limit)
 	}
-	for _, f := range fams {
-		if f.GetName() != "ballet_gateway_limit_rejections_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "limit" && l.GetValue() == limit {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no ballet_gateway_limit_rejections_total{limit=%q}", limit)
-	return 0
+	return v
 }
 
 func TestAuthAdvertisesLimits(t *testing.T) {

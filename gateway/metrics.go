@@ -36,6 +36,8 @@ type Metrics struct {
 	TailerPosition   prometheus.Gauge
 	TailerDispatched prometheus.Counter
 	LimitRejections  *prometheus.CounterVec // by limit
+	Sockets          *prometheus.GaugeVec   // client port sockets by state (new, active, idle, session)
+	SocketsEvicted   prometheus.Counter     // idle keep-alive sockets closed to make room
 	PresenceMembers  prometheus.Gauge       // (stream, subject) pairs present through this replica
 	PresenceChanges  prometheus.Counter     // presence.changed notifications queued to clients
 
@@ -105,6 +107,10 @@ func NewMetrics() *Metrics {
 			Help: "Events read from the log and dispatched."}),
 		LimitRejections: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "limit_rejections_total",
 			Help: limitRejectionsHelp}, []string{"limit"}),
+		Sockets: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "sockets",
+			Help: "Open sockets of the client port counted against BALLET_MAX_CONNECTIONS, by state (new, active, idle, session)."}, []string{"state"}),
+		SocketsEvicted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "sockets_evicted_total",
+			Help: "Idle keep-alive sockets closed to make room for new sockets."}),
 		PresenceMembers: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "presence_members",
 			Help: "Subjects present on streams through this replica's connections, counted once per stream."}),
 		PresenceChanges: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "presence_changes_total",
@@ -125,13 +131,16 @@ func NewMetrics() *Metrics {
 	r.MustRegister(m.Connections, m.Connects, m.Closes, m.AuthFailures, m.MessagesIn, m.MessagesOut,
 		m.Requests, m.RequestDuration, m.Subscriptions, m.EventsDelivered, m.LaggingCloses, m.ServerCloses,
 		m.ReplayEvents, m.DeliveryLatency, m.TailerPosition, m.TailerDispatched, m.LimitRejections,
-		m.PresenceMembers, m.PresenceChanges,
+		m.Sockets, m.SocketsEvicted, m.PresenceMembers, m.PresenceChanges,
 		m.PlannerTurns, m.PlannerTurnDuration, m.ProviderLatency, m.ProviderErrors, m.PlannerTokens)
 	for _, c := range []string{"msgpack", "json"} {
 		m.Connections.WithLabelValues(c)
 		m.Connects.WithLabelValues(c)
 	}
-	for _, l := range []string{limitSubscriptions, limitRequests, limitSubjectConns, limitConnections} {
+	for _, st := range []string{sockNew, sockActive, sockIdle, sockSession} {
+		m.Sockets.WithLabelValues(st)
+	}
+	for _, l := range []string{limitSubscriptions, limitRequests, limitSubjectConns, limitConnections, limitAddrConns} {
 		m.LimitRejections.WithLabelValues(l)
 	}
 	for _, k := range []string{"project", "item", "planner"} {

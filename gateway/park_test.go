@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"runtime"
 	"strings"
 	"testing"
@@ -159,16 +158,9 @@ type rawClient struct {
 // same write, before the 101.
 func rawDial(t *testing.T, env *gatewaytest.Env, first []byte) *rawClient {
 	t.Helper()
-	u, _ := url.Parse(env.URL)
-	c, err := net.Dial("tcp", u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := hostileDial(t, env).c
 	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-	req := "GET /rpc HTTP/1.1\r\nHost: " + u.Host + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
-		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: ballet.v1.json\r\n\r\n"
-	if _, err := c.Write(append([]byte(req), first...)); err != nil {
+	if _, err := c.Write(append([]byte(upgradeRequest(c.RemoteAddr().String(), "")), first...)); err != nil {
 		t.Fatal(err)
 	}
 	br := bufio.NewReader(c)

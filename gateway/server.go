@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -109,6 +110,7 @@ type Server struct {
 	wg       sync.WaitGroup
 
 	conns    atomic.Int64 // connections being opened or open (BALLET_MAX_CONNECTIONS)
+	sockets  *sockets     // the client port's sockets, through Listener
 	subjMu   sync.Mutex
 	subjects map[string]int // authenticated connections by subject
 }
@@ -154,6 +156,9 @@ func NewServer(o *Options) (*Server, error) {
 	if s.cfg.MaxConnections <= 0 {
 		s.cfg.MaxConnections = def.MaxConnections
 	}
+	if s.cfg.MaxConnectionsPerIP <= 0 {
+		s.cfg.MaxConnectionsPerIP = def.MaxConnectionsPerIP
+	}
 	if s.metrics == nil {
 		s.metrics = NewMetrics()
 	}
@@ -185,6 +190,7 @@ func NewServer(o *Options) (*Server, error) {
 			}
 		}, Logger: s.logger,
 	})
+	s.sockets = newSockets(s)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -237,12 +243,24 @@ func (s *Server) AdminHandler() http.Handler {
 }
 
 func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
+	// A refused handshake's socket is closed after the answer, not kept alive.
+	w.Header().Set("Connection", "close")
 	if s.draining.Load() {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "the gateway is shutting down", http.StatusServiceUnavailable)
 		return
 	}
+	addr, counted := s.acquireAddr(w, r)
+	if !counted {
+		return
+	}
+	release := func() {
+		if addr.IsValid() {
+			s.sockets.releaseAddr(addr)
+		}
+	}
 	if !s.acquireConn(w) {
+		release()
 		return
 	}
 	lw := &leanWriter{ResponseWriter: w}
@@ -255,25 +273,50 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		// Accept has already answered (403 for a foreign Origin, 400/426 for a bad handshake).
 		s.logger.Debug("websocket upgrade refused", "err", err, "remote", r.RemoteAddr)
 		s.releaseConn()
+		release()
 		return
 	}
 	c := codec.ByName(ws.Subprotocol())
 	if c == nil {
 		s.metrics.Closes.WithLabelValues(codeLabel(int(websocket.StatusPolicyViolation))).Inc()
+		lw.conn.closeWithin(closeGrace)
 		_ = ws.Close(websocket.StatusPolicyViolation, "offer subprotocol ballet.v1.msgpack or ballet.v1.json")
 		s.releaseConn()
+		release()
 		return
 	}
 	ws.SetReadLimit(s.cfg.ReadLimit)
-	sess := newSession(s, ws, lw, c, r)
+	sess := newSession(s, ws, lw, c, r, addr)
 	if !s.track(sess) {
+		lw.conn.closeWithin(closeGrace)
 		_ = ws.Close(websocket.StatusGoingAway, "the gateway is shutting down")
 		s.releaseConn()
+		release()
 		return
 	}
 	// The session runs on its own goroutines; the handler returns so that
 	// net/http releases the request's memory.
 	sess.start()
+}
+
+// acquireAddr counts an /rpc connection against BALLET_MAX_CONNECTIONS_PER_IP until it
+// authenticates; false when the client's address is at the limit and was answered 503. The
+// zero addrKey when the address is unknown (not counted).
+func (s *Server) acquireAddr(w http.ResponseWriter, r *http.Request) (addrKey, bool) {
+	a := s.clientAddr(r)
+	if !a.IsValid() {
+		return addrKey{}, true
+	}
+	k := keyOf(a)
+	if s.sockets.acquireAddr(k) {
+		return k, true
+	}
+	s.metrics.LimitRejections.WithLabelValues(limitAddrConns).Inc()
+	s.logger.Info("connection refused: too many unauthenticated connections from its address", "addr", k.String(),
+		"max", s.cfg.MaxConnectionsPerIP)
+	w.Header().Set("Retry-After", strconv.Itoa(int(overloadRetryAfter/time.Second)))
+	http.Error(w, "too many connections from this address are not authenticated; try again later", http.StatusServiceUnavailable)
+	return addrKey{}, false
 }
 
 func (s *Server) track(sess *session) bool {

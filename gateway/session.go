@@ -57,7 +57,8 @@ type session struct {
 	expAt     int64          // the token's expiry, Unix ns; zero until authenticated
 	lastSent  int64          // last heartbeat sent, Unix ns
 	finished  bool
-	counted   string // the subject counted against BALLET_MAX_CONNECTIONS_PER_SUBJECT
+	counted   string  // the subject counted against BALLET_MAX_CONNECTIONS_PER_SUBJECT
+	addr      addrKey // the address counted against BALLET_MAX_CONNECTIONS_PER_IP until auth
 }
 
 // clientSub is one entry of the connection's subscription-id namespace.
@@ -68,9 +69,9 @@ type clientSub struct {
 	closed string                // why the hub closed it while subscribing; subscribe tells
 }
 
-func newSession(srv *Server, ws *websocket.Conn, lw *leanWriter, c codec.Codec, r *http.Request) *session {
+func newSession(srv *Server, ws *websocket.Conn, lw *leanWriter, c codec.Codec, r *http.Request, addr addrKey) *session {
 	s := &session{
-		srv: srv, ws: ws, codec: c, id: newConnID(),
+		srv: srv, ws: ws, codec: c, id: newConnID(), addr: addr,
 	}
 	s.remote = r.RemoteAddr
 	s.trace = traceID(r.Header.Get("traceparent"))
@@ -80,6 +81,7 @@ func newSession(srv *Server, ws *websocket.Conn, lw *leanWriter, c codec.Codec, 
 	}
 	t := &wsTransport{ws: ws, typ: typ, cork: lw.conn, br: lw.br, sess: s}
 	t.pc = srv.idle.conn(lw.conn.raw)
+	lw.conn.guard = &frameGuard{limit: srv.cfg.ReadLimit, refuse: s.closeWith}
 	s.t = t
 	s.conn = rpc.NewConn(t, c, &rpc.Options{
 		Handler: s,
@@ -147,6 +149,13 @@ func (s *session) closeWith(code websocket.StatusCode, reason string) {
 	if started {
 		go s.finish()
 	}
+}
+
+// chosenClose is the close code and reason closeWith chose, 0 when none was.
+func (s *session) chosenClose() (websocket.StatusCode, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closeCode, s.closeMsg
 }
 
 // heartbeat runs from the server's heartbeat timers: it closes a connection whose
@@ -226,8 +235,11 @@ func (s *session) finish() {
 	if counted != "" {
 		s.srv.releaseSubject(counted)
 	}
+	s.releaseAddr()
 	s.t.beginClose()
 	if code != 0 {
+		// The flush and the close handshake, bounded whatever the peer does.
+		s.t.cork.closeWithin(time.Second + closeGrace)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = s.conn.Flush(ctx)
 		cancel()
@@ -279,6 +291,18 @@ func (s *session) forget(id string, cs *clientSub) bool {
 	}
 	s.srv.metrics.Subscriptions.WithLabelValues(cs.kind).Dec()
 	return true
+}
+
+// releaseAddr gives back the session's place under BALLET_MAX_CONNECTIONS_PER_IP, once: as
+// it authenticates, or as it ends.
+func (s *session) releaseAddr() {
+	s.mu.Lock()
+	addr := s.addr
+	s.addr = addrKey{}
+	s.mu.Unlock()
+	if addr.IsValid() {
+		s.srv.sockets.releaseAddr(addr)
+	}
 }
 
 func (s *session) getPrincipal() *auth.Principal {

@@ -75,7 +75,13 @@ func (t *wsTransport) beginClose() {
 // code rather than a reset.
 func (t *wsTransport) Close() error {
 	t.beginClose()
-	return t.ws.Close(websocket.StatusGoingAway, "")
+	t.cork.closeWithin(closeGrace)
+	// The session's code when it chose one (a frame refused at its header: 1009, 1002).
+	code, reason := t.sess.chosenClose()
+	if code == 0 {
+		code, reason = websocket.StatusGoingAway, ""
+	}
+	return t.ws.Close(code, reason)
 }
 
 // Cork gathers the frames written until Uncork into one write.
@@ -107,12 +113,14 @@ func (t *wsTransport) Read(_ context.Context) ([]byte, error) {
 	if typ != t.typ {
 		t.sess.wrongKind()
 		// Close here, before the read's context ends the connection abruptly.
+		t.cork.closeWithin(closeGrace)
 		_ = t.ws.Close(websocket.StatusUnsupportedData, "frame kind does not match the subprotocol")
 		return nil, errWrongFrameKind
 	}
 	if typ == websocket.MessageText && !utf8.Valid(data) {
 		const reason = "text frame is not valid UTF-8"
 		t.sess.closeWith(websocket.StatusInvalidFramePayloadData, reason)
+		t.cork.closeWithin(closeGrace)
 		_ = t.ws.Close(websocket.StatusInvalidFramePayloadData, reason)
 		return nil, errInvalidUTF8
 	}

@@ -132,14 +132,12 @@ func (a *app) run(ctx context.Context) error {
 		return &gateway.ConfigError{Var: "BALLET_ADMIN_ADDR", Value: a.cfg.AdminAddr, Msg: "cannot listen: " + err.Error()}
 	}
 	errLog := slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn)
-	// Idle keep-alive connections are closed after two minutes: a client
-	// cannot hold them for nothing. (/rpc connections are hijacked and
-	// bounded by the gateway's own limits.)
-	client := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		MaxHeaderBytes: 64 << 10, ErrorLog: errLog}
+	// Every socket of the client port counts against BALLET_MAX_CONNECTIONS and has a
+	// deadline in every state (the gateway's HTTPServer and Listener).
+	client := srv.HTTPServer(mux, errLog)
 	adminSrv := &http.Server{Handler: srv.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
 	serveErr := make(chan error, 2)
-	go func() { serveErr <- client.Serve(clientLn) }()
+	go func() { serveErr <- client.Serve(srv.Listener(clientLn)) }()
 	go func() { serveErr <- adminSrv.Serve(adminLn) }()
 	a.logger.Info("listening", "addr", clientLn.Addr().String(), "admin_addr", adminLn.Addr().String())
 	if a.started != nil {

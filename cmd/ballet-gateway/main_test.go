@@ -148,6 +148,8 @@ func TestUsageAndConfigErrors(t *testing.T) {
 		{[]string{"dev"}, []string{"BALLET_REPLAY_LIMIT=0"}, 1, []string{`BALLET_REPLAY_LIMIT="0"`}},
 		{[]string{"dev"}, []string{"BALLET_MAX_SUBSCRIPTIONS=0", "BALLET_REQUEST_RATE=fast", "BALLET_MAX_CONNECTIONS_PER_SUBJECT=-1", "BALLET_MAX_CONNECTIONS=1e6"}, 1,
 			[]string{`BALLET_MAX_SUBSCRIPTIONS="0"`, `BALLET_REQUEST_RATE="fast"`, `BALLET_MAX_CONNECTIONS_PER_SUBJECT="-1"`, `BALLET_MAX_CONNECTIONS="1e6"`}},
+		{[]string{"dev"}, []string{"BALLET_MAX_CONNECTIONS_PER_IP=0", "BALLET_TRUSTED_PROXIES=10.0.0.0/8,lb.internal"}, 1,
+			[]string{`BALLET_MAX_CONNECTIONS_PER_IP="0"`, `BALLET_TRUSTED_PROXIES="10.0.0.0/8,lb.internal": "lb.internal" is not a CIDR`}},
 		{[]string{"dev"}, []string{"BALLET_PRESENCE_WINDOW=soon", "BALLET_PRESENCE_MAX_MEMBERS=0"}, 1,
 			[]string{`BALLET_PRESENCE_WINDOW="soon"`, `BALLET_PRESENCE_MAX_MEMBERS="0"`}},
 		{[]string{"dev"}, []string{"BALLET_ADDR=nonsense"}, 1, []string{`BALLET_ADDR="nonsense"`}},

@@ -191,6 +191,10 @@ func Start(t testing.TB, o *Options) *Env {
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = time.Minute
 	}
+	if cfg.MaxConnectionsPerIP == 0 {
+		// Every test client comes from one address and many connect at once.
+		cfg.MaxConnectionsPerIP = 1 << 20
+	}
 	verifier := authtest.NewVerifier(t, env.Issuer, Audience)
 	quiet := o.Logger
 	if quiet == nil {
@@ -251,7 +255,11 @@ func Start(t testing.TB, o *Options) *Env {
 		t.Fatal(err)
 	}
 	env.Server = srv
-	env.HTTP = httptest.NewServer(srv.Handler())
+	// Served as the server serves its client port: its sockets counted, their deadlines.
+	env.HTTP = httptest.NewUnstartedServer(nil)
+	env.HTTP.Config = srv.HTTPServer(srv.Handler(), nil)
+	env.HTTP.Listener = srv.Listener(env.HTTP.Listener)
+	env.HTTP.Start()
 	env.BaseURL = env.HTTP.URL
 	env.URL = "ws" + strings.TrimPrefix(env.HTTP.URL, "http") + "/rpc"
 	t.Cleanup(func() {

@@ -1,0 +1,394 @@
+// Sockets on the client port: every socket counts against BALLET_MAX_CONNECTIONS from accept
+// to close, whatever it carries; the sockets of one address that have not authenticated are
+// bounded by BALLET_MAX_CONNECTIONS_PER_IP; and no socket is held without a deadline.
+
+package gateway
+
+import (
+	"bufio"
+	"container/list"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Deadlines of the client port's sockets in the states that net/http holds them in (the
+// session's own are the auth timeout, the heartbeat rule and closeGrace).
+const (
+	// requestHeaderTimeout bounds the time to send a request's header, from the socket's
+	// accept or from the end of the previous request.
+	requestHeaderTimeout = 5 * time.Second
+	// keepAliveIdle is how long a keep-alive socket may wait for its next request.
+	keepAliveIdle = 30 * time.Second
+	// closeGrace bounds a close handshake: once the server has sent its close frame, the peer
+	// has this long to answer it before the socket is closed, whatever it is sending.
+	closeGrace = 2 * time.Second
+)
+
+// Socket states, the label of ballet_gateway_sockets.
+const (
+	sockNew     = "new"     // accepted, no request read yet
+	sockActive  = "active"  // an HTTP request being served
+	sockIdle    = "idle"    // keep-alive, waiting for the next request
+	sockSession = "session" // a /rpc WebSocket
+)
+
+// maxRefusing bounds the refused sockets being answered 503 at once; past it a refused
+// socket is closed without an answer.
+const maxRefusing = 64
+
+// sockets counts the client port's sockets.
+type sockets struct {
+	srv     *Server
+	max     int // BALLET_MAX_CONNECTIONS
+	maxIdle int // idle keep-alive sockets at most: the longest idle is closed past it
+
+	mu       sync.Mutex
+	open     int
+	idle     list.List       // *socket, longest idle first
+	addrs    map[addrKey]int // sockets and sessions of one address not yet authenticated
+	state    map[string]int  // open sockets by state, for the metric
+	refusing atomic.Int32
+}
+
+func newSockets(srv *Server) *sockets {
+	return &sockets{srv: srv, max: srv.cfg.MaxConnections, maxIdle: max(srv.cfg.MaxConnections/16, 16),
+		addrs: make(map[addrKey]int)}
+}
+
+// addrKey is a client address as the per-address limit counts it: an IPv4 address, or an
+// IPv6 address's /64 (one subscriber's network).
+type addrKey netip.Addr
+
+func keyOf(a netip.Addr) addrKey {
+	a = a.Unmap()
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return addrKey(p.Addr())
+	}
+	return addrKey(a)
+}
+
+func (k addrKey) String() string { return netip.Addr(k).String() }
+
+// IsValid reports whether k is an address (the zero addrKey is not).
+func (k addrKey) IsValid() bool { return netip.Addr(k).IsValid() }
+
+// socket is one accepted socket. Its fields are guarded by the registry's mutex.
+type socket struct {
+	net.Conn
+	reg     *sockets
+	addr    addrKey // the peer's address, counted while the socket is new
+	counted bool    // addr is counted
+	state   string
+	idleAt  *list.Element // in reg.idle while idle
+	closed  atomic.Bool
+}
+
+// SyscallConn gives the socket's raw connection, for writes that do not wait.
+func (c *socket) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, syscall.EINVAL
+	}
+	return sc.SyscallConn()
+}
+
+// CloseWrite shuts the socket for writing.
+func (c *socket) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// Close closes the socket and gives its place back, once.
+func (c *socket) Close() error {
+	err := c.Conn.Close()
+	if c.closed.CompareAndSwap(false, true) {
+		c.reg.forget(c)
+	}
+	return err
+}
+
+// Listener counts the sockets ln accepts (BALLET_MAX_CONNECTIONS,
+// BALLET_MAX_CONNECTIONS_PER_IP); serve the client port with it and with HTTPServer. A
+// socket beyond a limit is answered 503 with Retry-After and closed, except that on a full
+// replica the longest idle keep-alive socket is closed to make room first.
+func (s *Server) Listener(ln net.Listener) net.Listener {
+	return &listener{Listener: ln, reg: s.sockets}
+}
+
+// HTTPServer is the client port's HTTP server for h: the deadlines of the sockets it holds,
+// and their accounting (ConnState), with Listener.
+func (s *Server) HTTPServer(h http.Handler, errLog *log.Logger) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: requestHeaderTimeout, IdleTimeout: keepAliveIdle,
+		MaxHeaderBytes: 64 << 10, ErrorLog: errLog, ConnState: s.sockets.connState}
+}
+
+type listener struct {
+	net.Listener
+	reg *sockets
+}
+
+func (l *listener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		sc, limit := l.reg.admit(c)
+		if sc != nil {
+			return sc, nil
+		}
+		l.reg.refuse(c, limit)
+	}
+}
+
+// admit counts c, or names the limit it is beyond.
+func (r *sockets) admit(c net.Conn) (*socket, string) {
+	sc := &socket{Conn: c, reg: r, state: sockNew}
+	peer := peerAddr(c.RemoteAddr())
+	trusted := !peer.IsValid() || r.srv.trustedProxy(peer)
+	r.mu.Lock()
+	if !trusted {
+		sc.addr = keyOf(peer)
+		if r.addrs[sc.addr] >= r.srv.cfg.MaxConnectionsPerIP {
+			r.mu.Unlock()
+			return nil, limitAddrConns
+		}
+	}
+	var evict *socket
+	if r.open >= r.max {
+		front := r.idle.Front()
+		if front == nil {
+			r.mu.Unlock()
+			return nil, limitConnections
+		}
+		evict = r.unidleLocked(front.Value.(*socket))
+	}
+	if !trusted {
+		r.addrs[sc.addr]++
+		sc.counted = true
+	}
+	r.open++
+	r.setStateLocked(sc, sockNew)
+	r.mu.Unlock()
+	if evict != nil {
+		r.srv.metrics.SocketsEvicted.Inc()
+		_ = evict.Close()
+	}
+	return sc, ""
+}
+
+// connState follows a socket through net/http (http.Server.ConnState).
+func (r *sockets) connState(c net.Conn, st http.ConnState) {
+	sc, ok := c.(*socket)
+	if !ok || sc.closed.Load() {
+		return
+	}
+	var evict *socket
+	r.mu.Lock()
+	if sc.closed.Load() {
+		r.mu.Unlock()
+		return
+	}
+	switch st {
+	case http.StateActive:
+		r.uncountLocked(sc) // a request came: the handshake counts its own address
+		r.unidleLocked(sc)
+		r.setStateLocked(sc, sockActive)
+	case http.StateIdle:
+		r.setStateLocked(sc, sockIdle)
+		sc.idleAt = r.idle.PushBack(sc)
+		if r.idle.Len() > r.maxIdle {
+			evict = r.unidleLocked(r.idle.Front().Value.(*socket))
+		}
+	case http.StateHijacked:
+		r.unidleLocked(sc)
+		r.setStateLocked(sc, sockSession)
+	}
+	r.mu.Unlock()
+	if evict != nil {
+		r.srv.metrics.SocketsEvicted.Inc()
+		_ = evict.Close()
+	}
+}
+
+// forget gives a closed socket's place back.
+// Sockets returns the number of open sockets Listener counts.
+func (s *Server) Sockets() int {
+	s.sockets.mu.Lock()
+	defer s.sockets.mu.Unlock()
+	return s.sockets.open
+}
+
+func (r *sockets) forget(sc *socket) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.uncountLocked(sc)
+	r.unidleLocked(sc)
+	r.setStateLocked(sc, "")
+	r.open--
+}
+
+func (r *sockets) setStateLocked(sc *socket, st string) {
+	if sc.state != "" {
+		r.srv.metrics.Sockets.WithLabelValues(sc.state).Dec()
+	}
+	sc.state = st
+	if st != "" {
+		r.srv.metrics.Sockets.WithLabelValues(st).Inc()
+	}
+}
+
+// unidleLocked takes sc off the idle list and returns it.
+func (r *sockets) unidleLocked(sc *socket) *socket {
+	if sc.idleAt != nil {
+		r.idle.Remove(sc.idleAt)
+		sc.idleAt = nil
+	}
+	return sc
+}
+
+func (r *sockets) uncountLocked(sc *socket) {
+	if sc.counted {
+		sc.counted = false
+		r.releaseAddrLocked(sc.addr)
+	}
+}
+
+// acquireAddr counts a /rpc connection of addr not yet authenticated against
+// BALLET_MAX_CONNECTIONS_PER_IP.
+func (r *sockets) acquireAddr(addr addrKey) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.addrs[addr] >= r.srv.cfg.MaxConnectionsPerIP {
+		return false
+	}
+	r.addrs[addr]++
+	return true
+}
+
+func (r *sockets) releaseAddr(addr addrKey) {
+	r.mu.Lock()
+	r.releaseAddrLocked(addr)
+	r.mu.Unlock()
+}
+
+func (r *sockets) releaseAddrLocked(addr addrKey) {
+	if r.addrs[addr] <= 1 {
+		delete(r.addrs, addr)
+	} else {
+		r.addrs[addr]--
+	}
+}
+
+// refusal is the answer to a socket refused at accept: nothing of its request is read.
+var refusal = func() []byte {
+	const body = "the gateway is at its connection limit; try again later\n"
+	return []byte("HTTP/1.1 503 Service Unavailable\r\nRetry-After: " + strconv.Itoa(int(overloadRetryAfter/time.Second)) +
+		"\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " + strconv.Itoa(len(body)) +
+		"\r\nConnection: close\r\n\r\n" + body)
+}()
+
+// refuse answers a socket beyond limit 503 and closes it, within closeGrace: it reads the
+// request's header first (an answer before the request is not one to an HTTP client).
+func (r *sockets) refuse(c net.Conn, limit string) {
+	r.srv.metrics.LimitRejections.WithLabelValues(limit).Inc()
+	if r.refusing.Add(1) > maxRefusing {
+		r.refusing.Add(-1)
+		_ = c.Close()
+		return
+	}
+	go func() {
+		defer r.refusing.Add(-1)
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(closeGrace))
+		if _, err := http.ReadRequest(bufio.NewReader(io.LimitReader(c, 64<<10))); err != nil {
+			return
+		}
+		_, _ = c.Write(refusal)
+		// Read on before closing, so that anything more the client sent does not turn the
+		// close into a reset that loses the answer.
+		if tc, ok := c.(interface{ CloseWrite() error }); ok {
+			_ = tc.CloseWrite()
+			_, _ = io.CopyN(io.Discard, c, 64<<10)
+		}
+	}()
+}
+
+// peerAddr is the IP address of a socket's peer, or the zero Addr.
+func peerAddr(a net.Addr) netip.Addr {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		ip, _ := netip.AddrFromSlice(ta.IP)
+		return ip.Unmap()
+	}
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
+func (s *Server) trustedProxy(a netip.Addr) bool {
+	for _, p := range s.cfg.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// clientAddr is the address a request comes from: its socket's peer, unless that peer is a
+// trusted proxy (BALLET_TRUSTED_PROXIES); then the right-most X-Forwarded-For entry that is
+// not a trusted proxy (the left-most if all are). An entry that is not an address ends the
+// walk at the last trusted hop.
+func (s *Server) clientAddr(r *http.Request) netip.Addr {
+	peer := netip.Addr{}
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		peer = ap.Addr().Unmap()
+	}
+	if !peer.IsValid() || !s.trustedProxy(peer) {
+		return peer
+	}
+	var hops []string
+	for _, v := range r.Header.Values("X-Forwarded-For") {
+		hops = append(hops, strings.Split(v, ",")...)
+	}
+	client := peer
+	for i := len(hops) - 1; i >= 0; i-- {
+		a, ok := parseHop(hops[i])
+		if !ok {
+			return client
+		}
+		client = a
+		if !s.trustedProxy(a) {
+			return a
+		}
+	}
+	return client
+}
+
+// parseHop parses one X-Forwarded-For entry: an address, with a port or in brackets.
+func parseHop(h string) (netip.Addr, bool) {
+	h = strings.TrimSpace(h)
+	if a, err := netip.ParseAddr(h); err == nil {
+		return a.Unmap(), true
+	}
+	if ap, err := netip.ParseAddrPort(h); err == nil {
+		return ap.Addr().Unmap(), true
+	}
+	if a, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
+		return a.Unmap(), true
+	}
+	return netip.Addr{}, false
+}
