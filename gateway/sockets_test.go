@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -462,4 +464,59 @@ func fragment(opcode byte, n int) []byte {
 	f := clientFrame(opcode, []byte(strings.Repeat(" ", n)))
 	f[0] &^= 0x80
 	return f
+}
+
+// One address with no token, re-opening silent sockets as fast as they are closed, holds at
+// most BALLET_MAX_CONNECTIONS_PER_IP places: clients from other addresses all get in.
+func TestOneAddressCannotFillAReplica(t *testing.T) {
+	const places, perAddr = 100, 16
+	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{
+		MaxConnections: places, MaxConnectionsPerIP: perAddr, AuthTimeout: time.Second, DrainWindow: 10 * time.Millisecond,
+	}})
+	u, _ := url.Parse(env.URL)
+	stop := make(chan struct{})
+	var attackers sync.WaitGroup
+	var refused, opened atomic.Int64
+	for range places + 20 { // more than every place, from 127.0.0.1
+		attackers.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c, err := net.Dial("tcp", u.Host)
+				if err != nil {
+					continue
+				}
+				opened.Add(1)
+				// Silent until the server closes it, by deadline or at once as refused.
+				_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+				if n, _ := c.Read(make([]byte, 1)); n > 0 {
+					refused.Add(1)
+				}
+				c.Close()
+			}
+		})
+	}
+	defer func() { close(stop); attackers.Wait() }()
+	waitSockets(t, env, perAddr)
+	// Clients from another address of the loopback range.
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	hc := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	for i := range 20 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ws, _, err := websocket.Dial(ctx, env.URL, &websocket.DialOptions{HTTPClient: hc, Subprotocols: []string{codec.NameJSON}})
+		cancel()
+		if err != nil {
+			t.Fatalf("client %d from another address: %v", i, err)
+		}
+		k := newClient(t, ws, codec.JSON)
+		k.mustCall("auth", map[string]string{"token": env.Token(t, "alice")}, nil)
+		ws.CloseNow()
+	}
+	if n := env.Server.Sockets(); n > perAddr+1 {
+		t.Fatalf("%d sockets open, at most %d of the attacker's", n, perAddr)
+	}
+	t.Logf("the attacker opened %d sockets, %d of them refused at once", opened.Load(), refused.Load())
 }
