@@ -28,8 +28,9 @@ type metricInfo struct {
 // registry itself (they read the store at scrape time). The test checks that
 // the command still registers them.
 var registeredInCmd = map[string]metricInfo{
-	"ballet_gateway_log_head":         {kind: dto.MetricType_GAUGE},
-	"ballet_gateway_tail_lag_seconds": {kind: dto.MetricType_GAUGE},
+	"ballet_gateway_log_head":            {kind: dto.MetricType_GAUGE},
+	"ballet_gateway_tail_lag_seconds":    {kind: dto.MetricType_GAUGE},
+	"ballet_gateway_recent_events_bytes": {kind: dto.MetricType_GAUGE},
 }
 
 // poolDescRE reads a Desc's name and variable labels from its String form.

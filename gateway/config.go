@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ballet/gateway/presence"
+	"github.com/ballet/gateway/streams"
 )
 
 // Config is the gateway's configuration (the configuration CONTRACT).
@@ -44,6 +45,8 @@ type Config struct {
 	MaxConnectionsPerSubject int // BALLET_MAX_CONNECTIONS_PER_SUBJECT: authenticated connections of one subject, per replica
 	MaxConnections           int // BALLET_MAX_CONNECTIONS: sockets on the client port per replica, of any kind
 	MaxConnectionsPerIP      int // BALLET_MAX_CONNECTIONS_PER_IP: sockets and /rpc connections of one address not yet authenticated
+	ConnectionQueueBytes     int // BALLET_CONNECTION_QUEUE_BYTES: bytes queued for one connection and not yet written
+	RecentEventsBytes        int // BALLET_RECENT_EVENTS_BYTES: memory of the recent events kept for replays
 
 	// BALLET_TRUSTED_PROXIES: the peers whose X-Forwarded-For names the client's address.
 	TrustedProxies []netip.Prefix
@@ -73,6 +76,8 @@ func Defaults() Config {
 		MaxConnectionsPerSubject: 100,
 		MaxConnections:           100000,
 		MaxConnectionsPerIP:      64,
+		ConnectionQueueBytes:     4 << 20,
+		RecentEventsBytes:        streams.DefaultRecentBytes,
 
 		PresenceWindow:     presence.DefaultWindow,
 		PresenceMaxMembers: presence.DefaultMaxMembers,
@@ -173,6 +178,8 @@ func LoadConfig(base Config, getenv func(string) string) (Config, error) {
 	integer("BALLET_MAX_CONNECTIONS_PER_SUBJECT", &c.MaxConnectionsPerSubject, 1)
 	integer("BALLET_MAX_CONNECTIONS", &c.MaxConnections, 1)
 	integer("BALLET_MAX_CONNECTIONS_PER_IP", &c.MaxConnectionsPerIP, 1)
+	integer("BALLET_CONNECTION_QUEUE_BYTES", &c.ConnectionQueueBytes, 64<<10)
+	integer("BALLET_RECENT_EVENTS_BYTES", &c.RecentEventsBytes, 1<<20)
 	if v := getenv("BALLET_TRUSTED_PROXIES"); v != "" {
 		if ps, err := parsePrefixes(v); err != nil {
 			errs = append(errs, &ConfigError{"BALLET_TRUSTED_PROXIES", v, err.Error()})

@@ -29,7 +29,7 @@ const (
 )
 
 // TestSubscribeFloodHeap sends 100,000 pipelined stream.subscribe requests
-// with distinct ids on one connection, in each codec, and measures the
+// with distinct ids and streams on one connection, in each codec, and measures the
 // heap in this process (server and client) with runtime.ReadMemStats. It
 // does not run in parallel with other tests, so the heap is its own.
 func TestSubscribeFloodHeap(t *testing.T) {
@@ -69,7 +69,8 @@ func TestSubscribeFloodHeap(t *testing.T) {
 			werr := make(chan error, 1)
 			go func() {
 				for i := range floodRequests {
-					params, _ := c.Marshal(map[string]string{"subscription": fmt.Sprint("flood-", i), "stream": "project:WEB"})
+					// Distinct streams (a second subscription to one stream is refused as such).
+					params, _ := c.Marshal(map[string]string{"subscription": fmt.Sprint("flood-", i), "stream": fmt.Sprint("item:WEB-", i+1)})
 					f, _ := c.Encode(nil, &codec.Message{ID: int64(i + 100), HasID: true, Method: "stream.subscribe", Params: params})
 					if err := k.ws.Write(context.Background(), typ, f); err != nil {
 						werr <- err

@@ -25,6 +25,7 @@ const (
 	limitSubjectConns   = "connections_per_subject"
 	limitConnections    = "connections"
 	limitAddrConns      = "connections_per_ip"
+	limitQueuedBytes    = "queued_bytes"
 	limitRejectionsHelp = "Requests, subscriptions, connections and sockets refused by a limit, by limit."
 )
 

@@ -263,6 +263,9 @@ func TestHeartbeatsOfManyConnections(t *testing.T) {
 	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{HeartbeatInterval: interval}})
 	const n = 40
 	ks := make([]*wsClient, n)
+	// A silent client is silent from its login on: none can be closed before three intervals
+	// after this.
+	start := time.Now()
 	for i := range ks {
 		ks[i] = login(t, env, codecs[i%2], "alice")
 	}
@@ -291,7 +294,6 @@ func TestHeartbeatsOfManyConnections(t *testing.T) {
 			}
 		}
 	}()
-	start := time.Now()
 	for i, k := range ks[n/2:] {
 		if code := k.waitClose(3*interval + 15*time.Second); code != gateway.StatusHeartbeatTimeout {
 			t.Fatalf("silent client %d: close %d, want 4000", i, code)

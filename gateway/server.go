@@ -159,6 +159,9 @@ func NewServer(o *Options) (*Server, error) {
 	if s.cfg.MaxConnectionsPerIP <= 0 {
 		s.cfg.MaxConnectionsPerIP = def.MaxConnectionsPerIP
 	}
+	if s.cfg.ConnectionQueueBytes <= 0 {
+		s.cfg.ConnectionQueueBytes = def.ConnectionQueueBytes
+	}
 	if s.metrics == nil {
 		s.metrics = NewMetrics()
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,8 +94,10 @@ func newSession(srv *Server, ws *websocket.Conn, lw *leanWriter, c codec.Codec, 
 		Workers:   srv.workers,
 		Screen:    s.screen,
 		// When the peer closes or the transport fails, finish without a code.
-		OnDone: func(error) { s.closeWith(0, "") },
-		Logger: srv.logger,
+		OnDone:         func(error) { s.closeWith(0, "") },
+		MaxQueuedBytes: int64(srv.cfg.ConnectionQueueBytes),
+		OnOverflow:     s.overflowed,
+		Logger:         srv.logger,
 	})
 	return s
 }
@@ -149,6 +152,13 @@ func (s *session) closeWith(code websocket.StatusCode, reason string) {
 	if started {
 		go s.finish()
 	}
+}
+
+// overflowed closes a connection whose client fell BALLET_CONNECTION_QUEUE_BYTES behind.
+func (s *session) overflowed() {
+	s.srv.metrics.LimitRejections.WithLabelValues(limitQueuedBytes).Inc()
+	s.lg().Info("connection closed: the client does not keep up", "queued_bytes_max", s.srv.cfg.ConnectionQueueBytes)
+	s.closeWith(websocket.StatusTryAgainLater, "too far behind: "+strconv.Itoa(s.srv.cfg.ConnectionQueueBytes)+" bytes queued")
 }
 
 // chosenClose is the close code and reason closeWith chose, 0 when none was.

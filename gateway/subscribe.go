@@ -103,7 +103,8 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 	sub, head, err := s.srv.hub.Subscribe(ctx, s.srv.log, streams.SubscribeRequest{
 		ID: sp.Subscription, Subject: p.Subject, Stream: st, Codec: s.codec, Out: s,
 		FromSeq: sp.FromSeq, Types: types, QueueLimit: s.srv.cfg.SubscriberQueue, ReplayLimit: s.srv.cfg.ReplayLimit,
-		OnClosed: s.subClosed,
+		ReplayBytes: s.srv.cfg.ConnectionQueueBytes / 4,
+		OnClosed:    s.subClosed,
 		Admit: func(ctx context.Context) error {
 			denied = s.authorize(ctx, st, p, auth.PermRead)
 			return denied

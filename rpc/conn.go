@@ -23,6 +23,15 @@ type Options struct {
 	// MaxTrySend bounds frames queued by TrySend; beyond it TrySend fails.
 	// Default 65536.
 	MaxTrySend int
+	// MaxQueuedBytes bounds the bytes of the frames queued and not yet written: every frame
+	// (responses, notifications, TrySend's), its encoded bytes and FrameOverhead. A frame that
+	// would take the queue past it is refused (TrySend reports false, a response or Notify is
+	// dropped) and OnOverflow is called, once; a frame is always taken into an empty queue,
+	// whatever its size. 0: no bound.
+	MaxQueuedBytes int64
+	// OnOverflow is called once, on a goroutine of its own, when MaxQueuedBytes refuses a
+	// frame: the peer does not keep up, and the owner closes the connection.
+	OnOverflow func()
 	// Inline reports whether a request method is handled on the reader
 	// goroutine, so that later messages are processed only after it (auth).
 	Inline func(method string) bool
@@ -79,6 +88,9 @@ type Conn struct {
 	freed     chan struct{} // closed when a token is returned, if anyone waits (mu)
 	maxTry    int
 	nextID    atomic.Int64
+	maxBytes  int64
+	overflow  func()
+	overOnce  sync.Once
 
 	mu      sync.Mutex
 	started bool        // Start has been called
@@ -86,6 +98,7 @@ type Conn struct {
 	queue   []outFrame
 	spare   []outFrame // the writer's previous batch, reused
 	tryLen  int
+	bytes   int64                         // queued and not yet written: frameBytes of each
 	writing bool                          // the writer role is held (write.go)
 	pending map[int64]chan *codec.Message // made by the first Call
 	closed  bool
@@ -130,6 +143,7 @@ func NewConn(t Transport, c codec.Codec, opts *Options) *Conn {
 		maxConc:  o.MaxConcurrent,
 		outQueue: o.OutQueue,
 		maxTry:   o.MaxTrySend,
+		maxBytes: o.MaxQueuedBytes, overflow: o.OnOverflow,
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cn.ctx = ctx

@@ -135,15 +135,42 @@ func putFrames(fs *[]outFrame) {
 // The role passes from direct to queued without being released, so no
 // other sender can write in between.
 
+// FrameOverhead is what MaxQueuedBytes counts for a queued frame beside its bytes: the
+// queue's entry for it.
+const FrameOverhead = 64
+
+// frameBytes is what f counts against MaxQueuedBytes.
+func frameBytes(f *outFrame) int64 {
+	if f.Data == nil && f.Params == nil { // a Flush marker, or a frame already finished
+		return 0
+	}
+	return int64(len(f.Data)+len(f.Params)+len(f.Method)+len(f.Sub)) + FrameOverhead
+}
+
 // enqueue queues fs (copied) in order, or writes them at once; it refuses
 // them all when the connection has ended, when try frames would be more
-// than MaxTrySend, or when they are more than room.
+// than MaxTrySend, when they are more than room, or when they would take
+// the queue past MaxQueuedBytes (which also reports the overflow).
 func (c *Conn) enqueue(fs []outFrame, try bool, room int) bool {
+	var b int64
+	for i := range fs {
+		b += frameBytes(&fs[i])
+	}
 	c.mu.Lock()
 	if c.closed || (try && c.tryLen+len(fs) > c.maxTry) || len(fs) > room {
 		c.mu.Unlock()
 		return false
 	}
+	if c.maxBytes > 0 && c.bytes > 0 && c.bytes+b > c.maxBytes {
+		c.mu.Unlock()
+		c.overOnce.Do(func() {
+			if c.overflow != nil {
+				go c.overflow()
+			}
+		})
+		return false
+	}
+	c.bytes += b
 	if try {
 		c.tryLen += len(fs)
 	}
@@ -253,6 +280,13 @@ func (c *Conn) writeNow(fs []outFrame) {
 	if handOff {
 		c.workers.run(c.writeLoop)
 	}
+}
+
+// QueuedBytes is what MaxQueuedBytes counts now: the frames queued and not yet written.
+func (c *Conn) QueuedBytes() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes
 }
 
 // Flush waits until every frame queued before it has been written.
@@ -365,9 +399,12 @@ func (c *Conn) finish(f outFrame) {
 	if f.token {
 		c.giveSpace()
 	}
-	if f.try {
+	if b := frameBytes(&f); f.try || b > 0 {
 		c.mu.Lock()
-		c.tryLen--
+		if f.try {
+			c.tryLen--
+		}
+		c.bytes -= b
 		c.mu.Unlock()
 	}
 	if f.done != nil {

@@ -15,6 +15,15 @@ const bodyCacheSize = 8192
 type bodyCache struct {
 	mu    sync.Mutex
 	slots [bodyCacheSize]cachedBody
+	// bytes is what the cached bodies take, at most maxBytes: a body that does not fit is
+	// not cached (it is encoded again when asked for).
+	bytes, maxBytes int
+}
+
+func (bc *bodyCache) heldBytes() int {
+	bc.mu.Lock()
+	defer bc.mu.Unlock()
+	return bc.bytes
 }
 
 type cachedBody struct {
@@ -46,9 +55,19 @@ func (bc *bodyCache) put(ev *Event, c codec.Codec, body []byte) {
 	defer bc.mu.Unlock()
 	s := &bc.slots[ev.Seq%bodyCacheSize]
 	if s.seq != ev.Seq || s.at != ev.OccurredAt.UnixNano() || s.id != ev.EntityID {
+		bc.bytes -= len(s.body[0]) + len(s.body[1])
 		*s = cachedBody{seq: ev.Seq, at: ev.OccurredAt.UnixNano(), id: ev.EntityID}
 	}
-	s.body[codecIndex(c)] = body
+	i := codecIndex(c)
+	budget := bc.maxBytes
+	if budget <= 0 {
+		budget = DefaultRecentBytes
+	}
+	if bc.bytes-len(s.body[i])+len(body) > budget {
+		return
+	}
+	bc.bytes += len(body) - len(s.body[i])
+	s.body[i] = body
 }
 
 // body returns ev's encoded body in c, from the cache or freshly encoded.

@@ -45,7 +45,14 @@ type HubOptions struct {
 	// it ends (planner watches) ends at the same point of the log; it must
 	// not block.
 	OnAccessLost func(project, subject, reason string)
+	// RecentBytes bounds the memory of the recent events the hub keeps for replays
+	// (BALLET_RECENT_EVENTS_BYTES): the last 8192 events, fewer when they are larger than
+	// this, and as much again for their encoded bodies. Default DefaultRecentBytes.
+	RecentBytes int
 }
+
+// DefaultRecentBytes is HubOptions.RecentBytes' default.
+const DefaultRecentBytes = 64 << 20
 
 // NewHub returns an empty hub.
 func NewHub(opts *HubOptions) *Hub {
@@ -56,10 +63,20 @@ func NewHub(opts *HubOptions) *Hub {
 	for i := range h.shards {
 		h.shards[i].subs = make(map[Stream]map[*Subscription]struct{})
 	}
+	budget := DefaultRecentBytes
 	if opts != nil {
 		h.onEvent, h.onAccessLost = opts.OnEvent, opts.OnAccessLost
+		if opts.RecentBytes > 0 {
+			budget = opts.RecentBytes
+		}
 	}
+	h.recent.maxBytes, h.cache.maxBytes = budget, budget
 	return h
+}
+
+// RecentBytes is the memory the recent events and their cached bodies hold now.
+func (h *Hub) RecentBytes() int {
+	return h.recent.heldBytes() + h.cache.heldBytes()
 }
 
 func (h *Hub) shard(s Stream) *hubShard {

@@ -14,6 +14,29 @@ type recentEvents struct {
 	n     int
 	floor int64 // every event after floor and up to last is held
 	last  int64
+	// bytes is what the held events take (eventBytes), at most maxBytes: the oldest go first.
+	bytes, maxBytes int
+}
+
+// eventBytes is what an event held in memory counts: its payload, its strings, its fields.
+func eventBytes(ev *Event) int {
+	return len(ev.Payload) + len(ev.ProjectKey) + len(ev.Type) + len(ev.EntityType) + len(ev.EntityID) +
+		len(ev.EntityKey) + len(ev.ActorKind) + len(ev.ActorSubject) + 128
+}
+
+func (r *recentEvents) heldBytes() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.bytes
+}
+
+// dropOldestLocked forgets the oldest event held.
+func (r *recentEvents) dropOldestLocked() {
+	r.floor = r.ring[r.start].Seq
+	r.bytes -= eventBytes(&r.ring[r.start])
+	r.ring[r.start] = Event{}
+	r.start = (r.start + 1) % len(r.ring)
+	r.n--
 }
 
 // add records dispatched events (called by Dispatch, in seq order).
@@ -29,20 +52,27 @@ func (r *recentEvents) add(evs []Event) {
 	if r.n > 0 && evs[0].Seq <= r.last {
 		// Seqs went backwards (a reset log): start over.
 		clear(r.ring)
-		r.start, r.n = 0, 0
+		r.start, r.n, r.bytes = 0, 0, 0
 	}
 	if r.n == 0 {
 		r.floor = evs[0].Seq - 1
 	}
+	budget := r.maxBytes
+	if budget <= 0 {
+		budget = DefaultRecentBytes
+	}
 	for i := range evs {
-		if r.n == len(r.ring) {
-			r.floor = r.ring[r.start].Seq
-			r.ring[r.start] = Event{}
-			r.start = (r.start + 1) % len(r.ring)
-			r.n--
+		b := eventBytes(&evs[i])
+		for r.n > 0 && (r.n == len(r.ring) || r.bytes+b > budget) {
+			r.dropOldestLocked()
+		}
+		if b > budget { // larger than the whole budget: not held, and nothing before it
+			r.floor, r.last = evs[i].Seq, evs[i].Seq
+			continue
 		}
 		r.ring[(r.start+r.n)%len(r.ring)] = evs[i]
 		r.n++
+		r.bytes += b
 		r.last = evs[i].Seq
 	}
 }

@@ -153,3 +153,48 @@ func TestReplayOfRecentEventsSkipsTheLog(t *testing.T) {
 		}
 	}
 }
+
+// The recent events and their bodies are bounded in bytes too: large events push the oldest
+// out (a range that reaches them is read from the log), one larger than the whole budget is
+// not held at all, and bodies beyond the budget are not cached.
+func TestRecentEventsBoundedInBytes(t *testing.T) {
+	const budget = 64 << 10
+	r := recentEvents{maxBytes: budget}
+	big := make([]byte, 10<<10)
+	var evs []Event
+	for seq := int64(1); seq <= 100; seq++ {
+		evs = append(evs, Event{Seq: seq, ProjectKey: "A", Type: "t", Payload: big})
+	}
+	r.add(evs)
+	if r.bytes > budget || r.n == 0 || r.n > budget/len(big) {
+		t.Fatalf("%d events of %d bytes held in %d bytes, budget %d", r.n, len(big), r.bytes, budget)
+	}
+	a := Stream{Kind: StreamProject, Key: "A"}
+	if _, ok := r.read(a, 0, 100, 1000); ok {
+		t.Fatal("the ring claims events it dropped for bytes")
+	}
+	if got, ok := r.read(a, r.floor, 100, 1000); !ok || len(got) != r.n {
+		t.Fatalf("the held range: %d events, %v", len(got), ok)
+	}
+	r.add([]Event{{Seq: 101, ProjectKey: "A", Payload: make([]byte, 2*budget)}})
+	if _, ok := r.read(a, 100, 101, 10); ok || r.bytes > budget {
+		t.Fatalf("an event larger than the budget is held (%d bytes)", r.bytes)
+	}
+	r.add([]Event{{Seq: 102, ProjectKey: "A", Payload: []byte("{}")}})
+	if got, ok := r.read(a, 101, 102, 10); !ok || len(got) != 1 {
+		t.Fatalf("after the large event: %v, %v", got, ok)
+	}
+
+	bc := bodyCache{maxBytes: budget}
+	for i := range bc.slots {
+		bc.slots[i].seq = -1
+	}
+	for seq := int64(1); seq <= 100; seq++ {
+		ev := &Event{Seq: seq, EntityID: "x"}
+		bc.put(ev, codec.JSON, big)
+		bc.put(ev, codec.MsgPack, big)
+	}
+	if bc.heldBytes() > budget {
+		t.Fatalf("the body cache holds %d bytes, budget %d", bc.heldBytes(), budget)
+	}
+}

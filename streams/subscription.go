@@ -52,6 +52,10 @@ type SubscribeRequest struct {
 	// QueueLimit bounds frames queued for the client (default 4096); more
 	// closes the subscription with ReasonLagging.
 	QueueLimit int
+	// ReplayBytes bounds the bytes of the replayed events queued at once (default 256 KiB,
+	// at least one event): the replay sends them in chunks, each once the one before was
+	// written, so that a replay of large events never holds more than that for a slow client.
+	ReplayBytes int
 	// ReplayLimit bounds the events replayed from FromSeq (default 1000);
 	// more is ErrResyncRequired. With Types it counts the stream's events
 	// after FromSeq, selected or not: a replay costs reading all of them.
@@ -139,6 +143,9 @@ func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Su
 	if req.ReplayLimit <= 0 {
 		req.ReplayLimit = 1000
 	}
+	if req.ReplayBytes <= 0 {
+		req.ReplayBytes = 256 << 10
+	}
 	sub := &Subscription{
 		id: req.ID, subject: req.Subject, stream: req.Stream, codec: req.Codec,
 		out: req.Out, types: req.Types, limit: req.QueueLimit, onClosed: req.OnClosed,
@@ -219,12 +226,13 @@ func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Su
 			return nil, head, fmt.Errorf("subscribe %s: more than %d events after from_seq %d: %w", req.Stream, req.ReplayLimit, from, ErrResyncRequired)
 		}
 		// In chunks that go out together, each as large as the client's
-		// queue has room for: the replay waits for queue space rather
+		// queue has room for and at most ReplayBytes, sent once the one
+		// before was written: the replay waits for the client rather
 		// than overflowing, since it is bounded by ReplayLimit and the
 		// client asked for it.
 		bodies := make([][]byte, 0, min(len(evs), replayChunk))
 		for i := 0; i < len(evs); {
-			if err := sub.waitSpace(ctx); err != nil {
+			if err := sub.waitSpace(ctx, i > 0); err != nil {
 				h.remove(sub)
 				sub.markClosed("")
 				return nil, head, fmt.Errorf("subscribe %s: replay: %w", req.Stream, err)
@@ -233,13 +241,15 @@ func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Su
 			room := min(int64(sub.limit)-sub.pending.Load(), replayChunk)
 			bodies = bodies[:0]
 			var last int64
-			for ; i < len(evs) && int64(len(bodies)) < room; i++ {
+			size := 0
+			for ; i < len(evs) && int64(len(bodies)) < room && (size < req.ReplayBytes || len(bodies) == 0); i++ {
 				if !sub.types.Match(evs[i].Type) {
 					continue
 				}
 				p := Prepared{Event: &evs[i]}
 				if body, err := h.cache.body(&p, sub.codec); err == nil {
 					bodies = append(bodies, body)
+					size += len(body)
 					last = evs[i].Seq
 				}
 			}
@@ -425,11 +435,13 @@ func (s *Subscription) frameWritten() {
 	}
 }
 
-// waitSpace waits until the client's queue has room for one more frame.
-func (s *Subscription) waitSpace(ctx context.Context) error {
+// waitSpace waits until the client's queue has room for one more frame, or, with all,
+// until every frame queued is written.
+func (s *Subscription) waitSpace(ctx context.Context, all bool) error {
 	for {
 		s.mu.Lock()
-		full := s.pending.Load() >= int64(s.limit) && s.state != subClosed
+		n := s.pending.Load()
+		full := (n >= int64(s.limit) || (all && n > 0)) && s.state != subClosed
 		s.mu.Unlock()
 		if !full {
 			return nil

@@ -15,6 +15,10 @@ import (
 type TailerOptions struct {
 	// Batch is the most events read, and handed to the sink, at once. Default 1000.
 	Batch int
+	// BatchBytes bounds, roughly, the bytes of one batch (eventBytes): after a batch larger
+	// than this the next reads fewer events, and the count grows back to Batch as batches
+	// shrink; reads start at a sixteenth of Batch. Default 8 MiB.
+	BatchBytes int
 	// Logger receives read errors. Default slog.Default().
 	Logger *slog.Logger
 	// OnError, if set, is called with every read error (for metrics) before the retry.
@@ -27,6 +31,7 @@ type Tailer struct {
 	log     Log
 	sink    func([]Event)
 	batch   int
+	bytes   int // BatchBytes
 	logger  *slog.Logger
 	onError func(error)
 
@@ -55,10 +60,13 @@ func NewTailer(log Log, sink func([]Event), opts *TailerOptions) *Tailer {
 	if o.Batch <= 0 {
 		o.Batch = 1000
 	}
+	if o.BatchBytes <= 0 {
+		o.BatchBytes = 8 << 20
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Tailer{log: log, sink: sink, batch: o.Batch, logger: o.Logger, onError: o.OnError}
+	return &Tailer{log: log, sink: sink, batch: o.Batch, bytes: o.BatchBytes, logger: o.Logger, onError: o.OnError}
 }
 
 // Start reads the log's head and starts tailing after it; it returns once the goroutine runs.
@@ -101,14 +109,33 @@ func (t *Tailer) Close() error {
 	return nil
 }
 
+// nextLimit sizes the next read from the last one, evs of limit asked: fewer events after a
+// batch larger than BatchBytes, twice as many (up to Batch) after a full one that was not.
+func (t *Tailer) nextLimit(limit int, evs []Event) int {
+	b := 0
+	for i := range evs {
+		b += eventBytes(&evs[i])
+	}
+	switch {
+	case b > t.bytes:
+		return max(1, int(int64(len(evs))*int64(t.bytes)/int64(b)))
+	case len(evs) == limit:
+		return min(t.batch, 2*limit)
+	}
+	return limit
+}
+
 func (t *Tailer) run(ctx context.Context) {
 	defer close(t.done)
 	pos := t.pos.Load()
 	backoff := tailBackoffMin
+	limit := max(t.batch/16, 1)
 	for ctx.Err() == nil {
-		evs, err := t.log.ReadAfter(ctx, pos, t.batch)
+		evs, err := t.log.ReadAfter(ctx, pos, limit)
 		if err == nil {
 			backoff = tailBackoffMin
+			full := len(evs) == limit
+			limit = t.nextLimit(limit, evs)
 			if len(evs) > 0 {
 				if err = checkOrder(pos, evs); err == nil {
 					t.sink(evs)
@@ -116,7 +143,7 @@ func (t *Tailer) run(ctx context.Context) {
 					t.pos.Store(pos)
 				}
 			}
-			if err == nil && len(evs) < t.batch {
+			if err == nil && !full {
 				err = t.log.Wait(ctx, pos)
 				if errors.Is(err, ErrClosed) {
 					t.logger.Warn("streams: tailer stopped: log closed", "position", pos)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -301,4 +302,69 @@ func TestTailerStopsWithContextAndClosedLog(t *testing.T) {
 	}
 	ml.Close()
 	tl.Close()
+}
+
+// Batches are bounded in bytes as well as in events: a run of large events is handed over in
+// batches of about BatchBytes, then the batches grow back once the events are small; every
+// event arrives once and in order.
+func TestTailerBatchesBoundedInBytes(t *testing.T) {
+	l := memlog.New()
+	defer l.Close()
+	var mu sync.Mutex
+	var sizes []int
+	var seqs []int64
+	tl := streams.NewTailer(l, func(evs []streams.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		b := 0
+		for _, e := range evs {
+			b += len(e.Payload)
+			seqs = append(seqs, e.Seq)
+		}
+		sizes = append(sizes, b)
+	}, &streams.TailerOptions{Batch: 64, BatchBytes: 1 << 20})
+	big := []byte(`{"d":"` + strings.Repeat("x", 256<<10) + `"}`)
+	var evs []streams.NewEvent
+	for i := range 40 {
+		evs = append(evs, streams.NewEvent{ProjectKey: "A", Type: "t", EntityType: "item", EntityID: fmt.Sprint(i), ActorKind: "human", Payload: big})
+	}
+	for range 200 {
+		evs = append(evs, streams.NewEvent{ProjectKey: "A", Type: "t", EntityType: "item", EntityID: "s", ActorKind: "human"})
+	}
+	if err := tl.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer tl.Close()
+	// In one transaction, so that the tailer reads them in batches of its choosing.
+	if _, err := l.Append(context.Background(), evs...); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(seqs)
+		mu.Unlock()
+		if n == len(evs) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tailer handed over %d of %d events", n, len(evs))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, s := range seqs {
+		if s != int64(i+1) {
+			t.Fatalf("event %d has seq %d", i, s)
+		}
+	}
+	for i, b := range sizes[1:] { // the first read, of a sixteenth of Batch, is the probe
+		if b > 2<<20 {
+			t.Fatalf("batch %d holds %d bytes of payload, want about 1 MiB at most (%v)", i+1, b, sizes)
+		}
+	}
+	if len(sizes) > 40 {
+		t.Fatalf("%d batches: they did not grow back once the events were small (%v)", len(sizes), sizes)
+	}
 }

@@ -67,7 +67,12 @@ func (a *app) run(ctx context.Context) error {
 			metrics.DeliveryLatency.Observe(time.Since(ev.OccurredAt).Seconds())
 		},
 		OnAccessLost: a.closeWatches,
+		RecentBytes:  a.cfg.RecentEventsBytes,
 	})
+	metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ballet_gateway_recent_events_bytes",
+		Help: "Memory of the recent events kept for replays and of their encoded bodies (BALLET_RECENT_EVENTS_BYTES bounds each).",
+	}, func() float64 { return float64(hub.RecentBytes()) }))
 	tailer := streams.NewTailer(a.store, func(evs []streams.Event) {
 		hub.Dispatch(evs)
 		metrics.TailerDispatched.Add(float64(len(evs)))

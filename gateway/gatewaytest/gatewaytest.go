@@ -233,7 +233,7 @@ func Start(t testing.TB, o *Options) *Env {
 		env.api.set(o.API)
 	}
 	// As in the server: a loss of access the log records ends planner watches too.
-	var hubOpts streams.HubOptions
+	hubOpts := streams.HubOptions{RecentBytes: o.Config.RecentEventsBytes}
 	if env.Planner != nil {
 		hubOpts.OnAccessLost = env.Planner.CloseWatches
 	}

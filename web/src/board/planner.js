@@ -142,7 +142,9 @@ export class PlannerPanel {
     this.endLive();
     this.transcript.replaceChildren();
     this.setRunning(false);
-    if (old) old.unsubscribe().catch(() => {});
+    // Gone before the next watch: a connection follows a session once (a second watch of
+    // the same session on it is refused).
+    if (old) await old.unsubscribe().catch(() => {});
     if (!id) {
       this.status.textContent = 'Start a conversation: the planner can create and list items.';
       return;

@@ -21,6 +21,8 @@ export const Code = Object.freeze({
 export const CloseCode = Object.freeze({
   Normal: 1000,
   GoingAway: 1001,
+  /** A frame that breaks RFC 6455, such as one not masked. */
+  ProtocolError: 1002,
   UnsupportedData: 1003,
   PolicyViolation: 1008,
   InvalidFramePayloadData: 1007,
