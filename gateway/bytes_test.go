@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -93,26 +92,7 @@ func TestSlowConnectionIsBoundedInBytes(t *testing.T) {
 	}()
 
 	base := heapAfterGC()
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		var ms runtime.MemStats
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				runtime.ReadMemStats(&ms)
-				if ms.HeapAlloc > peak.Load() {
-					peak.Store(ms.HeapAlloc)
-				}
-			}
-		}
-	}()
+	peak := heapPeak(20 * time.Millisecond)
 	body, _ := json.Marshal(map[string]string{"description": strings.Repeat("d", payload)})
 	ctx := context.Background()
 	for i := 0; i < events; i += 10 {
@@ -126,12 +106,10 @@ func TestSlowConnectionIsBoundedInBytes(t *testing.T) {
 		}
 	}
 	<-readDone
-	close(stop)
-	<-sampled
 	if msg := order.Load(); msg != nil {
 		t.Fatalf("the fast reader: %v (after %d events)", msg, got.Load())
 	}
-	growth := int64(peak.Load()) - int64(base)
+	growth := int64(peak()) - int64(base)
 	closed := closesWithCode(t, env.Server, "1013")
 	t.Logf("heap peaked %.1f MiB above the baseline; the slow connection closed 1013: %v", float64(growth)/(1<<20), closed)
 	if closed != 1 || limitRejections(t, env.Server, "queued_bytes") != 1 {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,26 +41,7 @@ func TestSubscribeFloodHeap(t *testing.T) {
 		t.Run(c.Name(), func(t *testing.T) {
 			k := login(t, env, c, "alice")
 			base := heapAfterGC()
-			var peak atomic.Uint64
-			stop := make(chan struct{})
-			sampled := make(chan struct{})
-			go func() {
-				defer close(sampled)
-				var ms runtime.MemStats
-				tick := time.NewTicker(floodSampleEvery)
-				defer tick.Stop()
-				for {
-					select {
-					case <-stop:
-						return
-					case <-tick.C:
-						runtime.ReadMemStats(&ms)
-						if ms.HeapAlloc > peak.Load() {
-							peak.Store(ms.HeapAlloc)
-						}
-					}
-				}
-			}()
+			peak := heapPeak(floodSampleEvery)
 			typ := websocket.MessageText
 			if c.Binary() {
 				typ = websocket.MessageBinary
@@ -96,10 +76,8 @@ func TestSubscribeFloodHeap(t *testing.T) {
 			if err := <-werr; err != nil {
 				t.Fatal(err)
 			}
-			close(stop)
-			<-sampled
 			live := int64(heapAfterGC()) - int64(base)
-			peakGrowth := int64(peak.Load()) - int64(base)
+			peakGrowth := int64(peak()) - int64(base)
 			t.Logf("%d subscribed, %d refused; heap growth %.1f MiB live, %.1f MiB at the peak",
 				ok, refused, float64(live)/(1<<20), float64(peakGrowth)/(1<<20))
 			if ok != 256 || refused != floodRequests-256 {

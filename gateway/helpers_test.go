@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -256,6 +258,36 @@ func login(t testing.TB, env *gatewaytest.Env, c codec.Codec, subject string) *w
 		t.Fatalf("auth subject %q", res.Subject)
 	}
 	return k
+}
+
+// heapPeak samples the heap until the function it returns is called, which returns the
+// highest HeapAlloc seen.
+func heapPeak(every time.Duration) func() uint64 {
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		var ms runtime.MemStats
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				runtime.ReadMemStats(&ms)
+				if ms.HeapAlloc > peak.Load() {
+					peak.Store(ms.HeapAlloc)
+				}
+			}
+		}
+	}()
+	return func() uint64 {
+		close(stop)
+		<-sampled
+		return peak.Load()
+	}
 }
 
 // labeledMetric is the value of the counter or gauge name{label=value}, and whether it exists.
