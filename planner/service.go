@@ -68,8 +68,8 @@ type Options struct {
 	// SystemPrompt replaces the planner's instructions (the project and the human are
 	// appended to it). Default DefaultSystemPrompt.
 	SystemPrompt string
-	// WatchQueue is how many outputs a watch queues before it ends with OutputLagging.
-	// Default DefaultWatchQueue.
+	// WatchQueue is how many outputs a watch queues before it ends with OutputLagging; the
+	// queue holds the outputs waiting, not WatchQueue slots. Default DefaultWatchQueue.
 	WatchQueue int
 	// ToolTimeout bounds one tool call. Default DefaultToolTimeout.
 	ToolTimeout time.Duration
@@ -354,9 +354,7 @@ func (s *Service) deliver(n Note) {
 		}
 	case n.Output != nil:
 		for w := range s.watches[n.Session] {
-			select {
-			case w.ch <- *n.Output:
-			default:
+			if !w.queue.put(*n.Output, s.watchQueue) {
 				s.dropLocked(w, true)
 			}
 		}

@@ -7,20 +7,20 @@ import (
 	"github.com/ballet/gateway/auth"
 )
 
-// watch is one registered fn. Outputs reach it through ch, which only deliver sends on and
-// only dropLocked closes, both under Service.mu.
+// watch is one registered fn. Outputs reach it through queue, which only deliver puts to
+// and only dropLocked closes, both under Service.mu.
 type watch struct {
 	svc     *Service
 	session string
 	project string // the session's project
 	subject string // who watches
 	fn      func(Output) bool
-	ch      chan Output
+	queue   outputQueue
 	stopped atomic.Bool // fn must not be called any more
 	cut     atomic.Bool // the watcher lost access: outputs still queued are dropped
-	lagging bool        // ended because output was lost; set before ch is closed
-	reason  string      // ended by CloseWatches, for this reason; set before ch is closed
-	dropped bool        // removed and ch closed; under Service.mu
+	lagging bool        // ended because output was lost; set before queue is closed
+	reason  string      // ended by CloseWatches, for this reason; set before queue is closed
+	dropped bool        // removed and queue closed; under Service.mu
 
 	// The run goroutine's: stored outputs to deliver first (a resumed turn), and the turn
 	// and offset of the last output delivered, to drop what the replay already gave and to
@@ -69,7 +69,8 @@ func (s *Service) WatchFrom(ctx context.Context, c Caller, session string, opts 
 	if err != nil {
 		return res, nil, err
 	}
-	w := &watch{svc: s, session: session, project: sess.Project, subject: c.Subject, fn: fn, ch: make(chan Output, s.watchQueue)}
+	w := &watch{svc: s, session: session, project: sess.Project, subject: c.Subject, fn: fn}
+	w.queue.cond.L = &w.queue.mu
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -156,8 +157,8 @@ func (w *watch) run() {
 		}
 	}
 	w.replay = nil
-	for out := range w.ch {
-		if !w.offer(out) {
+	for w.queue.wait() {
+		if out, ok := w.queue.take(); ok && !w.offer(out) {
 			w.stop()
 		}
 	}
@@ -209,6 +210,8 @@ func (w *watch) stop() {
 }
 
 // dropLocked unregisters w and closes its queue; lagging makes fn's last call OutputLagging.
+// What is queued still is delivered first, unless w was cut or stopped: then it is dropped
+// at once.
 func (s *Service) dropLocked(w *watch, lagging bool) {
 	if w.dropped {
 		return
@@ -221,7 +224,7 @@ func (s *Service) dropLocked(w *watch, lagging bool) {
 			delete(s.watches, w.session)
 		}
 	}
-	close(w.ch)
+	w.queue.close(w.cut.Load() || w.stopped.Load())
 }
 
 // CloseWatches ends the watches of project's sessions held by subject, or by anyone when

@@ -3,6 +3,7 @@ package streams
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -88,5 +89,39 @@ func BenchmarkHubFanout(b *testing.B) {
 			}
 			b.ReportMetric(float64(out.n)/b.Elapsed().Seconds(), "deliveries/s")
 		})
+	}
+}
+
+// BenchmarkIdleSubscription opens b.N subscriptions of one stream that receive nothing and
+// reports the heap each holds (run it with -benchtime Nx; the time is not a measurement).
+func BenchmarkIdleSubscription(b *testing.B) {
+	h := NewHub(nil)
+	out := &countingSender{}
+	subs := make([]*Subscription, 0, b.N)
+	ids := make([]string, b.N)
+	for i := range ids {
+		ids[i] = fmt.Sprint("s", i) // the client's, not the subscription's
+	}
+	heap := func() int64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	before := heap()
+	for _, id := range ids {
+		sub, _, err := h.Subscribe(context.Background(), emptyLog{}, SubscribeRequest{
+			ID: id, Subject: "alice", Stream: Stream{Kind: StreamProject, Key: "WEB"}, Codec: codec.JSON, Out: out,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		subs = append(subs, sub)
+	}
+	after := heap()
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(float64(after-before)/float64(b.N), "heap-B/subscription")
+	for _, sub := range subs {
+		h.Unsubscribe(sub)
 	}
 }
