@@ -124,19 +124,21 @@ describe('liveness', () => {
     const s = await server();
     /** @type {Error[]} */
     const errs = [];
+    // 300 ms: two heartbeats go out before three silent intervals end the connection, with
+    // room for a loaded machine's pauses (at 60 ms, a 60 ms pause lost one).
     const c = await client(s, {
-      heartbeatInterval: 60,
+      heartbeatInterval: 300,
       onStateChange: (st, err) => { if (st === 'reconnecting' && err) errs.push(err); },
     });
     const first = s.last;
-    await waitFor(() => first.received.filter((m) => m.method === '$/heartbeat').length >= 2, 2000, 'heartbeats');
+    await waitFor(() => first.received.filter((m) => m.method === '$/heartbeat').length >= 2, 10_000, 'heartbeats');
     const hb = first.received.find((m) => m.method === '$/heartbeat');
     assert.equal(hb.id, undefined);
     assert.equal(typeof hb.params.time, 'number');
     // The fake server never sends heartbeats: the client gives up on it.
-    await waitFor(() => errs.length > 0, 2000, 'heartbeat timeout');
+    await waitFor(() => errs.length > 0, 10_000, 'heartbeat timeout');
     assert.ok(errs[0] instanceof HeartbeatTimeoutError, String(errs[0]));
-    await waitFor(() => c.state === 'connected' && s.conns.length >= 2, 2000, 'reconnect');
+    await waitFor(() => c.state === 'connected' && s.conns.length >= 2, 10_000, 'reconnect');
   });
 
   it('stays connected while the server sends heartbeats', async () => {
