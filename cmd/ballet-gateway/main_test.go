@@ -439,3 +439,37 @@ func TestGCDefault(t *testing.T) {
 		t.Errorf("GOGC=100: collector target %d, want it left alone", got)
 	}
 }
+
+// serve holds the runtime to 90 % of the container's memory limit unless GOMEMLIMIT is set or
+// the container has none.
+func TestMemoryLimitFromTheContainer(t *testing.T) {
+	prev := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(prev)
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	noEnv := func(string) string { return "" }
+	v2 := write("memory.max", "1073741824\n")
+	if got := applyMemoryLimit(noEnv, []string{filepath.Join(dir, "absent"), v2}); got != 966367641 || debug.SetMemoryLimit(-1) != got {
+		t.Fatalf("a 1 GiB container: limit %d", got)
+	}
+	debug.SetMemoryLimit(prev)
+	if got := applyMemoryLimit(func(k string) string {
+		if k == "GOMEMLIMIT" {
+			return "512MiB"
+		}
+		return ""
+	}, []string{v2}); got != 0 || debug.SetMemoryLimit(-1) != prev {
+		t.Fatalf("GOMEMLIMIT set: limit %d", got)
+	}
+	for _, none := range []string{"max\n", "9223372036854771712\n", "junk"} {
+		if got := applyMemoryLimit(noEnv, []string{write("m", none)}); got != 0 {
+			t.Fatalf("%q: limit %d", none, got)
+		}
+	}
+}
