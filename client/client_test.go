@@ -300,7 +300,8 @@ func TestSlowConsumerEndsSubscription(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := c.Subscribe(ctx, "project:WEB", nil)
+	// Another filter selecting every event: a connection follows a stream with one filter once.
+	other, err := c.Subscribe(ctx, "project:WEB", &client.SubscribeOptions{Types: []string{"*"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -150,10 +151,11 @@ func TestSubscriptionLimit(t *testing.T) {
 	if _, err := c.PlannerWatch(ctx, session, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Subscribe(ctx, "project:WEB", nil); err != nil {
+	// Other filters: a connection follows a stream with one filter once.
+	if _, err := c.Subscribe(ctx, "project:WEB", &client.SubscribeOptions{Types: []string{"item.*"}}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Subscribe(ctx, "project:WEB", nil)
+	_, err = c.Subscribe(ctx, "project:WEB", &client.SubscribeOptions{Types: []string{"project.*"}})
 	if le := limitErr(t, err); le.Limit != client.LimitSubscriptions || le.Max != 3 {
 		t.Fatalf("subscribe beyond the limit: %+v", le)
 	}
@@ -166,7 +168,7 @@ func TestSubscriptionLimit(t *testing.T) {
 	}
 
 	// The server's answer, to a subscribe the client does not count.
-	err = c.Call(ctx, "stream.subscribe", map[string]string{"subscription": "raw", "stream": "project:WEB"}, nil)
+	err = c.Call(ctx, "stream.subscribe", map[string]any{"subscription": "raw", "stream": "project:WEB", "types": []string{"raw"}}, nil)
 	if le := limitErr(t, err); le.Limit != client.LimitSubscriptions || le.Max != 3 || le.RetryAfter != 0 {
 		t.Fatalf("the server's -32029: %+v", le)
 	}
@@ -267,7 +269,9 @@ func TestResubscribeWaitsForRate(t *testing.T) {
 	ctx := context.Background()
 	var all []*client.Subscription
 	for len(all) < subs {
-		s, err := c.Subscribe(ctx, "project:WEB", nil)
+		// Filters selecting every event, one each: a connection follows a stream with one
+		// filter once.
+		s, err := c.Subscribe(ctx, "project:WEB", &client.SubscribeOptions{Types: []string{"*", fmt.Sprint("n", len(all))}})
 		if err != nil {
 			le := limitErr(t, err)
 			time.Sleep(le.RetryAfter)

@@ -109,7 +109,9 @@ type subscribeResult struct {
 // Subscribe subscribes to stream ("project:<KEY>" or "item:<KEY>"). While
 // the client is reconnecting it waits for the next connection, up to ctx.
 // Errors from the server match rpc.ErrForbidden, rpc.ErrNotFound,
-// rpc.ErrInvalidParams or rpc.ErrResyncRequired.
+// rpc.ErrInvalidParams or rpc.ErrResyncRequired, and rpc.ErrConflict when
+// this client already follows the stream with the same Types (a connection
+// follows each once: share that Subscription instead).
 func (c *Client) Subscribe(ctx context.Context, stream string, opts *SubscribeOptions) (*Subscription, error) {
 	var o SubscribeOptions
 	if opts != nil {

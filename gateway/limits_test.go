@@ -78,7 +78,7 @@ func TestSubscriptionLimit(t *testing.T) {
 		// A flood: many more subscribe requests than the limit, pipelined.
 		ids := make([]int64, 0, 40*max)
 		for i := range 40 * max {
-			ids = append(ids, k.send("stream.subscribe", map[string]string{"subscription": fmt.Sprint("s", i), "stream": "project:WEB"}))
+			ids = append(ids, k.send("stream.subscribe", map[string]string{"subscription": fmt.Sprint("s", i), "stream": fmt.Sprint("item:WEB-", i+1)}))
 		}
 		ok, refused := 0, 0
 		for _, id := range ids {
@@ -108,7 +108,7 @@ func TestSubscriptionLimit(t *testing.T) {
 			t.Fatal("no subscription to unsubscribe")
 		}
 		k.mustCall("stream.subscribe", map[string]string{"subscription": "again", "stream": "project:WEB"}, nil)
-		decodeLimit(t, c, k.call("stream.subscribe", map[string]string{"subscription": "over", "stream": "project:WEB"}, nil))
+		decodeLimit(t, c, k.call("stream.subscribe", map[string]string{"subscription": "over", "stream": "item:WEB-0"}, nil))
 		if n := limitRejections(t, env.Server, "subscriptions"); n < 39*max+1 {
 			t.Fatalf("limit_rejections_total{limit=subscriptions} = %v", n)
 		}
@@ -409,24 +409,26 @@ func TestPlannerWatchesCountAsSubscriptions(t *testing.T) {
 	env := gatewaytest.Start(t, &gatewaytest.Options{Planner: provider.NewScripted(script), Config: gateway.Config{MaxSubscriptions: 3}})
 	env.Project(t, "WEB", "alice", "member")
 	session := createSession(t, env, env.Token(t, "alice"))
+	other := createSession(t, env, env.Token(t, "alice")) // a session is watched once per connection
+	third := createSession(t, env, env.Token(t, "alice"))
 	forEachCodec(t, func(t *testing.T, c codec.Codec) {
 		k := login(t, env, c, "alice")
 		k.mustCall("planner.watch", map[string]any{"subscription": "p1", "session": session}, nil)
 		k.mustCall("stream.subscribe", map[string]any{"subscription": "s1", "stream": "project:WEB"}, nil)
-		k.mustCall("planner.watch", map[string]any{"subscription": "p2", "session": session}, nil)
+		k.mustCall("planner.watch", map[string]any{"subscription": "p2", "session": other}, nil)
 		for _, call := range []struct {
 			method string
 			params map[string]any
 		}{
-			{"planner.watch", map[string]any{"subscription": "p3", "session": session}},
-			{"stream.subscribe", map[string]any{"subscription": "s2", "stream": "project:WEB"}},
+			{"planner.watch", map[string]any{"subscription": "p3", "session": third}},
+			{"stream.subscribe", map[string]any{"subscription": "s2", "stream": "project:WEB", "types": []string{"item.*"}}},
 		} {
 			if d := decodeLimit(t, c, k.call(call.method, call.params, nil)); d.Limit != "subscriptions" || d.Max != 3 {
 				t.Fatalf("%s: data %+v", call.method, d)
 			}
 		}
 		k.mustCall("stream.unsubscribe", map[string]any{"subscription": "p1"}, nil)
-		k.mustCall("planner.watch", map[string]any{"subscription": "p3", "session": session}, nil)
+		k.mustCall("planner.watch", map[string]any{"subscription": "p3", "session": third}, nil)
 	})
 }
 

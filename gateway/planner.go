@@ -127,7 +127,7 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 	if wp.Turn != "" && wp.After == nil {
 		return nil, rpc.Errorf(rpc.ErrInvalidParams, "params.turn needs params.after")
 	}
-	cs := &clientSub{kind: "planner"}
+	cs := &clientSub{kind: "planner", target: "watch " + wp.Session}
 	if err := s.reserve(wp.Subscription, cs); err != nil {
 		return nil, err
 	}

@@ -47,6 +47,8 @@ func TestPlannerResumeOverRPC(t *testing.T) {
 			Turn         string `json:"turn"`
 			Resumed      *bool  `json:"resumed"`
 		}
+		// A session is watched once per connection: p goes first.
+		k.mustCall("stream.unsubscribe", map[string]any{"subscription": "p"}, nil)
 		k.mustCall("planner.watch", map[string]any{"subscription": "r", "session": session, "turn": turn, "after": 2}, &res)
 		if res.Subscription != "r" || res.Running || res.Turn != turn || res.Resumed == nil || !*res.Resumed {
 			t.Fatalf("resume result %+v", res)
@@ -61,11 +63,13 @@ func TestPlannerResumeOverRPC(t *testing.T) {
 			Turn         string `json:"turn"`
 			Resumed      *bool  `json:"resumed"`
 		}{}
+		k.mustCall("stream.unsubscribe", map[string]any{"subscription": "r"}, nil)
 		k.mustCall("planner.watch", map[string]any{"subscription": "u", "session": session, "turn": "unknown", "after": 0}, &res)
 		if res.Resumed == nil || *res.Resumed {
 			t.Fatalf("unknown turn: %+v", res)
 		}
 		res.Resumed, res.Turn = nil, ""
+		k.mustCall("stream.unsubscribe", map[string]any{"subscription": "u"}, nil)
 		k.mustCall("planner.watch", map[string]any{"subscription": "plain", "session": session}, &res)
 		if res.Resumed != nil || res.Turn != "" {
 			t.Fatalf("a plain watch answered %+v", res)
@@ -123,9 +127,12 @@ func TestPlannerResumePastTheBoundOverRPC(t *testing.T) {
 			}
 		}
 
-		back := login(t, env, c, "alice")
+		// A session is watched once per connection: each resume on a connection of its own.
+		backs := map[string]*wsClient{}
 		for sub, after := range map[string]int64{"below": 3, "at": 5, "past": 10, "last": 21} {
 			var res watchResult
+			back := login(t, env, c, "alice")
+			backs[sub] = back
 			back.mustCall("planner.watch", map[string]any{"subscription": sub, "session": session, "turn": turn, "after": after}, &res)
 			if !res.Running || res.Turn != turn || res.Resumed == nil || *res.Resumed {
 				t.Fatalf("resume from %d while the turn runs: %+v, want running, resumed false", after, res)
@@ -136,8 +143,7 @@ func TestPlannerResumePastTheBoundOverRPC(t *testing.T) {
 			t.Fatalf("the watcher that stayed: %+v, want done 22", o)
 		}
 		// Each watch gets done, live, and no stream.closed.
-		got := map[string]output{}
-		for len(got) < 4 {
+		for sub, back := range backs {
 			m := back.mustNext()
 			if m.Method == "stream.closed" {
 				t.Fatalf("stream.closed %s", m.Params)
@@ -146,14 +152,14 @@ func TestPlannerResumePastTheBoundOverRPC(t *testing.T) {
 			if err := c.Unmarshal(m.Params, &o); err != nil || m.Method != "planner.output" {
 				t.Fatalf("%s %s", m.Method, m.Params)
 			}
-			if _, dup := got[o.Subscription]; dup || o.Type != "done" || o.Offset != 22 {
-				t.Fatalf("%s got %+v, want done 22 only", o.Subscription, o)
+			if o.Subscription != sub || o.Type != "done" || o.Offset != 22 {
+				t.Fatalf("%s got %+v, want done 22 only", sub, o)
 			}
-			got[o.Subscription] = o
+			if m, err := back.next(200 * time.Millisecond); err == nil {
+				t.Fatalf("%s after done: %s %s", sub, m.Method, m.Params)
+			}
 		}
-		if m, err := back.next(200 * time.Millisecond); err == nil {
-			t.Fatalf("after done: %s %s", m.Method, m.Params)
-		}
+		back := login(t, env, c, "alice")
 
 		// Ended: from its last text output (or its done) nothing is missing.
 		for sub, want := range map[string]struct {
@@ -170,6 +176,7 @@ func TestPlannerResumePastTheBoundOverRPC(t *testing.T) {
 					t.Fatalf("resumed from 21: %+v, want done 22", o)
 				}
 			}
+			back.mustCall("stream.unsubscribe", map[string]any{"subscription": sub}, nil)
 		}
 		if m, err := back.next(200 * time.Millisecond); err == nil {
 			t.Fatalf("after the resumes: %s %s", m.Method, m.Params)

@@ -68,6 +68,7 @@ type clientSub struct {
 	kind   string                // metrics label: project, item, planner
 	cancel func()                // ends a planner watch, or a subscription's presence
 	closed string                // why the hub closed it while subscribing; subscribe tells
+	target string                // what it follows (a stream and filter, a planner session): once per connection
 }
 
 func newSession(srv *Server, ws *websocket.Conn, lw *leanWriter, c codec.Codec, r *http.Request, addr addrKey) *session {

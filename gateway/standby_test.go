@@ -55,14 +55,16 @@ func TestStandbyLagging(t *testing.T) {
 		}
 		starts[fmt.Sprint(i, "now")] = res.Seq
 		ahead := primary - 4
-		k.mustCall("stream.subscribe", map[string]any{"subscription": "ahead", "stream": "project:WEB", "from_seq": ahead}, &res)
+		// Filters that select every event the test writes: a connection follows a stream with
+		// one filter once.
+		k.mustCall("stream.subscribe", map[string]any{"subscription": "ahead", "stream": "project:WEB", "from_seq": ahead, "types": []string{"*"}}, &res)
 		if res.Seq != ahead {
 			t.Fatalf("%s: subscribe from_seq %d beyond the standby's head answered seq %d", c.Name(), ahead, res.Seq)
 		}
 		starts[fmt.Sprint(i, "ahead")] = ahead
-		k.mustCall("stream.subscribe", map[string]any{"subscription": "behind", "stream": "project:WEB", "from_seq": before - 3}, nil)
+		k.mustCall("stream.subscribe", map[string]any{"subscription": "behind", "stream": "project:WEB", "from_seq": before - 3, "types": []string{"item.*"}}, nil)
 		starts[fmt.Sprint(i, "behind")] = before - 3
-		k.wantError("stream.subscribe", map[string]any{"subscription": "reset", "stream": "project:WEB", "from_seq": primary + 1000}, -32010)
+		k.wantError("stream.subscribe", map[string]any{"subscription": "reset", "stream": "project:WEB", "from_seq": primary + 1000, "types": []string{"item.updated"}}, -32010)
 	}
 
 	var stop atomic.Bool

@@ -217,7 +217,9 @@ func TestReplayFromSeq(t *testing.T) {
 			if ev := k.mustEvent(); ev.Seq != live {
 				t.Fatalf("%s: live got %d want %d", c.Name(), ev.Seq, live)
 			}
-			// from_seq = head replays nothing.
+			// from_seq = head replays nothing (r is unsubscribed first: a stream is followed once
+			// per connection).
+			k.mustCall("stream.unsubscribe", map[string]any{"subscription": "r"}, nil)
 			k.mustCall("stream.subscribe", map[string]any{"subscription": "r2", "stream": "project:WEB", "from_seq": live}, &res)
 			if res.Seq != live {
 				t.Fatalf("seq %d want %d", res.Seq, live)
@@ -248,6 +250,7 @@ func resyncRequired(t *testing.T, env *gatewaytest.Env) {
 		k := login(t, env, c, "alice")
 		// 10 events after first: exactly the limit, fine.
 		k.mustCall("stream.subscribe", map[string]any{"subscription": "ok", "stream": "project:WEB", "from_seq": first}, nil)
+		k.mustCall("stream.unsubscribe", map[string]any{"subscription": "ok"}, nil) // followed once per connection
 		// 11 events: too many.
 		k.wantError("stream.subscribe", map[string]any{"subscription": "old", "stream": "project:WEB", "from_seq": first - 1}, -32010)
 		// Beyond the head (the database was reset).

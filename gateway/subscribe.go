@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -32,7 +33,9 @@ func checkSubID(id string) error {
 	return nil
 }
 
-// reserve claims a subscription id in the connection's namespace.
+// reserve claims a subscription id in the connection's namespace. What cs follows
+// (cs.target) may be followed once per connection: a second subscription to it would only
+// queue every frame twice, so it is refused with -32009 naming the first.
 func (s *session) reserve(id string, cs *clientSub) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -42,12 +45,33 @@ func (s *session) reserve(id string, cs *clientSub) error {
 	if _, dup := s.subs.get(id); dup {
 		return rpc.Errorf(rpc.ErrInvalidParams, "subscription %q is already in use on this connection", id)
 	}
+	if other, ok := s.subs.find(cs.target); ok {
+		return &rpc.Error{Code: rpc.ErrConflict.Code, Data: alreadyData{Subscription: other},
+			Message: fmt.Sprintf("already followed on this connection by subscription %q", other)}
+	}
 	if max := s.srv.cfg.MaxSubscriptions; s.subs.len() >= max {
 		return s.srv.limitError(limitSubscriptions, max, 0)
 	}
 	s.subs.put(id, cs)
 	s.srv.metrics.Subscriptions.WithLabelValues(cs.kind).Inc()
 	return nil
+}
+
+// alreadyData is the data of the -32009 that refuses a second subscription to what one of
+// the connection's subscriptions follows.
+type alreadyData struct {
+	Subscription string `json:"subscription"`
+}
+
+// streamTarget is what a stream subscription follows: the stream and its type filter, in a
+// canonical order.
+func streamTarget(st streams.Stream, types []string) string {
+	if types == nil {
+		return "stream " + st.String()
+	}
+	sorted := slices.Clone(types)
+	slices.Sort(sorted)
+	return "stream " + st.String() + " types " + strings.Join(slices.Compact(sorted), "\x00")
 }
 
 type subscribeParams struct {
@@ -92,7 +116,7 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 		return nil, rpc.Errorf(rpc.ErrInvalidParams, "params.%s", strings.TrimSuffix(err.Error(), ": "+streams.ErrBadTypes.Error()))
 	}
 	kind := st.Kind.String()
-	cs := &clientSub{kind: kind}
+	cs := &clientSub{kind: kind, target: streamTarget(st, sp.Types)}
 	if err := s.reserve(sp.Subscription, cs); err != nil {
 		return nil, err
 	}

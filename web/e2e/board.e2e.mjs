@@ -15,7 +15,9 @@ import { chromium } from 'playwright-core';
 const BASE = process.env.BOARD_URL ?? 'http://127.0.0.1:8080';
 const ARTIFACTS = process.env.ARTIFACTS ?? path.resolve('test-artifacts');
 const PROJECT = 'DEMO';
-const WAIT = 10_000;
+// What must happen gets 30 s: a loaded machine's reconnect backoff after a long outage can
+// outlast 10 s.
+const WAIT = 30_000;
 const REPLAY_LIMIT = Number(process.env.REPLAY_LIMIT ?? 1000);
 // The planner's slow answer to "tell a story" (see e2e_test.go).
 const STORY = process.env.STORY ?? '';
