@@ -174,12 +174,15 @@ func testOutputExpiry(t *testing.T, e *suite) {
 	add("ended-cut", 4, planner.OutputDone)
 	add("abandoned-cut", 1, planner.OutputText)
 	cut("abandoned-cut", 2)
-	time.Sleep(100 * time.Millisecond)
+	// The turns above are older than both bounds; those below must stay younger than either
+	// until the expiry below, however slow the store is on a loaded machine.
+	const ended, abandoned = time.Second, 1500 * time.Millisecond
+	time.Sleep(abandoned + 500*time.Millisecond)
 	add("fresh", 1, planner.OutputText)
 	add("recent", 1, planner.OutputDone)
 	cut("fresh-cut", 1)
-	// Ended more than 50 ms ago, or nothing stored for 80 ms.
-	if err := e.Store.ExpireOutputs(e.ctx, 50*time.Millisecond, 80*time.Millisecond); err != nil {
+	// Ended more than a second ago, or nothing stored for 1.5 s.
+	if err := e.Store.ExpireOutputs(e.ctx, ended, abandoned); err != nil {
 		t.Fatal(err)
 	}
 	for turn, want := range map[string]bool{"ended": false, "abandoned": false, "fresh": true, "recent": true,
@@ -219,7 +222,7 @@ func testIdempotencyKeys(t *testing.T, e *suite) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if seq, found, err := e.Store.SentWithKey(e.ctx, s.ID, "alice", "k1", 40*time.Millisecond); err != nil || !found || seq != m2.Seq {
+	if seq, found, err := e.Store.SentWithKey(e.ctx, s.ID, "alice", "k1", time.Minute); err != nil || !found || seq != m2.Seq {
 		t.Fatalf("key k1 sent again: %d %v %v, want %d", seq, found, err, m2.Seq)
 	}
 	if err := e.Store.ExpireSends(e.ctx, time.Millisecond); err != nil {
