@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 
 func leakedGoroutines() string {
 	var leaked []string
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 		buf := make([]byte, 1<<20)
 		buf = buf[:runtime.Stack(buf, true)]

@@ -49,8 +49,8 @@ func TestSubscribeTypesAcrossReconnect(t *testing.T) {
 						t.Fatalf("subscription ended: %v", sub.Err())
 					}
 					return ev
-				case <-time.After(10 * time.Second):
-					t.Fatal("no event within 10s")
+				case <-time.After(30 * time.Second):
+					t.Fatal("no event within 30s")
 					return client.Event{}
 				}
 			}

@@ -46,6 +46,12 @@ func mint(t testing.TB, env *gatewaytest.Env, subject string, ttl time.Duration)
 	return authtest.Mint(t, env.Issuer, subject, auth.TokenOptions{Audience: []string{gatewaytest.Audience}, TTL: ttl})
 }
 
+// mintExpired mints a token of subject that expired an hour ago.
+func mintExpired(t testing.TB, env *gatewaytest.Env, subject string) string {
+	return authtest.Mint(t, env.Issuer, subject, auth.TokenOptions{Audience: []string{gatewaytest.Audience},
+		IssuedAt: time.Now().Add(-2 * time.Hour), TTL: time.Hour})
+}
+
 // states records a client's state changes.
 type states struct {
 	mu  sync.Mutex
@@ -108,7 +114,7 @@ func dial(t testing.TB, url string, o *client.Options) *client.Client {
 	if o.MaxBackoff == 0 {
 		o.MaxBackoff = 200 * time.Millisecond
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := client.Dial(ctx, url, o)
 	if err != nil {

@@ -82,14 +82,15 @@ func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(
 // is given up after three of the server's intervals. An explicit interval
 // longer than the server's still sends often enough.
 func TestHeartbeatFollowsServer(t *testing.T) {
-	// Three intervals of silence close a connection: 1.5 s, which a loaded machine's stalls
-	// stay within (at 100 ms, 300 ms of stall timed the idle client out).
+	// Long enough that a loaded machine's pauses of the client's heartbeats or the server's
+	// do not add up to three intervals.
 	const iv = 500 * time.Millisecond
 	for _, tc := range []struct {
 		name string
 		opt  time.Duration
-	}{{"server's", 0}, {"explicit longer", time.Second}} {
+	}{{"server's", 0}, {"explicit longer", 2 * iv}} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			env := startEnv(t, false, gateway.Config{HeartbeatInterval: iv})
 			p := startProxy(t, env.HTTP.Listener.Addr().String())
 			var st states
@@ -99,7 +100,7 @@ func TestHeartbeatFollowsServer(t *testing.T) {
 			if got := c.Limits().Heartbeat; got != iv {
 				t.Fatalf("advertised heartbeat %v, want %v", got, iv)
 			}
-			time.Sleep(10 * iv) // a window in which nothing may happen
+			time.Sleep(8 * iv)
 			if n := st.count(client.StateReconnecting); n != 0 {
 				t.Fatalf("the server timed the idle client out: %v", st.errs(client.StateReconnecting))
 			}
@@ -116,12 +117,12 @@ func TestHeartbeatFollowsServer(t *testing.T) {
 				}
 				return false
 			})
-			// Three of the longer interval (and time for a loaded machine), well before three
-			// of the default 15 s.
-			if d := time.Since(start); d > 3*max(iv, tc.opt)+15*time.Second {
+			// Three of the longer interval (and 10 s for a loaded machine), well
+			// before three of the default 15 s.
+			if d := time.Since(start); d > 3*max(iv, tc.opt)+10*time.Second {
 				t.Fatalf("silence noticed after %v", d)
 			}
-			waitFor(t, "the reconnect", 10*time.Second, func() bool { return st.count(client.StateConnected) == 2 })
+			waitFor(t, "the reconnect", 30*time.Second, func() bool { return st.count(client.StateConnected) == 2 })
 		})
 	}
 }
@@ -240,17 +241,31 @@ func TestRequestRateRetries(t *testing.T) {
 func TestRequestRateRetryWithinDeadline(t *testing.T) {
 	env := startEnv(t, false, gateway.Config{RequestRate: 1}) // a token a second, bursts of 2
 	c := dial(t, env.URL, &client.Options{Token: (&minter{env: env, subject: "alice"}).Token})
-	var err error
-	for i := 0; err == nil && i < 10; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	// Each call may wait up to 900 ms, nearly as long as a token takes. A refusal whose
+	// retry cannot fit is returned before the deadline; one whose retry fits is sent again,
+	// and on a loaded machine the deadline may pass meanwhile: that is no failure.
+	const wait = 900 * time.Millisecond
+	var le *client.LimitError
+	for i := 0; le == nil && i < 20; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		start := time.Now()
-		_, err = c.Ping(ctx)
+		_, err := c.Ping(ctx)
+		late := ctx.Err() != nil
 		cancel()
-		if err != nil && time.Since(start) > 250*time.Millisecond {
-			t.Fatalf("waited %v for a retry that could not fit: %v", time.Since(start), err)
+		switch {
+		case err == nil, errors.Is(err, context.DeadlineExceeded):
+		case errors.As(err, &le):
+			if late {
+				t.Fatalf("waited out the deadline (%v) for a retry that could not fit: %v", time.Since(start), err)
+			}
+		default:
+			t.Fatal(err)
 		}
 	}
-	if le := limitErr(t, err); le.Limit != client.LimitRequests || le.RetryAfter < 300*time.Millisecond {
+	if le == nil {
+		t.Fatal("no call was refused at once with a retry that could not fit")
+	}
+	if le.Limit != client.LimitRequests || le.RetryAfter <= 0 || le.RetryAfter > time.Second+time.Millisecond {
 		t.Fatalf("refusal: %+v", le)
 	}
 }
@@ -281,8 +296,8 @@ func TestResubscribeWaitsForRate(t *testing.T) {
 	}
 	before := rejections(env, "requests")
 	p.Drop()
-	waitFor(t, "the reconnect", 10*time.Second, func() bool { return st.count(client.StateConnected) == 2 })
-	waitFor(t, "every resubscribe", 20*time.Second, func() bool {
+	waitFor(t, "the reconnect", 30*time.Second, func() bool { return st.count(client.StateConnected) == 2 })
+	waitFor(t, "every resubscribe", 30*time.Second, func() bool {
 		for _, s := range all {
 			if err := s.Err(); err != nil {
 				t.Fatalf("%s ended: %v", s.ID(), err)
@@ -337,7 +352,7 @@ func TestSubjectConnectionLimitBacksOff(t *testing.T) {
 	}
 	dial(t, env.URL, &client.Options{Token: m.Token})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err = client.Dial(ctx, env.URL, &client.Options{Token: m.Token})
 	if le := limitErr(t, err); le.Limit != client.LimitConnectionsPerSubject || le.Max != 2 {
@@ -347,7 +362,7 @@ func TestSubjectConnectionLimitBacksOff(t *testing.T) {
 	// c loses its connection and another client takes its place.
 	p.Stop()
 	var other *client.Client
-	waitFor(t, "the free place", 10*time.Second, func() bool {
+	waitFor(t, "the free place", 30*time.Second, func() bool {
 		o, err := client.Dial(ctx, env.URL, &client.Options{Token: m.Token})
 		if err != nil {
 			return false
@@ -357,7 +372,7 @@ func TestSubjectConnectionLimitBacksOff(t *testing.T) {
 	})
 	t.Cleanup(func() { other.Close() })
 	p.Start()
-	waitFor(t, "three refused reconnects", 20*time.Second, func() bool {
+	waitFor(t, "three refused reconnects", 30*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(refused) >= 3
@@ -374,7 +389,7 @@ func TestSubjectConnectionLimitBacksOff(t *testing.T) {
 	}
 
 	other.Close()
-	waitFor(t, "the reconnect", 20*time.Second, func() bool { return connected.Load() == 2 })
+	waitFor(t, "the reconnect", 30*time.Second, func() bool { return connected.Load() == 2 })
 	var a appender
 	a.append(t, env, 1)
 	if ev := recv(t, sub); ev.Seq != a.all()[0] {
@@ -390,7 +405,7 @@ func TestHandshake503(t *testing.T) {
 		env := startEnv(t, false, gateway.Config{MaxConnections: 1})
 		m := &minter{env: env, subject: "alice"}
 		dial(t, env.URL, &client.Options{Token: m.Token})
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_, err := client.Dial(ctx, env.URL, &client.Options{Token: m.Token})
 		var he *client.HandshakeError
@@ -422,7 +437,7 @@ func TestHandshake503(t *testing.T) {
 		c := dial(t, p.URL(), &client.Options{Token: (&minter{env: env, subject: "alice"}).Token, OnStateChange: st.record})
 		busy.Store(true)
 		p.Drop()
-		waitFor(t, "two refused attempts", 10*time.Second, func() bool {
+		waitFor(t, "two refused attempts", 30*time.Second, func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return len(refused) >= 2
@@ -438,7 +453,7 @@ func TestHandshake503(t *testing.T) {
 		if errs := st.errs(client.StateReconnecting); len(errs) < 2 || !errors.As(errs[1], &he) || he.RetryAfter != time.Second {
 			t.Fatalf("reported: %v", errs)
 		}
-		waitFor(t, "the reconnect", 10*time.Second, func() bool { return c.State() == client.StateConnected })
+		waitFor(t, "the reconnect", 30*time.Second, func() bool { return c.State() == client.StateConnected })
 	})
 }
 

@@ -171,7 +171,7 @@ func TestPlannerWatchSurvivesDropMidAnswer(t *testing.T) {
 			if _, err := c.PlannerSend(ctx, session, "tell me", nil); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the answer to begin", 10*time.Second, func() bool { return r.len() >= 30 })
+			waitFor(t, "the answer to begin", 30*time.Second, func() bool { return r.len() >= 30 })
 			late := dial(t, env.URL, &client.Options{Token: client.StaticToken(tok), Codec: cd})
 			lw, err := late.PlannerWatch(ctx, session, &client.WatchOptions{FromTurnStart: true})
 			if err != nil {
@@ -227,13 +227,13 @@ func TestPlannerSendRetriedAfterLostAnswer(t *testing.T) {
 		seq, err := c.PlannerSend(ctx, session, "tell me", nil)
 		sent <- result{seq, err}
 	}()
-	waitFor(t, "the message to be stored", 10*time.Second, func() bool { return len(humanMessages(t, env, tok, session)) == 1 })
+	waitFor(t, "the message to be stored", 30*time.Second, func() bool { return len(humanMessages(t, env, tok, session)) == 1 })
 	p.Drop()
 	res := <-sent
 	if res.err != nil || res.seq != 1 {
 		t.Fatalf("send: seq %d, %v", res.seq, res.err)
 	}
-	waitFor(t, "the reconnect", 5*time.Second, func() bool { return st.count(client.StateConnected) == 2 })
+	waitFor(t, "the reconnect", 30*time.Second, func() bool { return st.count(client.StateConnected) == 2 })
 	if n := metric(env, "ballet_gateway_messages_received_total", "method", "planner.send"); n != 2 {
 		t.Fatalf("planner.send received %v times, want 2 (sent again once)", n)
 	}
@@ -281,14 +281,14 @@ func TestPlannerWatchKeptTooLittle(t *testing.T) {
 	if _, err := c.PlannerSend(ctx, session, "tell me", nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the answer to begin", 10*time.Second, func() bool { return r.len() >= 30 })
+	waitFor(t, "the answer to begin", 30*time.Second, func() bool { return r.len() >= 30 })
 	p.Drop()
 	select {
 	case running := <-resumed:
 		if !running {
 			t.Fatal("OnResume: no turn running")
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("OnResume not called")
 	}
 	outs := r.turn(t, "")
@@ -337,7 +337,7 @@ func TestPlannerWatchResumeExpired(t *testing.T) {
 	if _, err := c.PlannerSend(ctx, session, "tell me", nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the answer to begin", 10*time.Second, func() bool { return r.len() >= 10 })
+	waitFor(t, "the answer to begin", 30*time.Second, func() bool { return r.len() >= 10 })
 	p.Stop()
 	first := or.turn(t, "")[0].Turn
 	time.Sleep(200 * time.Millisecond) // the ended turn expires
@@ -347,7 +347,7 @@ func TestPlannerWatchResumeExpired(t *testing.T) {
 		if running {
 			t.Fatal("OnResume: a turn running")
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("OnResume not called")
 	}
 	// The next turn arrives whole, from its start.

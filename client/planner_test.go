@@ -300,7 +300,7 @@ func TestPlannerWatchResumes(t *testing.T) {
 		if !running || !w.Running() {
 			t.Fatal("running not reported")
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("OnResume not called")
 	}
 	out := <-w.Output()
@@ -327,7 +327,7 @@ func TestPlannerWatchResumes(t *testing.T) {
 	}
 	select {
 	case <-resumed:
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("OnResume not called after lagging")
 	}
 	// forbidden ends the watch.

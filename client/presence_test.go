@@ -29,7 +29,7 @@ func TestPresenceFollowsTheStream(t *testing.T) {
 			}
 			present := func(s *client.Subscription, want ...string) {
 				t.Helper()
-				deadline := time.After(10 * time.Second)
+				deadline := time.After(30 * time.Second)
 				for !slices.Equal(s.Present(), want) {
 					select {
 					case <-s.PresenceChanged():
@@ -91,7 +91,7 @@ func TestItemPresenceFollowsTheItems(t *testing.T) {
 			}
 			items := func(want string) {
 				t.Helper()
-				deadline := time.After(10 * time.Second)
+				deadline := time.After(30 * time.Second)
 				for fmt.Sprint(board.ItemsPresent()) != want {
 					select {
 					case <-board.PresenceChanged():

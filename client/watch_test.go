@@ -126,7 +126,7 @@ func number(v any) (int, bool) {
 func readText(t *testing.T, w *client.Watch, n int) (offsets []int64, text string) {
 	t.Helper()
 	var b strings.Builder
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(30 * time.Second)
 	for len(offsets) < n {
 		select {
 		case o, ok := <-w.Output():
@@ -240,7 +240,7 @@ func TestPlannerWatchRepairsGaps(t *testing.T) {
 		`stream.unsubscribe {"subscription":"` + id + `"}`,
 		`planner.watch {"after":0,"session":"sess-1","subscription":"` + id + `","turn":"T2"}`,
 	}
-	waitFor(t, "the requests", 5*time.Second, func() bool {
+	waitFor(t, "the requests", 30*time.Second, func() bool {
 		pp.mu.Lock()
 		defer pp.mu.Unlock()
 		return len(pp.requests) >= len(want)
@@ -279,7 +279,7 @@ func TestPlannerWatchFromTurnStartAndLostOutput(t *testing.T) {
 	ts.forget("T1")
 	t1.add("text", "c")
 	_ = pp.last().ws.Close(websocket.StatusGoingAway, "restart")
-	waitFor(t, "OnResume", 5*time.Second, func() bool {
+	waitFor(t, "OnResume", 30*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(log) == 1

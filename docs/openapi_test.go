@@ -171,7 +171,7 @@ func TestRESTTableInProtocol(t *testing.T) {
 
 func send(t *testing.T, c *http.Client, method, target, token string, body []byte, header ...string) *http.Response {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var r io.Reader
 	if body != nil {

@@ -102,7 +102,7 @@ func TestInvalidUTF8Closes1007(t *testing.T) {
 			}
 		})
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for closesWithCode(t, env.Server, "1007") != 3 {
 		if time.Now().After(deadline) {
 			t.Fatalf("closes_total{code=\"1007\"} = %v, want 3", closesWithCode(t, env.Server, "1007"))

@@ -45,7 +45,7 @@ func (v presenceView) String() string {
 // waitView applies k's presence.changed for sub to v until v reads want.
 func (k *wsClient) waitView(sub string, v presenceView, want string) {
 	k.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for v.String() != want {
 		p, err := k.nextPresence(time.Until(deadline))
 		if err != nil {
@@ -85,7 +85,7 @@ func (m *itemsMembers) String() string {
 // waitItems waits until presence.get of project:WEB's items answers want through every client.
 func waitItems(t *testing.T, want string, ks ...*wsClient) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for _, k := range ks {
 		for {
 			var m itemsMembers

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,7 +47,7 @@ func dumpReaders(t *testing.T) {
 
 func eventually(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !ok() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting until %s", what)
@@ -78,7 +79,7 @@ func TestIdleConnectionsParkTheirReaders(t *testing.T) {
 	for round := range 3 {
 		appendN(t, env, itemEvent("WEB", "WEB-1", "item.updated", round))
 		for i, k := range ks {
-			ev, err := k.nextEvent(10 * time.Second)
+			ev, err := k.nextEvent(30 * time.Second)
 			if err != nil {
 				t.Fatalf("round %d, client %d: %v", round, i, err)
 			}
@@ -256,20 +257,14 @@ func TestEarlyAndPipelinedFrames(t *testing.T) {
 // others stay, and tokens expiring at different times close each
 // connection at its own expiry.
 func TestHeartbeatsOfManyConnections(t *testing.T) {
-	// The talkative half sends every half interval: a second, so that a loaded machine that
-	// stalls a talker or the server's reader for a second still leaves it within three
-	// intervals. (At 400 ms, a 1.2 s stall closed a talkative client.)
+	// Long enough that a loaded machine's pauses (of the goroutine that talks, of the
+	// server's timers) do not add up to the three intervals of silence that close one.
 	const interval = time.Second
 	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{HeartbeatInterval: interval}})
 	const n = 40
 	ks := make([]*wsClient, n)
-	// A silent client is silent from its login on: none can be closed before three intervals
-	// after this.
-	start := time.Now()
-	for i := range ks {
-		ks[i] = login(t, env, codecs[i%2], "alice")
-	}
-	// Half stay talkative; the other half fall silent.
+	// Half stay talkative, each from its login on; the other half fall silent.
+	var talking atomic.Int32 // ks[:talking] are logged in
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -281,7 +276,7 @@ func TestHeartbeatsOfManyConnections(t *testing.T) {
 			case <-stop:
 				return
 			case <-tick.C:
-				for i, k := range ks[:n/2] {
+				for i, k := range ks[:talking.Load()] {
 					// Not k.notify: t.Fatal belongs to the test's goroutine.
 					frame := []byte(`{"jsonrpc":"2.0","method":"$/heartbeat","params":{"time":1}}`)
 					typ := websocket.MessageText
@@ -294,13 +289,23 @@ func TestHeartbeatsOfManyConnections(t *testing.T) {
 			}
 		}
 	}()
-	for i, k := range ks[n/2:] {
-		if code := k.waitClose(3*interval + 15*time.Second); code != gateway.StatusHeartbeatTimeout {
+	for i := range n / 2 {
+		ks[i] = login(t, env, codecs[i%2], "alice")
+		talking.Add(1)
+	}
+	start := time.Now()
+	silentSince := make([]time.Time, n) // before the auth, which a silence counts from
+	for i := n / 2; i < n; i++ {
+		silentSince[i] = time.Now()
+		ks[i] = login(t, env, codecs[i%2], "alice")
+	}
+	for i := n / 2; i < n; i++ {
+		if code := ks[i].waitClose(3*interval + 15*time.Second); code != gateway.StatusHeartbeatTimeout {
 			t.Fatalf("silent client %d: close %d, want 4000", i, code)
 		}
-	}
-	if el := time.Since(start); el < 3*interval-50*time.Millisecond {
-		t.Fatalf("silent clients closed after %v, before three intervals", el)
+		if el := time.Since(silentSince[i]); el < 3*interval-50*time.Millisecond {
+			t.Fatalf("silent client %d closed after %v, before three intervals", i, el)
+		}
 	}
 	close(stop)
 	<-done
@@ -322,11 +327,12 @@ func TestHeartbeatsOfManyConnections(t *testing.T) {
 		k.mustCall("system.ping", nil, nil)
 	}
 
-	// Tokens expiring 1 s apart close their connections in that order.
+	// Tokens expiring 2 s apart close their connections in that order. (Expiry has second
+	// resolution: the first lives 2 to 3 s, time for the three to authenticate.)
 	exp := make([]*wsClient, 3)
 	for i := range exp {
 		exp[i] = dial(t, env.URL, codec.JSON)
-		tok := authtest.Mint(t, env.Issuer, "alice", auth.TokenOptions{Audience: []string{gatewaytest.Audience}, TTL: time.Duration(i+2) * time.Second})
+		tok := authtest.Mint(t, env.Issuer, "alice", auth.TokenOptions{Audience: []string{gatewaytest.Audience}, TTL: time.Duration(2*i+3) * time.Second})
 		exp[i].mustCall("auth", map[string]string{"token": tok}, nil)
 	}
 	talk := make(chan struct{})

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/auth/authtest"
@@ -175,7 +174,7 @@ func TestPlannerOverRPC(t *testing.T) {
 			alice2 := login(t, env, codec.JSON, "alice")
 			alice.mustCall("planner.send", map[string]any{"session": session, "text": "slow one"}, nil)
 			alice2.wantError("planner.send", map[string]any{"session": session, "text": "another"}, -32009)
-			time.Sleep(100 * time.Millisecond)
+			alice.nextOutput("p") // the turn runs: cancelled in the middle
 			alice2.mustCall("planner.cancel", map[string]any{"session": session}, nil)
 			outs := alice.outputs("p")
 			if last := outs[len(outs)-1]; last.Text != "cancelled" {

@@ -76,7 +76,7 @@ func (k *wsClient) nextPresence(timeout time.Duration) (*presenceChanged, error)
 // wantPresence expects the next presence.changed to be for sub and exactly joined and left.
 func (k *wsClient) wantPresence(sub string, joined, left []string) {
 	k.t.Helper()
-	p, err := k.nextPresence(10 * time.Second)
+	p, err := k.nextPresence(30 * time.Second)
 	if err != nil {
 		k.t.Fatalf("waiting for presence.changed joined %v left %v: %v", joined, left, err)
 	}
@@ -93,6 +93,25 @@ func (k *wsClient) quietPresence(d time.Duration) {
 	if err == nil {
 		j, l := p.lists()
 		k.t.Fatalf("unexpected presence.changed joined %v left %v", j, l)
+	}
+}
+
+// quietAfterMove expects no presence.changed for d after a subject moved from one
+// connection to another, the move taking took (from before the old connection closed until
+// the new subscription was answered): a subject back within a window is no change. A loaded
+// machine can make the move take longer, and then the watcher may rightly hear the subject
+// leave and join again: it takes what comes until nothing has for four windows instead.
+func (k *wsClient) quietAfterMove(d, took, window time.Duration) {
+	k.t.Helper()
+	if took < window/2 {
+		k.quietPresence(d)
+		return
+	}
+	k.t.Logf("the move took %v, not well within a window of %v: not checked", took, window)
+	for {
+		if _, err := k.nextPresence(4 * window); err != nil {
+			return
+		}
 	}
 }
 
@@ -202,10 +221,11 @@ func TestPresenceCoalescing(t *testing.T) {
 		k := login(t, a, c, subjects[0])
 		k.mustCall("stream.subscribe", presenceSub("p", "item:WEB-7"), nil)
 		w.wantPresence("w", []string{subjects[0]}, []string{})
+		moved := time.Now()
 		k.ws.CloseNow()
 		k = login(t, b, c, subjects[0])
 		k.mustCall("stream.subscribe", presenceSub("p", "item:WEB-7"), nil)
-		w.quietPresence(4 * window)
+		w.quietAfterMove(4*window, time.Since(moved), window)
 
 		// A storm: every subject connects, drops and reconnects to the other replica.
 		conns := make([]*wsClient, len(subjects))
@@ -215,19 +235,18 @@ func TestPresenceCoalescing(t *testing.T) {
 			conns[i] = login(t, replicas[i%2], c, subjects[i])
 			conns[i].mustCall("stream.subscribe", presenceSub("p", "item:WEB-7"), nil)
 		}
+		var slowest time.Duration // of the moves: see quietAfterMove
 		for i, k := range conns {
+			moved := time.Now()
 			k.ws.CloseNow()
 			conns[i] = login(t, replicas[(i+1)%2], c, subjects[i])
 			conns[i].mustCall("stream.subscribe", presenceSub("p", "item:WEB-7"), nil)
+			slowest = max(slowest, time.Since(moved))
 		}
 		elapsed := time.Since(start)
 		present := map[string]bool{"watcher": true, subjects[0]: true}
 		notices := 0
-		for len(present) < len(subjects)+1 {
-			p, err := w.nextPresence(10 * time.Second)
-			if err != nil {
-				t.Fatalf("after %d notices, %d present: %v", notices, len(present), err)
-			}
+		apply := func(p *presenceChanged) {
 			notices++
 			j, l := p.lists()
 			for _, s := range j {
@@ -237,7 +256,28 @@ func TestPresenceCoalescing(t *testing.T) {
 				delete(present, s)
 			}
 		}
-		w.quietPresence(4 * window)
+		for len(present) < len(subjects)+1 {
+			p, err := w.nextPresence(30 * time.Second)
+			if err != nil {
+				t.Fatalf("after %d notices, %d present: %v", notices, len(present), err)
+			}
+			apply(p)
+		}
+		if slowest < window/2 {
+			w.quietPresence(4 * window)
+		} else {
+			// A move slower than a window may be heard as a leave and a join: those come
+			// later, and count over the longer time.
+			t.Logf("the slowest move took %v, not well within a window of %v", slowest, window)
+			for {
+				p, err := w.nextPresence(4 * window)
+				if err != nil {
+					break
+				}
+				apply(p)
+				elapsed = time.Since(start)
+			}
+		}
 		// At most one notice per window while it lasted, and the last ones.
 		if limit := int(elapsed/window) + 3; notices > limit {
 			t.Fatalf("%d notices for %d reconnects in %v; at most %d", notices, 2*len(subjects), elapsed, limit)
@@ -303,11 +343,13 @@ func TestPresenceAcrossReplicas(t *testing.T) {
 		wb.quietPresence(0)
 		waitSame(t, "alice×1 bob×1 carol×1 ", wa, wb)
 		// Moving from B to A at once is no change either.
+		moved := time.Now()
 		alice2.ws.CloseNow()
 		alice3 := login(t, a, c, "alice")
 		alice3.mustCall("stream.subscribe", presenceSub("p", "project:WEB"), nil)
-		wa.quietPresence(4 * window)
-		wb.quietPresence(0)
+		took := time.Since(moved)
+		wa.quietAfterMove(4*window, took, window)
+		wb.quietAfterMove(0, took, window)
 
 		// Revoked on the shared log: alice leaves for the watchers on both replicas.
 		if err := a.Store.Revoke(context.Background(), "WEB", "alice", "human", "carol"); err != nil {
@@ -322,7 +364,7 @@ func TestPresenceAcrossReplicas(t *testing.T) {
 // waitSame waits until presence.get of project:WEB answers want through every client.
 func waitSame(t *testing.T, want string, ks ...*wsClient) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for _, k := range ks {
 		for {
 			got := members(k, "project:WEB")

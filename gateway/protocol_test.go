@@ -155,8 +155,8 @@ func TestAuthFailuresClose4001(t *testing.T) {
 func TestAuthTimeout(t *testing.T) {
 	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{AuthTimeout: 300 * time.Millisecond}})
 	forEachCodec(t, func(t *testing.T, c codec.Codec) {
+		start := time.Now() // before the server takes the connection and starts its timer
 		k := dial(t, env.URL, c)
-		start := time.Now()
 		if code := k.waitClose(5 * time.Second); code != gateway.StatusUnauthenticated {
 			t.Fatalf("close %d", code)
 		}
@@ -188,7 +188,9 @@ func TestTokenExpiryWhileConnected(t *testing.T) {
 	env := gatewaytest.Start(t, nil)
 	forEachCodec(t, func(t *testing.T, c codec.Codec) {
 		k := dial(t, env.URL, c)
-		tok := authtest.Mint(t, env.Issuer, "alice", auth.TokenOptions{Audience: []string{gatewaytest.Audience}, TTL: 2 * time.Second})
+		// Expiry has second resolution: the token lives 3 to 4 s, time for its auth on a
+		// loaded machine.
+		tok := authtest.Mint(t, env.Issuer, "alice", auth.TokenOptions{Audience: []string{gatewaytest.Audience}, TTL: 4 * time.Second})
 		var res authResult
 		k.mustCall("auth", map[string]string{"token": tok}, &res)
 		if code := k.waitClose(6 * time.Second); code != gateway.StatusUnauthenticated {
@@ -200,21 +202,25 @@ func TestTokenExpiryWhileConnected(t *testing.T) {
 func TestRefresh(t *testing.T) {
 	env := gatewaytest.Start(t, nil)
 	aud := []string{gatewaytest.Audience}
+	// Tokens that live 3 to 4 s (expiry has second resolution): time for the calls made
+	// before they expire, on a loaded machine too.
+	const ttl = 4 * time.Second
 	forEachCodec(t, func(t *testing.T, c codec.Codec) {
 		t.Run("same subject extends", func(t *testing.T) {
 			k := dial(t, env.URL, c)
-			k.mustCall("auth", map[string]string{"token": authtest.Mint(t, env.Issuer, "alice", auth.TokenOptions{Audience: aud, TTL: 2 * time.Second})}, nil)
+			var first authResult
+			k.mustCall("auth", map[string]string{"token": authtest.Mint(t, env.Issuer, "alice", auth.TokenOptions{Audience: aud, TTL: ttl})}, &first)
 			var res authResult
 			k.mustCall("auth.refresh", map[string]string{"token": authtest.Mint(t, env.Issuer, "alice", auth.TokenOptions{Audience: aud, TTL: time.Hour})}, &res)
 			if res.Subject != "alice" || res.ExpiresAt < time.Now().Add(50*time.Minute).Unix() {
 				t.Fatalf("refresh result %+v", res)
 			}
-			time.Sleep(3 * time.Second)
+			time.Sleep(time.Until(time.Unix(first.ExpiresAt, 0)) + time.Second)
 			k.mustCall("system.ping", nil, nil) // still open past the first token's expiry
 		})
 		t.Run("other subject refused, old token stays until it expires", func(t *testing.T) {
 			k := dial(t, env.URL, c)
-			k.mustCall("auth", map[string]string{"token": authtest.Mint(t, env.Issuer, "alice", auth.TokenOptions{Audience: aud, TTL: 2 * time.Second})}, nil)
+			k.mustCall("auth", map[string]string{"token": authtest.Mint(t, env.Issuer, "alice", auth.TokenOptions{Audience: aud, TTL: ttl})}, nil)
 			k.wantError("auth.refresh", map[string]string{"token": env.Token(t, "mallory")}, -32001)
 			k.wantError("auth.refresh", map[string]string{"token": "garbage"}, -32001)
 			var ping struct {
@@ -233,12 +239,20 @@ func TestRefresh(t *testing.T) {
 
 func TestHeartbeats(t *testing.T) {
 	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{HeartbeatInterval: 200 * time.Millisecond}})
+	// For the client's heartbeats: a longer interval, so that the test's own pauses on a
+	// loaded machine do not add up to three of them.
+	slow := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{HeartbeatInterval: time.Second}})
 	forEachCodec(t, func(t *testing.T, c codec.Codec) {
 		t.Run("server sends them", func(t *testing.T) {
 			k := login(t, env, c, "alice")
-			deadline := time.After(2 * time.Second)
+			// The client talks meanwhile, so that a late heartbeat finds it alive.
+			talk := time.NewTicker(50 * time.Millisecond)
+			defer talk.Stop()
+			deadline := time.After(30 * time.Second)
 			for n := 0; n < 2; {
 				select {
+				case <-talk.C:
+					k.notify("$/heartbeat", map[string]int64{"time": time.Now().UnixMilli()})
 				case m := <-k.msgs:
 					if m.Method == "$/heartbeat" {
 						var hb struct {
@@ -255,16 +269,16 @@ func TestHeartbeats(t *testing.T) {
 			}
 		})
 		t.Run("client heartbeats keep it open", func(t *testing.T) {
-			k := login(t, env, c, "alice")
-			for i := 0; i < 10; i++ { // 1s, five intervals
-				time.Sleep(100 * time.Millisecond)
+			k := login(t, slow, c, "alice")
+			for i := 0; i < 16; i++ { // 4 s, four intervals: more than the three of silence that close it
+				time.Sleep(250 * time.Millisecond)
 				k.notify("$/heartbeat", map[string]int64{"time": time.Now().UnixMilli()})
 			}
 			k.mustCall("system.ping", nil, nil)
 		})
 		t.Run("silence closes 4000", func(t *testing.T) {
+			start := time.Now() // before the auth, which the silence is counted from
 			k := login(t, env, c, "alice")
-			start := time.Now()
 			if code := k.waitClose(5 * time.Second); code != gateway.StatusHeartbeatTimeout {
 				t.Fatalf("close %d, want 4000", code)
 			}
@@ -325,7 +339,7 @@ func TestNormalClosure1000(t *testing.T) {
 			t.Fatalf("%s: close handshake: %v", c.Name(), err)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for env.Server.Sessions() != 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -460,7 +474,7 @@ func TestShutdownCloses1001(t *testing.T) {
 		clients = append(clients, login(t, env, codecs[i%2], "alice"))
 	}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -508,7 +522,7 @@ func TestShutdownGivesUpOnSilentPeers(t *testing.T) {
 		t.Fatalf("talking client: close %d, want 1001", code)
 	}
 	// The silent client's socket is closed: after the close frame, EOF.
-	_ = silent.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_ = silent.c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	if _, err := io.Copy(io.Discard, silent.br); err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {

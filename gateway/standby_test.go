@@ -107,7 +107,7 @@ func TestStandbyLagging(t *testing.T) {
 		}
 		got := map[string][]int64{}
 		for n := 0; n < total; n++ {
-			ev, err := k.nextEvent(10 * time.Second)
+			ev, err := k.nextEvent(30 * time.Second)
 			if err != nil {
 				t.Fatalf("%s: after %d of %d events: %v", codecs[i].Name(), n, total, err)
 			}
@@ -198,7 +198,7 @@ func TestStandbyPoolerSeam(t *testing.T) {
 			}
 		}
 		for len(got) < len(want) {
-			ev, err := r.k.nextEvent(10 * time.Second)
+			ev, err := r.k.nextEvent(30 * time.Second)
 			if err != nil {
 				t.Fatalf("client %d (from %d): after %d of %d events: %v", i, r.start, len(got), len(want), err)
 			}

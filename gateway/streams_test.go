@@ -82,7 +82,7 @@ func (k *wsClient) nextEvent(timeout time.Duration) (*wireEvent, error) {
 
 func (k *wsClient) mustEvent() *wireEvent {
 	k.t.Helper()
-	ev, err := k.nextEvent(10 * time.Second)
+	ev, err := k.nextEvent(30 * time.Second)
 	if err != nil {
 		k.t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func TestReplayLiveSeamUnderConcurrentWrites(t *testing.T) {
 				}
 			}
 			for len(r.got) < len(want) {
-				ev, err := r.k.nextEvent(10 * time.Second)
+				ev, err := r.k.nextEvent(30 * time.Second)
 				if err != nil {
 					t.Fatalf("client %d: after %d of %d events: %v", i, len(r.got), len(want), err)
 				}
@@ -391,7 +391,7 @@ func TestLaggingSubscriberIsClosedAlone(t *testing.T) {
 		}
 	}
 	// The stalled client's subscription x was closed; y (no events) was not.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for env.Hub.Count() != 2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -470,12 +470,13 @@ func TestTailerConnectionKilledMidStream(t *testing.T) {
 	var want []int64
 	appendRetry := func(ev streams.NewEvent) int64 {
 		// The pool's connections die with the rest; a failed append did not commit.
-		for try := 0; ; try++ {
+		// Retried until the pool has connected again, however long that takes.
+		for deadline := time.Now().Add(30 * time.Second); ; {
 			seq, err := env.Store.Append(ctx, ev)
 			if err == nil {
 				return seq
 			}
-			if try == 5 {
+			if time.Now().After(deadline) {
 				t.Fatal(err)
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -494,7 +495,7 @@ func TestTailerConnectionKilledMidStream(t *testing.T) {
 		}
 	}
 	for i, w := range want {
-		ev, err := k.nextEvent(15 * time.Second)
+		ev, err := k.nextEvent(30 * time.Second)
 		if err != nil {
 			t.Fatalf("after %d events: %v", i, err)
 		}

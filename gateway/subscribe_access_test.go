@@ -69,10 +69,10 @@ func primaryHead(t testing.TB, env *gatewaytest.Env) int64 {
 // waitDispatched waits until the hub has dispatched every event up to seq: the tailer
 // moves its position once the hub's Dispatch returns.
 func waitDispatched(t testing.TB, env *gatewaytest.Env, seq int64) {
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for env.Tailer.Position() < seq {
 		if time.Now().After(deadline) {
-			t.Errorf("the tailer is at %d, not at %d, after 10s", env.Tailer.Position(), seq)
+			t.Errorf("the tailer is at %d, not at %d, after 30s", env.Tailer.Position(), seq)
 			return
 		}
 		time.Sleep(time.Millisecond)

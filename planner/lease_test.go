@@ -49,7 +49,9 @@ func (s *keeperWait) Expired(ctx context.Context, sessions []string) ([]planner.
 func TestDoneAfterARenewalFindsTheLeaseGivenBack(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		b.store = &keeperWait{Store: b.store}
-		svc, _ := b.service(t, &planner.Options{Lease: 300 * time.Millisecond}, nil)
+		// Short, for quick keeper rounds; not so short that renewals on a loaded machine
+		// lose it while the turn runs.
+		svc, _ := b.service(t, &planner.Options{Lease: 1500 * time.Millisecond}, nil)
 		id := b.newSession(t, svc)
 		w := watch(t, svc, alice, id)
 		if _, err := svc.Send(ctxT(t), alice, id, "hello"); err != nil {

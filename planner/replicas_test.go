@@ -71,7 +71,9 @@ func TestReplicasConflictAndCancel(t *testing.T) {
 }
 
 func TestReplicaDiesMidTurn(t *testing.T) {
-	const lease = 600 * time.Millisecond
+	// Long enough that renewals (every third of it, each with a third of it to answer) keep
+	// it on a loaded machine: the turn must outlive two leases.
+	const lease = 1500 * time.Millisecond
 	b := newBackend(t, "postgres")
 	a, _ := b.service(t, &planner.Options{Lease: lease}, nil)
 	bb, _ := b.service(t, &planner.Options{Lease: lease}, nil)

@@ -128,7 +128,7 @@ func TestCloseWatchesDropsQueuedOutput(t *testing.T) {
 		if o.Type != planner.OutputClosed || o.Text != "forbidden" {
 			t.Fatalf("call after the loss of access: %+v", o)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("no OutputClosed")
 	}
 	select {

@@ -185,14 +185,14 @@ func (s *sink) PresenceChanged(n *presence.Notice) bool {
 
 func (s *sink) PresenceLost() { s.lost <- struct{}{} }
 
-// next returns the next notice, failing after 10 s.
+// next returns the next notice, failing after 30 s.
 func (s *sink) next(t *testing.T) *presence.Notice {
 	t.Helper()
 	select {
 	case n := <-s.ch:
 		return n
-	case <-time.After(10 * time.Second):
-		t.Fatal("no presence notice within 10 s")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no presence notice within 30 s")
 		return nil
 	}
 }

@@ -53,17 +53,25 @@ func TestOncePerSubject(t *testing.T) {
 }
 
 func TestLeaveAndRejoinWithinWindowIsQuiet(t *testing.T) {
-	r := newRegistry(t, nil, presence.Options{Window: 200 * time.Millisecond})
+	const window = 200 * time.Millisecond
+	r := newRegistry(t, nil, presence.Options{Window: window})
 	w := newSink()
 	r.Join("item:WEB-1", "watcher", "w", w)
 	w.want(t, []string{"watcher"}, nil)
 	p := r.Join("item:WEB-1", "alice", "c1", newSink())
 	w.want(t, []string{"alice"}, nil)
+	start := time.Now()
 	for i := range 5 {
 		p.Leave()
 		p = r.Join("item:WEB-1", "alice", fmt.Sprint("c", i+2), newSink())
 	}
-	w.quiet(t, 600*time.Millisecond)
+	// Each absence lasted less than the loop. A loaded machine can stall the loop past a
+	// window, and then the watcher may rightly hear alice leave and come back.
+	if took := time.Since(start); took >= window/2 {
+		t.Logf("the leaves and rejoins took %v, not well within a window: quiet not checked", took)
+		return
+	}
+	w.quiet(t, 3*window)
 }
 
 func TestStormIsCoalesced(t *testing.T) {
@@ -157,7 +165,7 @@ func TestLostSink(t *testing.T) {
 	p := r.Join("project:WEB", "alice", "c1", full)
 	select {
 	case <-full.lost:
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("PresenceLost not called")
 	}
 	p.Leave()
@@ -246,7 +254,7 @@ func waitMembers(t *testing.T, want []presence.Member, rs ...*presence.Registry)
 
 func waitMembersOf(t *testing.T, stream string, want []presence.Member, rs ...*presence.Registry) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for _, r := range rs {
 		for {
 			got, _, err := r.Members(context.Background(), stream)

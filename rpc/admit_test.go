@@ -37,7 +37,7 @@ func TestAdmitAndScreen(t *testing.T) {
 					return err != nil || m.Method != "dropped"
 				},
 			}, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 
 			if err := cl.Call(ctx, "first", nil, nil); err != nil { // frame 1: served

@@ -181,9 +181,11 @@ func TestNotificationsInOrder(t *testing.T) {
 func TestInlineRequestHoldsLaterMessages(t *testing.T) {
 	forEachCodec(t, func(t *testing.T, c codec.Codec) {
 		var authDone atomic.Bool
+		authStarted := make(chan struct{})
 		h := HandlerFunc(func(ctx context.Context, r *Request) (any, error) {
 			switch r.Method {
 			case "auth":
+				close(authStarted)
 				time.Sleep(50 * time.Millisecond)
 				authDone.Store(true)
 				return "authed", nil
@@ -203,7 +205,7 @@ func TestInlineRequestHoldsLaterMessages(t *testing.T) {
 				t.Error(err)
 			}
 		}()
-		time.Sleep(5 * time.Millisecond)
+		<-authStarted // the ping goes out while the auth is being handled
 		if err := k.Call(context.Background(), "system.ping", nil, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -267,7 +269,7 @@ func rawPeer(t *testing.T, c codec.Codec, h Handler) (*PipeEnd, *Conn) {
 
 func readMsg(t *testing.T, p *PipeEnd, c codec.Codec) *codec.Message {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	data, err := p.Read(ctx)
 	if err != nil {
@@ -330,7 +332,9 @@ func TestUnknownNotificationIgnored(t *testing.T) {
 func TestCloseFailsPendingCalls(t *testing.T) {
 	forEachCodec(t, func(t *testing.T, c codec.Codec) {
 		block := make(chan struct{})
+		handling := make(chan struct{})
 		h := HandlerFunc(func(ctx context.Context, r *Request) (any, error) {
+			close(handling)
 			select {
 			case <-block:
 			case <-ctx.Done():
@@ -340,22 +344,22 @@ func TestCloseFailsPendingCalls(t *testing.T) {
 		s, k := pair(t, c, &Options{Handler: h}, nil)
 		errc := make(chan error, 1)
 		go func() { errc <- k.Call(context.Background(), "hang", nil, nil) }()
-		time.Sleep(20 * time.Millisecond)
-		s.Close() // cancels the handler and ends the server side
+		<-handling // the call is pending: sent, and its handler runs
+		s.Close()  // cancels the handler and ends the server side
 		k.Close()
 		select {
 		case err := <-errc:
 			if !errors.Is(err, ErrClosed) {
 				t.Fatalf("got %v", err)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Fatal("pending call not failed")
 		}
 		close(block)
 		if err := k.Call(context.Background(), "x", nil, nil); !errors.Is(err, ErrClosed) {
 			t.Fatalf("call after close: %v", err)
 		}
-		leaktest.Check(t, 5*time.Second)
+		leaktest.Check(t, 30*time.Second)
 	})
 }
 
@@ -366,7 +370,7 @@ func TestTransportFailureEndsConn(t *testing.T) {
 	b.Close()
 	select {
 	case <-k.Done():
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("conn did not end")
 	}
 	if !errors.Is(k.Err(), ErrPipeClosed) {

@@ -126,7 +126,7 @@ func TestParkedReader(t *testing.T) {
 		k.Close()
 		select {
 		case <-s.Done():
-		case <-time.After(5 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Fatal("a parked connection did not end when its peer closed")
 		}
 		s.Close()
@@ -138,7 +138,7 @@ func TestCloseEndsParkedReader(t *testing.T) {
 	pa := &parkEnd{PipeEnd: a}
 	s := NewConn(pa, codec.JSON, nil)
 	s.Start(context.Background())
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for pa.parks.Load() == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
@@ -149,7 +149,7 @@ func TestCloseEndsParkedReader(t *testing.T) {
 	go func() { s.Close(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("Close did not return for a parked connection")
 	}
 	b.Close()

@@ -127,7 +127,7 @@ func TestUnencodableResponse(t *testing.T) {
 		}
 		select {
 		case <-s.Done():
-		case <-time.After(5 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Fatal("a response that cannot be encoded at all left the connection running")
 		}
 		if err := s.Err(); err == nil || errors.Is(err, ErrClosed) {

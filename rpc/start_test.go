@@ -47,7 +47,7 @@ func TestMethodsConcurrentWithStart(t *testing.T) {
 			wg.Wait()
 			select {
 			case <-k.Done():
-			case <-time.After(5 * time.Second):
+			case <-time.After(30 * time.Second):
 				t.Fatal("Close did not end the connection")
 			}
 			if k.Err() == nil {
@@ -107,7 +107,7 @@ func TestStartContextEndsConn(t *testing.T) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not in time", what)

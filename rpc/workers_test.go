@@ -22,7 +22,7 @@ func TestWorkersOwnedAndClosed(t *testing.T) {
 	close(release)
 	ran.Wait()
 	// Idle workers are reused: a short loop does not start another.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ran.Add(1)
 		p.run(func() { ran.Done() })
@@ -47,7 +47,7 @@ func TestWorkersOwnedAndClosed(t *testing.T) {
 	close(block)
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("Close did not return once the busy worker was done")
 	}
 	if n := p.Len(); n != 0 {

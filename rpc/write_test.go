@@ -243,7 +243,7 @@ func TestOutQueueBoundsSenders(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the waiting sender did not go on after a write")
 	}
 	close(g.gate)
@@ -361,7 +361,7 @@ func TestTryWriterKeepsOrder(t *testing.T) {
 				t.Fatalf("frame %d: %s %+v", want, m.Method, p)
 			}
 		}
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(30 * time.Second)
 		for done.Load() != int64(n) && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
@@ -399,7 +399,7 @@ func TestTrySendBoundedAndFlush(t *testing.T) {
 			}
 		}
 	}()
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel2()
 	if err := k.Flush(ctx2); err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ type rpcClient struct {
 // dialRPC connects to the gateway and authenticates as subject.
 func dialRPC(t *testing.T, env *gatewaytest.Env, subject string) *rpcClient {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ws, _, err := websocket.Dial(ctx, env.URL, &websocket.DialOptions{Subprotocols: []string{codec.NameMsgPack}})
 	if err != nil {
@@ -122,7 +122,7 @@ func (k *rpcClient) call(method string, params, result any) *codec.Error {
 	if err != nil {
 		k.t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := k.ws.Write(ctx, websocket.MessageBinary, frame); err != nil {
 		k.t.Fatalf("write %s: %v", method, err)

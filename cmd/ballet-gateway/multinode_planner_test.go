@@ -93,8 +93,9 @@ func (k *jsonClient) callErr(method string, params any) float64 {
 // TestPlannerAcrossReplicas: a turn runs on A; B refuses a second send with
 // -32009; a cancel sent to C stops it; watchers on all three see the same
 // output and one done. Then the replica running a turn is killed: after its
-// lease expires the others' watchers get error + done within 5 s (the default
-// lease), and the session accepts the next send.
+// lease expires the others' watchers get error + done within about 4 s (4/3 of
+// the default lease; the check allows 10 s more for a loaded machine), and the
+// session accepts the next send.
 func TestPlannerAcrossReplicas(t *testing.T) {
 	c := plannerCluster(t)
 	a, b, cc := c.replicas[0], c.replicas[1], c.replicas[2]
@@ -145,8 +146,8 @@ func TestPlannerAcrossReplicas(t *testing.T) {
 			t.Fatalf("watcher on replica %d after the kill: %v", i+1, outs)
 		}
 	}
-	if took := time.Since(killed); took > 5*time.Second {
-		t.Fatalf("watchers heard of the dead turn %v after the kill, more than 5 s", took)
+	if took := time.Since(killed); took > 4*time.Second+10*time.Second {
+		t.Fatalf("watchers heard of the dead turn %v after the kill, more than 14 s", took)
 	} else {
 		t.Logf("error and done %v after the kill", took)
 	}
@@ -206,7 +207,7 @@ func TestRevocationEndsWatchesOnEveryReplica(t *testing.T) {
 	outputs := func(k *jsonClient, who string, n int) {
 		t.Helper()
 		for i := 0; i < n; i++ {
-			m := k.next("w", 10*time.Second)
+			m := k.next("w", 30*time.Second)
 			if m == nil || m["method"] != "planner.output" {
 				t.Fatalf("%s: %v after %d outputs, want planner.output", who, m, i)
 			}
@@ -222,7 +223,7 @@ func TestRevocationEndsWatchesOnEveryReplica(t *testing.T) {
 	}
 	resp.Body.Close()
 	for {
-		m := bobB.next("w", 10*time.Second)
+		m := bobB.next("w", 30*time.Second)
 		if m == nil {
 			t.Fatal("bob's watch on B was not closed")
 		}

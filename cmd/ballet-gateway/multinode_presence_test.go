@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/ballet/gateway/presence"
 )
 
 // presence reads k's next presence.changed for sub as (joined, left), failing after d.
@@ -37,7 +39,7 @@ func (k *jsonClient) presence(sub string, d time.Duration) (joined, left []strin
 
 func (k *jsonClient) wantPresence(sub string, joined, left []string) {
 	k.t.Helper()
-	j, l := k.presence(sub, 10*time.Second)
+	j, l := k.presence(sub, 30*time.Second)
 	if !slices.Equal(j, joined) || !slices.Equal(l, left) {
 		k.t.Fatalf("presence.changed joined %v left %v, want joined %v left %v", j, l, joined, left)
 	}
@@ -57,8 +59,9 @@ func (k *jsonClient) members() string {
 
 // TestPresenceSurvivesReplicaDeath: two `serve` replicas. alice is present through B; B is
 // killed and started again at once. The watchers on A hear that alice left the board and
-// the item she had open within 10 s, the restarted replica shows no ghost, and the dead
-// replica's rows are gone.
+// the item she had open: within 6 s and two presence windows (docs/operations.md; 5-6 s
+// on a quiet machine), checked with 10 s more for a loaded one. The restarted replica shows
+// no ghost, and the dead replica's rows are gone.
 func TestPresenceSurvivesReplicaDeath(t *testing.T) {
 	c := newCluster(t, 2, "BALLET_DRAIN_WINDOW=1s")
 	a, b := c.replicas[0], c.replicas[1]
@@ -81,20 +84,20 @@ func TestPresenceSurvivesReplicaDeath(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	b.p.wait(t, 10*time.Second)
+	b.p.wait(t, 30*time.Second)
 	// Restarted at once, as an orchestrator does: a new process, with a new identity.
 	p := start(t, c.env, "serve")
 	b = &replica{p: p, addr: p.waitLine(t, listenRe)}
-	j, l := watcher.presence("w", 10*time.Second)
+	j, l := watcher.presence("w", 30*time.Second)
 	took := time.Since(killed)
 	if len(j) != 0 || !slices.Equal(l, []string{"alice"}) {
 		t.Fatalf("after the kill: joined %v left %v, want alice left", j, l)
 	}
-	if took > 10*time.Second {
-		t.Fatalf("alice left %v after the kill, more than 10 s", took)
+	if bound := 6*time.Second + 2*presence.DefaultWindow + 10*time.Second; took > bound {
+		t.Fatalf("alice left %v after the kill, more than %v", took, bound)
 	}
 	t.Logf("alice left %v after the kill", took)
-	if j, l := items.presence("it", 10*time.Second-took); len(j) != 0 || !slices.Equal(l, []string{"alice"}) {
+	if j, l := items.presence("it", 30*time.Second); len(j) != 0 || !slices.Equal(l, []string{"alice"}) {
 		t.Fatalf("the item after the kill: joined %v left %v, want alice left", j, l)
 	}
 

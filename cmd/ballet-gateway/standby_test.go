@@ -49,6 +49,7 @@ func TestServeTailsAStandby(t *testing.T) {
 	defer conn.Close(ctx)
 	var stop atomic.Bool
 	var wg sync.WaitGroup
+	var written atomic.Int64
 	wg.Go(func() {
 		for !stop.Load() {
 			if _, err := conn.Exec(ctx, `INSERT INTO events (project_key, type, entity_type, entity_id, actor_kind, actor_subject)
@@ -56,20 +57,34 @@ func TestServeTailsAStandby(t *testing.T) {
 				t.Error(err)
 				return
 			}
+			written.Add(1)
 			time.Sleep(5 * time.Millisecond)
 		}
 	})
-	time.Sleep(300 * time.Millisecond)
+	// Writes before, while and after the standby is down: counted, not timed, since a loaded
+	// machine writes fewer in the same time.
+	writes := func(what string, n int64) {
+		t.Helper()
+		from := written.Load()
+		deadline := time.Now().Add(time.Minute)
+		for written.Load() < from+n {
+			if time.Now().After(deadline) {
+				t.Fatalf("only %d of %d writes %s", written.Load()-from, n, what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	writes("before the standby stops", 20)
 	pair.StopStandby()
 	waitReady(t, c.replicas[0], 503, "the standby (BALLET_TAIL_DATABASE_URL) has not answered")
-	time.Sleep(500 * time.Millisecond)
+	writes("while the standby is down", 50)
 	if err := pair.StartStandby(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range c.replicas {
 		waitReady(t, r, 200, "ready")
 	}
-	time.Sleep(300 * time.Millisecond)
+	writes("after the standby is back", 20)
 	stop.Store(true)
 	wg.Wait()
 	want := projectSeqs(t, c.db, start[len(start)-1])

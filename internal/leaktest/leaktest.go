@@ -14,15 +14,16 @@ import (
 const module = "github.com/ballet/gateway/"
 
 // Main runs the tests, then the cleanups (servers shared by the tests), then
-// waits up to five seconds for goroutines started by this module's code to
-// end, and fails the binary if any remain.
+// waits up to thirty seconds (a loaded machine can take a while to end them)
+// for goroutines started by this module's code to end, and fails the binary
+// if any remain.
 func Main(m *testing.M, cleanups ...func()) {
 	code := m.Run()
 	for _, f := range cleanups {
 		f()
 	}
 	if code == 0 {
-		if leaked := wait(5 * time.Second); leaked != "" {
+		if leaked := wait(30 * time.Second); leaked != "" {
 			fmt.Fprintf(os.Stderr, "leaktest: goroutines left running after the tests:\n%s\n", leaked)
 			code = 1
 		}

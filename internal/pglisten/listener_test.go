@@ -155,7 +155,7 @@ func TestCloseEndsEverything(t *testing.T) {
 	if l.PID() != 0 {
 		t.Fatalf("PID after Close = %d", l.PID())
 	}
-	leaktest.Check(t, 5*time.Second)
+	leaktest.Check(t, 30*time.Second)
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var n int
@@ -217,7 +217,7 @@ func TestOpenFails(t *testing.T) {
 		l.Close()
 		t.Fatal("Open succeeded without a channel")
 	}
-	leaktest.Check(t, 5*time.Second)
+	leaktest.Check(t, 30*time.Second)
 }
 
 // withParam adds key=value to a connection string, a URL or keyword/value.

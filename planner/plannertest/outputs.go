@@ -242,7 +242,7 @@ func testIdempotencyKeys(t *testing.T, e *suite) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if seq, found, err := e.Store.SentWithKey(e.ctx, s.ID, "alice", "k1", 40*time.Millisecond); err != nil || !found || seq != m2.Seq {
+	if seq, found, err := e.Store.SentWithKey(e.ctx, s.ID, "alice", "k1", time.Minute); err != nil || !found || seq != m2.Seq {
 		t.Fatalf("key k1 sent again: %d %v %v, want %d", seq, found, err, m2.Seq)
 	}
 	if err := e.Store.ExpireSends(e.ctx, time.Millisecond); err != nil {

@@ -429,7 +429,7 @@ func testLeaseExpiry(t *testing.T, e *suite) {
 		t.Fatalf("acquire: %v %v", taken, err)
 	}
 	var expired []planner.Lease
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for len(expired) == 0 && time.Now().Before(deadline) {
 		time.Sleep(ttl / 2)
 		var err error

@@ -19,7 +19,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if code == 0 {
-		if leaked := waitForLeaks(5 * time.Second); leaked != "" {
+		if leaked := waitForLeaks(30 * time.Second); leaked != "" {
 			fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", leaked)
 			code = 1
 		}

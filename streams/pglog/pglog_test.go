@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -320,7 +322,7 @@ func TestPsqlInsertArrivesThroughListen(t *testing.T) {
 	l := open(t, pool, &pglog.Options{PollInterval: time.Hour})
 	var c collector
 	startTailer(t, l, &c, 100)
-	time.Sleep(200 * time.Millisecond) // let the tailer settle into Wait
+	waitBlockedInWait(t, "streams.(*Tailer).run") // else a read of the head could find the event
 	out, err := exec.CommandContext(ctx, psql, pool.Config().ConnConfig.ConnString(), "-v", "ON_ERROR_STOP=1", "-c",
 		`INSERT INTO events (project_key, type, entity_type, entity_id, entity_key, actor_kind, actor_subject, payload)
 		 VALUES ('WEB', 'item.state_changed', 'item', 'from-psql', 'WEB-42', 'human', 'psql', '{"from":"backlog","to":"ready"}')`).CombinedOutput()
@@ -384,7 +386,7 @@ func TestListenerReconnectWakesWaiters(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- l.Wait(ctx, 0) }()
-	time.Sleep(100 * time.Millisecond)
+	waitBlockedInWait(t, t.Name())
 	terminate(t, pool, pid)
 	select {
 	case err := <-done:
@@ -398,7 +400,7 @@ func TestListenerReconnectWakesWaiters(t *testing.T) {
 	// The new connection listens: an insert wakes a waiter although polls are an hour apart.
 	head, _ := l.Head(ctx)
 	go func() { done <- l.Wait(ctx, head) }()
-	time.Sleep(100 * time.Millisecond)
+	waitBlockedInWait(t, t.Name()) // so that only the notification can wake it
 	if _, err := l.Append(ctx, streams.NewEvent{ProjectKey: "WEB", Type: "t", EntityType: "item", EntityID: "x"}); err != nil {
 		t.Fatal(err)
 	}
@@ -410,6 +412,25 @@ func TestListenerReconnectWakesWaiters(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("Wait not woken by a notification on the new listener")
 	}
+}
+
+// waitBlockedInWait waits until a goroutine whose stack names caller is blocked in
+// Log.Wait's select: from then on it holds the wake channel that a notification or a
+// reconnect closes.
+func waitBlockedInWait(t *testing.T, caller string) {
+	t.Helper()
+	waitFor(t, "the waiter to block in Wait", time.Minute, func() bool {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			header, frames, _ := strings.Cut(g, "\n")
+			if strings.Contains(header, "[select") && strings.Contains(frames, caller) &&
+				strings.HasPrefix(frames, "github.com/ballet/gateway/streams/pglog.(*Log).Wait(") {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 func terminate(t *testing.T, pool *pgxpool.Pool, pid int32) {
