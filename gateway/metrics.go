@@ -131,7 +131,7 @@ func NewMetrics() *Metrics {
 		m.Connections.WithLabelValues(c)
 		m.Connects.WithLabelValues(c)
 	}
-	for _, l := range []string{limitSubscriptions, limitRequests, limitSubjectConns, limitConnections} {
+	for _, l := range []string{limitSubscriptions, limitRequests, limitSubjectConns, limitConnections, limitPings, limitSubjectRequests, limitReplay} {
 		m.LimitRejections.WithLabelValues(l)
 	}
 	for _, k := range []string{"project", "item", "planner"} {
