@@ -150,6 +150,8 @@ func TestUsageAndConfigErrors(t *testing.T) {
 			[]string{`BALLET_MAX_SUBSCRIPTIONS="0"`, `BALLET_REQUEST_RATE="fast"`, `BALLET_MAX_CONNECTIONS_PER_SUBJECT="-1"`, `BALLET_MAX_CONNECTIONS="1e6"`}},
 		{[]string{"dev"}, []string{"BALLET_PRESENCE_WINDOW=soon", "BALLET_PRESENCE_MAX_MEMBERS=0"}, 1,
 			[]string{`BALLET_PRESENCE_WINDOW="soon"`, `BALLET_PRESENCE_MAX_MEMBERS="0"`}},
+		{[]string{"dev"}, []string{"BALLET_SUBJECT_REQUEST_RATE=0", "BALLET_REPLAY_RATE=lots"}, 1,
+			[]string{`BALLET_SUBJECT_REQUEST_RATE="0"`, `BALLET_REPLAY_RATE="lots"`}},
 		{[]string{"dev"}, []string{"BALLET_ADDR=nonsense"}, 1, []string{`BALLET_ADDR="nonsense"`}},
 		{[]string{"dev"}, []string{"BALLET_PLANNER_PROVIDER=gpt"}, 1, []string{"BALLET_PLANNER_PROVIDER"}},
 		{[]string{"dev"}, []string{"BALLET_LOG_LEVEL=chatty"}, 1, []string{"BALLET_LOG_LEVEL"}},
