@@ -23,8 +23,9 @@
 // (Client.Limits): its heartbeat interval is the server's unless
 // Options.HeartbeatInterval is set; a subscription or planner watch beyond
 // the subscription limit fails at once with a *LimitError, as the server's
-// -32029 does; a request refused for the request rate is sent again after
-// the server's retry_after_ms (Options.RateLimitRetries), and resubscribes
+// -32029 does; a request refused for a rate (the connection's requests,
+// the subject's requests, the subject's replays) is sent again after the
+// server's retry_after_ms (Options.RateLimitRetries), and resubscribes
 // after a reconnect always wait their turn. A subject with too many
 // connections (close 4029) and a full replica (HTTP 503, a *HandshakeError)
 // are retried with a longer backoff. Servers that advertise no limits get

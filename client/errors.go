@@ -59,6 +59,8 @@ func (e *ClosedError) Is(target error) bool {
 const (
 	LimitSubscriptions         = "subscriptions"           // stream subscriptions and planner watches of a connection
 	LimitRequests              = "requests"                // requests per second of a connection
+	LimitSubjectRequests       = "subject_requests"        // requests per second of one subject on a replica
+	LimitReplay                = "replay"                  // events replayed per second for one subject on a replica
 	LimitConnectionsPerSubject = "connections_per_subject" // connections of one subject on a replica
 )
 
@@ -67,9 +69,9 @@ const (
 // the server advertised (then nothing was sent). It matches
 // rpc.ErrLimitExceeded, and rpc.Code reports -32029 for it.
 type LimitError struct {
-	Limit      string        // LimitSubscriptions, LimitRequests or LimitConnectionsPerSubject
+	Limit      string        // one of the Limit constants
 	Max        int           // the limit's value
-	RetryAfter time.Duration // for LimitRequests: when the server takes requests again
+	RetryAfter time.Duration // for the rates (LimitRequests, LimitSubjectRequests, LimitReplay): when the server takes the request again
 	err        *rpc.Error
 }
 

@@ -27,22 +27,26 @@ const defaultHeartbeat = 15 * time.Second
 // result. A zero field was not advertised (an older server): the client
 // then does not enforce it.
 type Limits struct {
-	Subscriptions         int           // stream subscriptions and planner watches per connection
-	RequestsPerSecond     int           // requests per second per connection, in bursts of twice that
-	MessageBytes          int64         // the largest message the server reads
-	Replay                int           // events replayed at most; more is -32010
-	ConnectionsPerSubject int           // connections of one subject on a replica
-	Heartbeat             time.Duration // the server's heartbeat interval
+	Subscriptions            int           // stream subscriptions and planner watches per connection
+	RequestsPerSecond        int           // requests per second per connection, in bursts of twice that
+	SubjectRequestsPerSecond int           // requests per second of the subject's connections on a replica together, in bursts of twice that
+	MessageBytes             int64         // the largest message the server reads
+	Replay                   int           // events replayed at most; more is -32010
+	ReplayEventsPerSecond    int           // events replayed per second for the subject on a replica
+	ConnectionsPerSubject    int           // connections of one subject on a replica
+	Heartbeat                time.Duration // the server's heartbeat interval
 }
 
 // wireLimits is the auth result's "limits".
 type wireLimits struct {
-	Subscriptions         int   `json:"subscriptions"`
-	RequestsPerSecond     int   `json:"requests_per_second"`
-	MessageBytes          int64 `json:"message_bytes"`
-	Replay                int   `json:"replay"`
-	ConnectionsPerSubject int   `json:"connections_per_subject"`
-	HeartbeatMs           int64 `json:"heartbeat_ms"`
+	Subscriptions            int   `json:"subscriptions"`
+	RequestsPerSecond        int   `json:"requests_per_second"`
+	SubjectRequestsPerSecond int   `json:"subject_requests_per_second"`
+	MessageBytes             int64 `json:"message_bytes"`
+	Replay                   int   `json:"replay"`
+	ReplayEventsPerSecond    int   `json:"replay_events_per_second"`
+	ConnectionsPerSubject    int   `json:"connections_per_subject"`
+	HeartbeatMs              int64 `json:"heartbeat_ms"`
 }
 
 func (w *wireLimits) limits() Limits {
@@ -50,10 +54,14 @@ func (w *wireLimits) limits() Limits {
 		return Limits{}
 	}
 	return Limits{
-		Subscriptions: max(w.Subscriptions, 0), RequestsPerSecond: max(w.RequestsPerSecond, 0),
-		MessageBytes: max(w.MessageBytes, 0), Replay: max(w.Replay, 0),
-		ConnectionsPerSubject: max(w.ConnectionsPerSubject, 0),
-		Heartbeat:             time.Duration(max(w.HeartbeatMs, 0)) * time.Millisecond,
+		Subscriptions:            max(w.Subscriptions, 0),
+		RequestsPerSecond:        max(w.RequestsPerSecond, 0),
+		SubjectRequestsPerSecond: max(w.SubjectRequestsPerSecond, 0),
+		MessageBytes:             max(w.MessageBytes, 0),
+		Replay:                   max(w.Replay, 0),
+		ReplayEventsPerSecond:    max(w.ReplayEventsPerSecond, 0),
+		ConnectionsPerSubject:    max(w.ConnectionsPerSubject, 0),
+		Heartbeat:                time.Duration(max(w.HeartbeatMs, 0)) * time.Millisecond,
 	}
 }
 
@@ -93,17 +101,18 @@ func (c *Client) checkSubscriptionLimitLocked() error {
 	return nil
 }
 
-// callRetrying sends a request; a refusal for the request rate (-32029,
-// limit "requests") is sent again after the server's retry_after_ms, up to
-// retries times (negative: for as long as ctx and the connection last).
-// The server refuses such a request before handling it, so sending it
-// again is safe for every method. A wait that would outlast ctx's deadline
-// is not begun: the *LimitError is returned at once.
+// callRetrying sends a request; a refusal for a rate (-32029 with limit
+// "requests", "subject_requests" or, for a subscribe with from_seq,
+// "replay") is sent again after the server's retry_after_ms, up to retries
+// times (negative: for as long as ctx and the connection last). The server
+// refuses such a request before handling it, so sending it again is safe
+// for every method. A wait that would outlast ctx's deadline is not begun:
+// the *LimitError is returned at once.
 func (cn *conn) callRetrying(ctx context.Context, retries int, method string, params, result any) error {
 	for attempt := 0; ; attempt++ {
 		err := cn.call1(ctx, method, params, result)
 		var le *LimitError
-		if !errors.As(err, &le) || le.Limit != LimitRequests || (retries >= 0 && attempt >= retries) {
+		if !errors.As(err, &le) || !isRate(le.Limit) || (retries >= 0 && attempt >= retries) {
 			return err
 		}
 		wait := retryWait(le.RetryAfter, attempt)
@@ -122,6 +131,12 @@ func (cn *conn) callRetrying(ctx context.Context, retries int, method string, pa
 			return cn.lost()
 		}
 	}
+}
+
+// isRate reports whether limit is a rate, whose refusals say when to
+// send the request again.
+func isRate(limit string) bool {
+	return limit == LimitRequests || limit == LimitSubjectRequests || limit == LimitReplay
 }
 
 // retryWait is the wait before sending a request refused for the rate

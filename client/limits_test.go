@@ -225,15 +225,22 @@ func TestRequestRateRetries(t *testing.T) {
 		t.Fatal("the server refused nothing: the test did not exceed the rate")
 	}
 
-	none := dial(t, env.URL, &client.Options{Token: (&minter{env: env, subject: "alice"}).Token, RateLimitRetries: -1})
-	var err error
-	for i := 0; err == nil && i < 4*rate; i++ {
-		_, err = none.Ping(ctx)
-	}
-	le := limitErr(t, err)
-	if le.Limit != client.LimitRequests || le.Max != rate || le.RetryAfter <= 0 || le.RetryAfter > time.Second {
+	if le := pingUntilRefused(t, env, 4*rate); le.Limit != client.LimitRequests || le.Max != rate || le.RetryAfter <= 0 || le.RetryAfter > time.Second {
 		t.Fatalf("refusal: %+v", le)
 	}
+}
+
+// pingUntilRefused pings, on a new connection of alice that does not retry,
+// until the server refuses a ping (at most n of them), and returns the
+// refusal.
+func pingUntilRefused(t *testing.T, env *gatewaytest.Env, n int) *client.LimitError {
+	t.Helper()
+	none := dial(t, env.URL, &client.Options{Token: (&minter{env: env, subject: "alice"}).Token, RateLimitRetries: -1})
+	var err error
+	for i := 0; err == nil && i < n; i++ {
+		_, err = none.Ping(context.Background())
+	}
+	return limitErr(t, err)
 }
 
 // A retry that would outlast the call's deadline is not begun: the call
@@ -470,5 +477,86 @@ func TestNoAdvertisedLimits(t *testing.T) {
 		if _, err := c.PlannerWatch(ctx, "s", nil); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A subject's connections share its request budget: requests refused for
+// it (limit "subject_requests") are sent again like those refused for the
+// connection's, and the client advertises the subject's budgets.
+func TestSubjectRateRetries(t *testing.T) {
+	const rate = 5 // bursts of 10, for both connections together
+	env := startEnv(t, false, gateway.Config{RequestRate: 1000, SubjectRequestRate: rate, ReplayRate: 77})
+	ctx := context.Background()
+	var cs []*client.Client
+	for range 2 {
+		cs = append(cs, dial(t, env.URL, &client.Options{Token: (&minter{env: env, subject: "alice"}).Token, RateLimitRetries: 100}))
+	}
+	if l := cs[0].Limits(); l.SubjectRequestsPerSecond != rate || l.ReplayEventsPerSecond != 77 {
+		t.Fatalf("advertised %+v", l)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*3*rate)
+	for _, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 3 * rate {
+				if _, err := c.Ping(ctx); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("ping: %v", err)
+	}
+	if n := rejections(env, "subject_requests"); n == 0 {
+		t.Fatal("the server refused nothing: the test did not exceed the subject's rate")
+	}
+	if le := pingUntilRefused(t, env, 4*rate); le.Limit != client.LimitSubjectRequests || le.Max != rate || le.RetryAfter <= 0 || le.RetryAfter > time.Second {
+		t.Fatalf("refusal: %+v", le)
+	}
+}
+
+// After a reconnect, resubscribes refused for the subject's replay budget
+// wait and are sent again: every subscription resumes with what it missed,
+// once.
+func TestResubscribeWaitsForReplayBudget(t *testing.T) {
+	const subs, missed = 4, 60 // 240 events to replay, with a budget of 100 and 50 a second
+	env := startEnv(t, true, gateway.Config{ReplayRate: 50, ReplayLimit: 100})
+	p := startProxy(t, env.HTTP.Listener.Addr().String())
+	var st states
+	c := dial(t, p.URL(), &client.Options{
+		Token: (&minter{env: env, subject: "alice"}).Token, RateLimitRetries: -1, OnStateChange: st.record,
+	})
+	ctx := context.Background()
+	var all []*client.Subscription
+	for range subs {
+		s, err := c.Subscribe(ctx, "project:WEB", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, s)
+	}
+	waitFor(t, "the subscriptions", 10*time.Second, func() bool { return subscriptions(env) == subs })
+	p.Stop() // the events are missed, and replayed after the reconnect
+	var a appender
+	a.append(t, env, missed)
+	p.Start()
+	waitFor(t, "the reconnect", 20*time.Second, func() bool { return st.count(client.StateConnected) == 2 })
+	for _, s := range all {
+		for i, want := range a.all() {
+			if ev := recv(t, s); ev.Seq != want {
+				t.Fatalf("%s: event %d has seq %d, want %d", s.ID(), i, ev.Seq, want)
+			}
+		}
+		if err := s.Err(); err != nil {
+			t.Fatalf("%s ended: %v", s.ID(), err)
+		}
+	}
+	if n := rejections(env, "replay"); n == 0 {
+		t.Fatal("the server refused no resubscribe: the test did not exceed the replay budget")
 	}
 }

@@ -52,13 +52,14 @@ type Options struct {
 	// from a full replica) waits at least that long. Defaults 250ms and 30s.
 	MinBackoff, MaxBackoff time.Duration
 	// RateLimitRetries is how many times a request that the server refused
-	// for the connection's request rate (-32029 with limit "requests") is
-	// sent again, each time after the server's retry_after_ms plus jitter;
-	// past them the call fails with a *LimitError. The server refuses such
-	// a request before handling it, so repeating it is safe for any method.
-	// A wait that would outlast the call's ctx is not begun. The client's
-	// own resubscribes after a reconnect and its unsubscribes wait and
-	// repeat for as long as it takes. Default 3; negative: never.
+	// for a rate (-32029 with limit "requests", "subject_requests" or
+	// "replay") is sent again, each time after the server's retry_after_ms
+	// plus jitter; past them the call fails with a *LimitError. The server
+	// refuses such a request before handling it, so repeating it is safe
+	// for any method. A wait that would outlast the call's ctx is not
+	// begun. The client's own resubscribes after a reconnect and its
+	// unsubscribes wait and repeat for as long as it takes. Default 3;
+	// negative: never.
 	RateLimitRetries int
 	// ReadLimit is the largest frame accepted from the server, in bytes.
 	// Default 4 MiB.

@@ -52,16 +52,18 @@ func (s *session) auth(ctx context.Context, req *rpc.Request, _ *auth.Principal)
 		return nil, err
 	}
 	s.mu.Lock()
-	if !s.finished && !s.srv.acquireSubject(p.Subject) {
-		s.mu.Unlock()
-		max := s.srv.cfg.MaxConnectionsPerSubject
-		s.lg().Info("connection refused: too many connections of its subject", "subject", p.Subject, "max", max)
-		s.closing.Store(true)
-		req.AfterReply(func() { s.closeWith(StatusLimitExceeded, "too many connections of this subject") })
-		return nil, s.srv.limitError(limitSubjectConns, max, 0)
-	}
 	if !s.finished {
+		b := s.srv.acquireSubject(p.Subject)
+		if b == nil {
+			s.mu.Unlock()
+			max := s.srv.cfg.MaxConnectionsPerSubject
+			s.lg().Info("connection refused: too many connections of its subject", "subject", p.Subject, "max", max)
+			s.closing.Store(true)
+			req.AfterReply(func() { s.closeWith(StatusLimitExceeded, "too many connections of this subject") })
+			return nil, s.srv.limitError(limitSubjectConns, max, 0)
+		}
 		s.counted = p.Subject
+		s.budget.Store(b)
 	}
 	s.principal = p
 	s.mu.Unlock()

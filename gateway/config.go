@@ -53,6 +53,10 @@ type Config struct {
 
 	PresenceWindow     time.Duration // BALLET_PRESENCE_WINDOW: presence changes are coalesced per stream over this
 	PresenceMaxMembers int           // BALLET_PRESENCE_MAX_MEMBERS: the longest member list presence reports per stream
+
+	// CPU budgets of one subject on a replica, shared by its connections (budgets.go).
+	SubjectRequestRate int // BALLET_SUBJECT_REQUEST_RATE: requests per second of one subject, burst twice that
+	ReplayRate         int // BALLET_REPLAY_RATE: events replayed per second for one subject, burst twice that (at least BALLET_REPLAY_LIMIT)
 }
 
 // Defaults returns the configuration defaults of the CONTRACT.
@@ -81,6 +85,9 @@ func Defaults() Config {
 
 		PresenceWindow:     presence.DefaultWindow,
 		PresenceMaxMembers: presence.DefaultMaxMembers,
+
+		SubjectRequestRate: 200,
+		ReplayRate:         1000,
 	}
 }
 
@@ -209,6 +216,8 @@ func LoadConfig(base Config, getenv func(string) string) (Config, error) {
 			errs = append(errs, &ConfigError{"BALLET_LOG_LEVEL", v, "want DEBUG, INFO, WARN or ERROR"})
 		}
 	}
+	integer("BALLET_SUBJECT_REQUEST_RATE", &c.SubjectRequestRate, 1)
+	integer("BALLET_REPLAY_RATE", &c.ReplayRate, 1)
 	if len(errs) > 0 {
 		return c, joinErrors(errs)
 	}

@@ -8,3 +8,10 @@ func SetFlushStall(d time.Duration) (restore func()) {
 	old := flushStallOverride.Swap(int64(d))
 	return func() { flushStallOverride.Store(old) }
 }
+
+// SubjectBudgets is how many subjects have budgets on s: those with an authenticated connection.
+func SubjectBudgets(s *Server) int {
+	s.subjMu.Lock()
+	defer s.subjMu.Unlock()
+	return len(s.subjects)
+}

@@ -35,7 +35,7 @@ func TestSubscribeFloodHeap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a flood of 100,000 requests")
 	}
-	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{RequestRate: 10_000_000}})
+	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{RequestRate: 10_000_000, SubjectRequestRate: 10_000_000}})
 	env.Project(t, "WEB", "alice", "viewer")
 	for _, c := range codecs {
 		t.Run(c.Name(), func(t *testing.T) {

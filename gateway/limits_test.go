@@ -50,10 +50,11 @@ func limitRejections(t testing.TB, srv *gateway.Server, limit string) float64 {
 func TestAuthAdvertisesLimits(t *testing.T) {
 	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{
 		MaxSubscriptions: 7, RequestRate: 33, MaxConnectionsPerSubject: 5, ReplayLimit: 321,
-		ReadLimit: 64 << 10, HeartbeatInterval: 2 * time.Second,
+		ReadLimit: 64 << 10, HeartbeatInterval: 2 * time.Second, SubjectRequestRate: 44, ReplayRate: 55,
 	}})
 	want := map[string]int64{"subscriptions": 7, "requests_per_second": 33, "message_bytes": 64 << 10,
-		"replay": 321, "connections_per_subject": 5, "heartbeat_ms": 2000}
+		"replay": 321, "connections_per_subject": 5, "heartbeat_ms": 2000,
+		"subject_requests_per_second": 44, "replay_events_per_second": 55}
 	forEachCodec(t, func(t *testing.T, c codec.Codec) {
 		k := dial(t, env.URL, c)
 		for _, method := range []string{"auth", "auth.refresh"} {
@@ -71,7 +72,7 @@ func TestAuthAdvertisesLimits(t *testing.T) {
 
 func TestSubscriptionLimit(t *testing.T) {
 	const max = 8
-	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{MaxSubscriptions: max, RequestRate: 10000}})
+	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{MaxSubscriptions: max, RequestRate: 10000, SubjectRequestRate: 100_000}})
 	env.Project(t, "WEB", "alice", "viewer")
 	forEachCodec(t, func(t *testing.T, c codec.Codec) {
 		k := login(t, env, c, "alice")
@@ -117,7 +118,7 @@ func TestSubscriptionLimit(t *testing.T) {
 
 func TestRequestRateLimit(t *testing.T) {
 	const rate = 500
-	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{RequestRate: rate}})
+	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{RequestRate: rate, SubjectRequestRate: 100 * rate}})
 	forEachCodec(t, func(t *testing.T, c codec.Codec) {
 		k := login(t, env, c, "alice")
 		const n = 4000

@@ -140,7 +140,8 @@ func NewMetrics() *Metrics {
 	for _, st := range []string{sockNew, sockActive, sockIdle, sockSession} {
 		m.Sockets.WithLabelValues(st)
 	}
-	for _, l := range []string{limitSubscriptions, limitRequests, limitSubjectConns, limitConnections, limitAddrConns, limitQueuedBytes} {
+	for _, l := range []string{limitSubscriptions, limitRequests, limitSubjectConns, limitConnections, limitAddrConns, limitQueuedBytes,
+		limitPings, limitSubjectRequests, limitReplay} {
 		m.LimitRejections.WithLabelValues(l)
 	}
 	for _, k := range []string{"project", "item", "planner"} {

@@ -125,9 +125,18 @@ func clientFrame(opcode byte, payload []byte) []byte {
 // readServerFrame reads one unmasked server→client frame.
 func readServerFrame(t *testing.T, r *bufio.Reader) (byte, []byte) {
 	t.Helper()
+	op, p, err := readFrame(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return op, p
+}
+
+// readFrame reads one unmasked server→client frame: its opcode and payload.
+func readFrame(r *bufio.Reader) (byte, []byte, error) {
 	var h [2]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
-		t.Fatalf("read frame: %v", err)
+		return 0, nil, fmt.Errorf("read frame: %w", err)
 	}
 	n := int(h[1] & 0x7f)
 	switch n {
@@ -142,9 +151,9 @@ func readServerFrame(t *testing.T, r *bufio.Reader) (byte, []byte) {
 	}
 	p := make([]byte, n)
 	if _, err := io.ReadFull(r, p); err != nil {
-		t.Fatalf("read payload: %v", err)
+		return 0, nil, fmt.Errorf("read payload: %w", err)
 	}
-	return h[0] & 0x0f, p
+	return h[0] & 0x0f, p, nil
 }
 
 // rawClient is a WebSocket client written by hand: the test controls

@@ -112,7 +112,7 @@ type Server struct {
 	conns    atomic.Int64 // connections being opened or open (BALLET_MAX_CONNECTIONS)
 	sockets  *sockets     // the client port's sockets, through Listener
 	subjMu   sync.Mutex
-	subjects map[string]int // authenticated connections by subject
+	subjects map[string]*subjectBudget // authenticated connections and budgets by subject
 }
 
 // NewServer returns a server; it serves nothing until its handlers are mounted.
@@ -183,6 +183,7 @@ func NewServer(o *Options) (*Server, error) {
 	if s.cfg.PresenceMaxMembers <= 0 {
 		s.cfg.PresenceMaxMembers = def.PresenceMaxMembers
 	}
+	s.cfg.defaultBudgets(&def)
 	// Owned by the server: it has a goroutine only while presence changes are due, and
 	// Shutdown closes it.
 	s.presence = presence.New(&presence.Options{
@@ -267,10 +268,12 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lw := &leanWriter{ResponseWriter: w}
+	var sess *session // set before anything is read
 	ws, err := websocket.Accept(lw, r, &websocket.AcceptOptions{
 		Subprotocols:    []string{codec.NameMsgPack, codec.NameJSON},
 		OriginPatterns:  s.cfg.AllowedOrigins,
 		CompressionMode: websocket.CompressionDisabled,
+		OnPingReceived:  func(ctx context.Context, _ []byte) bool { return sess.pinged(ctx) },
 	})
 	if err != nil {
 		// Accept has already answered (403 for a foreign Origin, 400/426 for a bad handshake).
@@ -289,7 +292,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws.SetReadLimit(s.cfg.ReadLimit)
-	sess := newSession(s, ws, lw, c, r, addr)
+	sess = newSession(s, ws, lw, c, r, addr)
 	if !s.track(sess) {
 		lw.conn.closeWithin(closeGrace)
 		_ = ws.Close(websocket.StatusGoingAway, "the gateway is shutting down")

@@ -39,7 +39,9 @@ type session struct {
 	lastRecv atomic.Int64 // Unix ns of the last frame from the peer
 	authed   atomic.Bool  // principal is set
 	closing  atomic.Bool  // closeWith was called: no further message is read
-	rate     rateLimiter  // the reader's
+	rate     rateLimiter  // BALLET_REQUEST_RATE, WebSocket pings included (budgets.go)
+
+	budget atomic.Pointer[subjectBudget] // the subject's budgets, once counted (budgets.go)
 
 	mu        sync.Mutex
 	principal *auth.Principal // nil until auth succeeds

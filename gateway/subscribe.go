@@ -115,6 +115,17 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 	if err != nil {
 		return nil, rpc.Errorf(rpc.ErrInvalidParams, "params.%s", strings.TrimSuffix(err.Error(), ": "+streams.ErrBadTypes.Error()))
 	}
+	// A replay is refused at once while the subject's budget is
+	// overdrawn, and charged what it read (budgets.go).
+	var refused error
+	var replay func(context.Context) (func(int), error)
+	if sp.FromSeq != nil {
+		b := s.budget.Load()
+		if err := s.replayRefusal(b); err != nil {
+			return nil, err
+		}
+		replay = s.replayGate(b, &refused)
+	}
 	kind := st.Kind.String()
 	cs := &clientSub{kind: kind, target: streamTarget(st, sp.Types)}
 	if err := s.reserve(sp.Subscription, cs); err != nil {
@@ -128,7 +139,7 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 		ID: sp.Subscription, Subject: p.Subject, Stream: st, Codec: s.codec, Out: s,
 		FromSeq: sp.FromSeq, Types: types, QueueLimit: s.srv.cfg.SubscriberQueue, ReplayLimit: s.srv.cfg.ReplayLimit,
 		ReplayBytes: s.srv.cfg.ConnectionQueueBytes / 4,
-		OnClosed:    s.subClosed,
+		OnClosed:    s.subClosed, Replay: replay,
 		Admit: func(ctx context.Context) error {
 			denied = s.authorize(ctx, st, p, auth.PermRead)
 			return denied
@@ -139,6 +150,8 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 		switch {
 		case rpc.Code(denied) != 0:
 			return nil, denied // -32003 or -32004, as authorize words it
+		case refused != nil:
+			return nil, refused
 		case errors.Is(err, streams.ErrResyncRequired):
 			return nil, rpc.Errorf(rpc.ErrResyncRequired, "resync required: %s", resyncDetail(err))
 		}

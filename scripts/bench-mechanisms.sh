@@ -162,6 +162,7 @@ serve_start() {
 		BALLET_DATABASE_URL="$DBURL" BALLET_ADDR="$ADDR" BALLET_ADMIN_ADDR="$ADMIN" \
 		BALLET_OIDC_ISSUER="http://$DEV/dev/oidc" BALLET_OIDC_AUDIENCE=ballet-dev \
 		BALLET_MAX_CONNECTIONS_PER_SUBJECT=$((IDLE_N + 1000)) BALLET_LOG_LEVEL=WARN \
+		BALLET_SUBJECT_REQUEST_RATE=1000000 BALLET_REPLAY_RATE=1000000 \
 		"$BIN/ballet-gateway-${tags:-default}" serve >>"$OUT/serve-$v.log" 2>&1 &
 	SERVE_PID=$!
 	for _ in $(seq 300); do

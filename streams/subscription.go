@@ -74,6 +74,13 @@ type SubscribeRequest struct {
 	// replayed comes after it. The check must read what writers commit (the
 	// primary), never a copy that may lag behind the events dispatched.
 	Admit func(ctx context.Context) error
+	// Replay, when set, is called with FromSeq once access is checked and
+	// before the replay reads anything; Subscribe fails with its error.
+	// Otherwise read, unless nil, is called once with the number of the
+	// stream's events the replay read (with Types, selected or not; more
+	// than ReplayLimit when it fails for that), before any is sent: what
+	// the replay cost.
+	Replay func(ctx context.Context) (read func(n int), err error)
 }
 
 // Subscription is one client's interest in one stream.
@@ -210,16 +217,27 @@ func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Su
 	}
 	if req.FromSeq != nil {
 		from := *req.FromSeq
+		var read func(int)
+		if req.Replay != nil {
+			if read, err = req.Replay(ctx); err != nil {
+				sub.markClosed("")
+				h.remove(sub)
+				return nil, head, fmt.Errorf("subscribe %s: %w", req.Stream, err)
+			}
+		}
 		// Recent events come from memory when the hub has dispatched
 		// every event up to the head; older ones, or a tailer behind the
 		// head, read the log.
 		evs, ok := h.recent.read(req.Stream, from, head, req.ReplayLimit+1)
 		if !ok {
 			evs, err = log.ReadStream(qctx, req.Stream, from, head, req.ReplayLimit+1)
-			if err != nil {
-				h.remove(sub)
-				return nil, 0, fmt.Errorf("subscribe %s: replay: %w", req.Stream, err)
-			}
+		}
+		if read != nil {
+			read(len(evs))
+		}
+		if err != nil {
+			h.remove(sub)
+			return nil, 0, fmt.Errorf("subscribe %s: replay: %w", req.Stream, err)
 		}
 		if len(evs) > req.ReplayLimit {
 			h.remove(sub)

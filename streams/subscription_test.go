@@ -68,3 +68,62 @@ func TestAdmit(t *testing.T) {
 		})
 	}
 }
+
+// Replay runs before a replay reads anything and learns what it read: the stream's events
+// after from_seq, selected by Types or not, and one more than ReplayLimit when there are
+// too many. When it fails, nothing is read or sent and the subscription leaves the hub.
+func TestReplayHook(t *testing.T) {
+	l := &sliceLog{}
+	for seq := int64(1); seq <= 6; seq++ {
+		l.evs = append(l.evs, testEvent(seq, "item.updated", "P-1", `{}`))
+	}
+	p := Stream{Kind: StreamProject, Key: "P"}
+	none, _ := ParseTypes([]string{"presence.only"})
+	errRefused := errors.New("refused")
+	for _, tc := range []struct {
+		name     string
+		from     int64
+		types    *TypeFilter
+		refuse   error
+		wantRead string // the counts read was called with
+		wantSent string
+		wantErr  error
+	}{
+		{name: "replayed", from: 2, wantRead: "[4]", wantSent: "[3 4 5 6]"},
+		{name: "filtered", from: 2, types: none, wantRead: "[4]", wantSent: "[]"},
+		{name: "nothing to replay", from: 6, wantRead: "[0]", wantSent: "[]"},
+		{name: "too many", from: 0, wantRead: "[6]", wantSent: "[]", wantErr: ErrResyncRequired},
+		{name: "refused", from: 2, refuse: errRefused, wantRead: "[]", wantSent: "[]", wantErr: errRefused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := NewHub(nil)
+			r := newRecSender(codec.JSON)
+			l.reads = 0
+			var read []int
+			sub, _, err := h.Subscribe(context.Background(), l, SubscribeRequest{
+				ID: "s", Subject: "alice", Stream: p, Codec: codec.JSON, Out: r, FromSeq: &tc.from, Types: tc.types, ReplayLimit: 5,
+				Replay: func(context.Context) (func(int), error) {
+					if len(read) != 0 || l.reads != 0 {
+						t.Error("Replay called after the replay read")
+					}
+					return func(n int) { read = append(read, n) }, tc.refuse
+				},
+			})
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Subscribe: %v, want %v", err, tc.wantErr)
+			}
+			if got := fmt.Sprint(read); got != tc.wantRead {
+				t.Fatalf("read %s, want %s", got, tc.wantRead)
+			}
+			if got := fmt.Sprint(r.got("s")); got != tc.wantSent {
+				t.Fatalf("sent %s, want %s", got, tc.wantSent)
+			}
+			if err != nil && (h.Count() != 0 || tc.refuse != nil && l.reads != 0) {
+				t.Fatalf("%d subscriptions left in the hub, %d reads", h.Count(), l.reads)
+			}
+			if sub != nil {
+				h.Unsubscribe(sub)
+			}
+		})
+	}
+}

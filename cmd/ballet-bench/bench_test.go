@@ -30,6 +30,10 @@ func startBench(t *testing.T, cfg *gateway.Config) *benchEnv {
 	if cfg != nil {
 		o.Config = *cfg
 	}
+	// Every connection of the tool is one subject: the subject's budgets
+	// must not stand in for the many clients it models.
+	o.Config.SubjectRequestRate = max(o.Config.SubjectRequestRate, 1_000_000)
+	o.Config.ReplayRate = max(o.Config.ReplayRate, 1_000_000)
 	env := gatewaytest.Start(t, o)
 	env.Project(t, "BENCH", "bench", "viewer")
 	return &benchEnv{env: env, token: env.Token(t, "bench")}

@@ -152,6 +152,8 @@ func TestUsageAndConfigErrors(t *testing.T) {
 			[]string{`BALLET_MAX_CONNECTIONS_PER_IP="0"`, `BALLET_TRUSTED_PROXIES="10.0.0.0/8,lb.internal": "lb.internal" is not a CIDR`}},
 		{[]string{"dev"}, []string{"BALLET_PRESENCE_WINDOW=soon", "BALLET_PRESENCE_MAX_MEMBERS=0"}, 1,
 			[]string{`BALLET_PRESENCE_WINDOW="soon"`, `BALLET_PRESENCE_MAX_MEMBERS="0"`}},
+		{[]string{"dev"}, []string{"BALLET_SUBJECT_REQUEST_RATE=0", "BALLET_REPLAY_RATE=lots"}, 1,
+			[]string{`BALLET_SUBJECT_REQUEST_RATE="0"`, `BALLET_REPLAY_RATE="lots"`}},
 		{[]string{"dev"}, []string{"BALLET_ADDR=nonsense"}, 1, []string{`BALLET_ADDR="nonsense"`}},
 		{[]string{"dev"}, []string{"BALLET_PLANNER_PROVIDER=gpt"}, 1, []string{"BALLET_PLANNER_PROVIDER"}},
 		{[]string{"dev"}, []string{"BALLET_LOG_LEVEL=chatty"}, 1, []string{"BALLET_LOG_LEVEL"}},

@@ -36,8 +36,10 @@ export class FakeServer {
     this.subject = opts.subject ?? 'u1';
     this.ttl = opts.ttl ?? 3600;
     this.limits = opts.limits;
-    /** How many of the next requests after auth to refuse for the request rate. */
+    /** How many of the next requests after auth to refuse for a rate. */
     this.refuseRequests = 0;
+    /** The rate they are refused for: requests, subject_requests, or replay. */
+    this.refuseLimit = 'requests';
     /** The retry_after_ms of those refusals. */
     this.retryAfterMs = 20;
     /** @type {Array<{method: string, at: number}>} requests refused for the rate */
@@ -157,9 +159,10 @@ export class FakeServer {
     if (conn.authed && this.refuseRequests > 0) {
       this.refuseRequests--;
       this.refused.push({ method: msg.method, at: Date.now() });
-      const max = this.limits?.requests_per_second ?? 100;
-      fail(-32029, `limit exceeded: requests (at most ${max}), retry after ${this.retryAfterMs} ms`,
-        { limit: 'requests', max, retry_after_ms: this.retryAfterMs });
+      const limit = this.refuseLimit;
+      const max = this.limits?.[{ replay: 'replay_events_per_second' }[limit] ?? `${limit}_per_second`] ?? 100;
+      fail(-32029, `limit exceeded: ${limit} (at most ${max}), retry after ${this.retryAfterMs} ms`,
+        { limit, max, retry_after_ms: this.retryAfterMs });
       return;
     }
     const custom = this.methods[msg.method];

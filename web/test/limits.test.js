@@ -135,6 +135,35 @@ describe('request rate', () => {
     assert.ok(Date.now() - start < 1000);
   });
 
+  it('sends a request refused for the subject\'s rate again, and a resubscribe refused for its replays', async () => {
+    const s = await server({ limits: { requests_per_second: 5, subject_requests_per_second: 7, replay_events_per_second: 9 } });
+    const c = await client(s, { rateLimitRetries: 0 });
+    assert.equal(c.limits?.subject_requests_per_second, 7);
+    assert.equal(c.limits?.replay_events_per_second, 9);
+    s.refuseLimit = 'subject_requests';
+    s.refuseRequests = 1;
+    await assert.rejects(c.ping(), (err) => isLimit(err, Limit.SubjectRequests) && /** @type {LimitError} */ (err).max === 7);
+    const retrying = await client(s);
+    s.refuseRequests = 2;
+    assert.equal((await retrying.ping()).subject, 'u1');
+    assert.equal(s.refused.length, 3);
+
+    /** @type {number[]} */
+    const seen = [];
+    /** @type {Array<Error|null>} */
+    const ends = [];
+    await c.subscribe('project:P', { onEvent: (ev) => seen.push(ev.seq), onEnd: (err) => ends.push(err) });
+    s.append('project:P', 'x');
+    await waitFor(() => seen.length === 1, 3000, 'the first event');
+    s.refuseLimit = 'replay';
+    s.refuseRequests = 2; // on the next connection
+    s.dropAll();
+    s.append('project:P', 'y'); // replayed once the resubscribe is let in
+    await waitFor(() => seen.length === 2, 3000, 'the replayed event');
+    assert.equal(s.refused.length, 5);
+    assert.deepEqual(ends, []);
+  });
+
   it('resubscribes after a reconnect wait and retry, even with rateLimitRetries 0', async () => {
     const s = await server();
     const c = await client(s, { rateLimitRetries: 0 });

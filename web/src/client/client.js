@@ -40,8 +40,9 @@ import { Watch, plannerSend } from './watch.js';
  *   subject has too many (-32029 to auth, close 4029) waits between
  *   maxBackoff/2 and maxBackoff, and so do the attempts after it. Default 30000.
  * @property {number} [rateLimitRetries] How many times a request that the
- *   server refused for the connection's request rate (LimitError with limit
- *   "requests") is sent again, each time after its retryAfterMs plus jitter;
+ *   server refused for a rate (LimitError with limit "requests",
+ *   "subject_requests" or "replay") is sent again, each time after its
+ *   retryAfterMs plus jitter;
  *   past them the call rejects with the LimitError. The server refuses such
  *   a request before handling it, so repeating it is safe for any method.
  *   The client's own resubscribes after a reconnect and its unsubscribes
@@ -72,7 +73,7 @@ const quietLogger = Object.freeze({
  * every subscription from the last seq it delivered. It keeps within the
  * limits the auth result advertises (see limits): the server's heartbeat
  * interval, no subscription beyond its limit (LimitError), requests refused
- * for the rate sent again after retry_after_ms, and a long backoff when the
+ * for a rate sent again after retry_after_ms, and a long backoff when the
  * subject has too many connections (close 4029).
  */
 export class Client {

@@ -4,9 +4,9 @@
 
 import {
   ClosedError, Code, CloseCode, ConnectionLostError, ConnectTimeoutError, FrameError,
-  HeartbeatTimeoutError, Limit, LimitError, SocketClosedError, SubprotocolError, rpcError,
+  HeartbeatTimeoutError, LimitError, SocketClosedError, SubprotocolError, rpcError,
 } from './errors.js';
-import { heartbeats, retryWait } from './limits.js';
+import { heartbeats, isRate, retryWait } from './limits.js';
 
 /** @typedef {import('./limits.js').Limits} Limits */
 
@@ -176,11 +176,12 @@ export class Conn {
   }
 
   /**
-   * request sends a request like call; a refusal for the request rate
-   * (LimitError with limit "requests") is sent again after its
-   * retryAfterMs, with jitter, up to retries times (Infinity: for as long
-   * as the connection and signal last). The server refuses such a request
-   * before handling it, so sending it again is safe for every method.
+   * request sends a request like call; a refusal for a rate (LimitError
+   * with limit "requests", "subject_requests" or "replay") is sent again
+   * after its retryAfterMs, with jitter, up to retries times (Infinity:
+   * for as long as the connection and signal last). The server refuses
+   * such a request before handling it, so sending it again is safe for
+   * every method.
    * signal abandons it all; timeout (ms), when set, bounds each attempt
    * instead (the client's own calls).
    * @param {string} method
@@ -193,7 +194,7 @@ export class Conn {
       try {
         return await this.call(method, params, timeout ? AbortSignal.timeout(timeout) : signal);
       } catch (err) {
-        if (!(err instanceof LimitError) || err.limit !== Limit.Requests || attempt >= retries) throw err;
+        if (!(err instanceof LimitError) || !isRate(err.limit) || attempt >= retries) throw err;
         const wait = retryWait(err.retryAfterMs, attempt);
         this.o.logger.debug('request rate limit: waiting', { method, waitMs: wait });
         await this.pause(wait, signal);

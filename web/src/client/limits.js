@@ -7,8 +7,10 @@ import { CloseCode, Limit, LimitError, SocketClosedError } from './errors.js';
  * @typedef {object} Limits what the server advertised in its auth result
  * @property {number} [subscriptions] stream subscriptions and planner watches per connection
  * @property {number} [requests_per_second] requests per second per connection, in bursts of twice that
+ * @property {number} [subject_requests_per_second] requests per second of the subject's connections on a replica together, in bursts of twice that
  * @property {number} [message_bytes] the largest message the server reads
  * @property {number} [replay] events replayed at most; more is -32010
+ * @property {number} [replay_events_per_second] events replayed per second for the subject on a replica
  * @property {number} [connections_per_subject] connections of one subject on a replica
  * @property {number} [heartbeat_ms] the server's heartbeat interval
  */
@@ -34,6 +36,16 @@ export function heartbeats(user, server) {
   if (!u) return [s, s];
   if (!s) return [u, u];
   return [Math.min(u, s), Math.max(u, s)];
+}
+
+/**
+ * isRate reports whether a -32029's limit is a rate, whose refusals say
+ * when to send the request again: the connection's requests, the
+ * subject's requests, the subject's replays.
+ * @param {string} limit
+ */
+export function isRate(limit) {
+  return limit === Limit.Requests || limit === Limit.SubjectRequests || limit === Limit.Replay;
 }
 
 /**

@@ -17,7 +17,7 @@ export function dial(url: string, options: ClientOptions, connectOptions?: {
  * every subscription from the last seq it delivered. It keeps within the
  * limits the auth result advertises (see limits): the server's heartbeat
  * interval, no subscription beyond its limit (LimitError), requests refused
- * for the rate sent again after retry_after_ms, and a long backoff when the
+ * for a rate sent again after retry_after_ms, and a long backoff when the
  * subject has too many connections (close 4029).
  */
 export class Client {
@@ -347,8 +347,9 @@ export type ClientOptions = {
     maxBackoff?: number | undefined;
     /**
      * How many times a request that the
-     * server refused for the connection's request rate (LimitError with limit
-     * "requests") is sent again, each time after its retryAfterMs plus jitter;
+     * server refused for a rate (LimitError with limit "requests",
+     * "subject_requests" or "replay") is sent again, each time after its
+     * retryAfterMs plus jitter;
      * past them the call rejects with the LimitError. The server refuses such
      * a request before handling it, so repeating it is safe for any method.
      * The client's own resubscribes after a reconnect and its unsubscribes

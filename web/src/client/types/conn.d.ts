@@ -82,11 +82,12 @@ export class Conn {
     /** @param {unknown} limits the auth result's, when it is an object */
     setLimits(limits: unknown): void;
     /**
-     * request sends a request like call; a refusal for the request rate
-     * (LimitError with limit "requests") is sent again after its
-     * retryAfterMs, with jitter, up to retries times (Infinity: for as long
-     * as the connection and signal last). The server refuses such a request
-     * before handling it, so sending it again is safe for every method.
+     * request sends a request like call; a refusal for a rate (LimitError
+     * with limit "requests", "subject_requests" or "replay") is sent again
+     * after its retryAfterMs, with jitter, up to retries times (Infinity:
+     * for as long as the connection and signal last). The server refuses
+     * such a request before handling it, so sending it again is safe for
+     * every method.
      * signal abandons it all; timeout (ms), when set, bounds each attempt
      * instead (the client's own calls).
      * @param {string} method

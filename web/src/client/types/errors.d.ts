@@ -49,6 +49,10 @@ export const Limit: Readonly<{
     Subscriptions: "subscriptions";
     /** requests per second of a connection */
     Requests: "requests";
+    /** requests per second of one subject's connections on a replica together */
+    SubjectRequests: "subject_requests";
+    /** events replayed per second for one subject on a replica */
+    Replay: "replay";
     /** connections of one subject on a replica */
     ConnectionsPerSubject: "connections_per_subject";
 }>;
@@ -67,8 +71,9 @@ export class RpcError extends Error {
  * A server limit was reached: the server's -32029 answer, or the client's
  * own refusal of a subscription beyond the limit the server advertised
  * (then nothing was sent). It is an RpcError with code Code.LimitExceeded;
- * limit is one of Limit, max its value, retryAfterMs (for Limit.Requests)
- * when the server takes requests again.
+ * limit is one of Limit, max its value, retryAfterMs (for the rates:
+ * Limit.Requests, Limit.SubjectRequests, Limit.Replay) when the server
+ * takes the request again.
  */
 export class LimitError extends RpcError {
     /**

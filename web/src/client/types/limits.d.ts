@@ -11,6 +11,13 @@
  */
 export function heartbeats(user: number | undefined, server: number | undefined): [send: number, silence: number];
 /**
+ * isRate reports whether a -32029's limit is a rate, whose refusals say
+ * when to send the request again: the connection's requests, the
+ * subject's requests, the subject's replays.
+ * @param {string} limit
+ */
+export function isRate(limit: string): limit is "requests" | "subject_requests" | "replay";
+/**
  * retryWait is the wait before sending a request refused for the rate
  * again: the server's retry_after_ms, plus jitter growing with the
  * attempts so that calls refused together do not all return together.
@@ -34,8 +41,10 @@ export function isSubjectLimit(err: unknown): boolean;
  * @typedef {object} Limits what the server advertised in its auth result
  * @property {number} [subscriptions] stream subscriptions and planner watches per connection
  * @property {number} [requests_per_second] requests per second per connection, in bursts of twice that
+ * @property {number} [subject_requests_per_second] requests per second of the subject's connections on a replica together, in bursts of twice that
  * @property {number} [message_bytes] the largest message the server reads
  * @property {number} [replay] events replayed at most; more is -32010
+ * @property {number} [replay_events_per_second] events replayed per second for the subject on a replica
  * @property {number} [connections_per_subject] connections of one subject on a replica
  * @property {number} [heartbeat_ms] the server's heartbeat interval
  */
@@ -54,6 +63,10 @@ export type Limits = {
      */
     requests_per_second?: number | undefined;
     /**
+     * requests per second of the subject's connections on a replica together, in bursts of twice that
+     */
+    subject_requests_per_second?: number | undefined;
+    /**
      * the largest message the server reads
      */
     message_bytes?: number | undefined;
@@ -61,6 +74,10 @@ export type Limits = {
      * events replayed at most; more is -32010
      */
     replay?: number | undefined;
+    /**
+     * events replayed per second for the subject on a replica
+     */
+    replay_events_per_second?: number | undefined;
     /**
      * connections of one subject on a replica
      */

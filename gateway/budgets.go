@@ -1,0 +1,236 @@
+// CPU budgets: what a client may make a replica compute, per connection
+// (BALLET_REQUEST_RATE, WebSocket pings included) and per subject across
+// its connections on the replica (BALLET_SUBJECT_REQUEST_RATE,
+// BALLET_REPLAY_RATE), so that no client takes the replica's cores while
+// it stays within the other limits.
+
+package gateway
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/ballet/gateway/rpc"
+)
+
+// The limit labels of the budgets (see limits.go).
+const (
+	limitPings           = "pings"
+	limitSubjectRequests = "subject_requests"
+	limitReplay          = "replay"
+)
+
+// budgetEpoch makes the budgets' clock monotonic: a wall clock set back
+// would stop them refilling.
+var budgetEpoch = time.Now()
+
+// budgetNow is the budgets' clock in ns, never 0 (a bucket's "never used").
+func budgetNow() int64 { return int64(time.Since(budgetEpoch)) + 1 }
+
+// bucket is a token bucket whose level may fall below zero: a debt, which
+// refills like any level.
+type bucket struct {
+	level float64
+	last  int64 // budgetNow of the last fill; 0: never filled, full
+}
+
+// fill adds what rate has brought since the last fill, up to burst.
+func (b *bucket) fill(now int64, rate, burst float64) {
+	switch {
+	case b.last == 0:
+		b.level = burst
+	case now > b.last:
+		b.level = min(burst, b.level+float64(now-b.last)*rate/1e9)
+	default:
+		return
+	}
+	b.last = now
+}
+
+// until is how long rate takes to bring the level to want.
+func (b *bucket) until(want, rate float64) time.Duration {
+	if b.level >= want {
+		return 0
+	}
+	return time.Duration((want - b.level) / rate * 1e9)
+}
+
+// rateLimiter is a budget of frames (a connection's, or a subject's): a token bucket that fills at rate per
+// second up to twice that. A frame beyond it is refused, and refusals have
+// a budget of the same size; past it a refusal is owed, and the reader
+// waits until it is paid before refusing and reading on, so a flood costs
+// the server no more than twice the rate in frames and TCP holds the peer
+// back. Shared by several readers (a subject's connections), each waits its
+// own turn. Safe for concurrent use.
+type rateLimiter struct {
+	mu               sync.Mutex
+	tokens, refusals bucket
+}
+
+// take spends a token for one frame. It reports whether the frame is
+// within the budget; when it is not, wait is how long the reader must
+// wait before refusing it (0 while refusals are within their budget), and
+// retry how long after that refusal a token will be free.
+func (b *rateLimiter) take(rate int) (ok bool, wait, retry time.Duration) {
+	r, burst := float64(rate), 2*float64(rate)
+	now := budgetNow()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tokens.fill(now, r, burst)
+	b.refusals.fill(now, r, burst)
+	if b.tokens.level >= 1 {
+		b.tokens.level--
+		return true, 0, 0
+	}
+	b.refusals.level--
+	wait = b.refusals.until(0, r)
+	return false, wait, max(b.tokens.until(1, r)-wait, time.Millisecond)
+}
+
+// subjectBudget is what one subject's connections on the replica share. It
+// lives while the subject has an authenticated connection here (Server.subjects).
+type subjectBudget struct {
+	conns    int // counted against BALLET_MAX_CONNECTIONS_PER_SUBJECT (Server.subjMu)
+	requests rateLimiter
+
+	// Replays: one reads at a time (turn), so that the events each one
+	// read are charged before the next is let in, and the budget is never
+	// overdrawn by more than one replay.
+	turn   chan struct{}
+	mu     sync.Mutex
+	replay bucket
+}
+
+func newSubjectBudget() *subjectBudget { return &subjectBudget{turn: make(chan struct{}, 1)} }
+
+// replayBurst is the replay budget's size: twice the rate, and at least
+// one replay of BALLET_REPLAY_LIMIT events.
+func (c *Config) replayBurst() float64 { return float64(max(2*c.ReplayRate, c.ReplayLimit)) }
+
+// replayRetry reports how long until the subject may replay again: 0
+// while its replay budget is not overdrawn.
+func (b *subjectBudget) replayRetry(c *Config) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.replay.fill(budgetNow(), float64(c.ReplayRate), c.replayBurst())
+	if d := b.replay.until(0, float64(c.ReplayRate)); d > 0 {
+		return max(d, time.Millisecond)
+	}
+	return 0
+}
+
+// chargeReplay spends n events of the replay budget.
+func (b *subjectBudget) chargeReplay(c *Config, n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.replay.fill(budgetNow(), float64(c.ReplayRate), c.replayBurst())
+	b.replay.level -= float64(n)
+}
+
+// defaultBudgets sets the budgets a Config leaves at zero to def's.
+func (c *Config) defaultBudgets(def *Config) {
+	if c.SubjectRequestRate <= 0 {
+		c.SubjectRequestRate = def.SubjectRequestRate
+	}
+	if c.ReplayRate <= 0 {
+		c.ReplayRate = def.ReplayRate
+	}
+}
+
+// admit runs on the reader before a frame is decoded (rpc.Options.Admit):
+// a closing session reads no more messages, and an authenticated one
+// spends its connection's request budget, then its subject's.
+func (s *session) admit(ctx context.Context) error {
+	if s.closing.Load() {
+		return rpc.ErrSkip
+	}
+	if !s.authed.Load() {
+		return nil // only an auth request is served: see inline and invalid
+	}
+	limit, rate := limitRequests, s.srv.cfg.RequestRate
+	ok, wait, retry := s.rate.take(rate)
+	if b := s.budget.Load(); ok && b != nil {
+		limit, rate = limitSubjectRequests, s.srv.cfg.SubjectRequestRate
+		ok, wait, retry = b.requests.take(rate)
+	}
+	if ok {
+		return nil
+	}
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return rpc.ErrSkip
+		}
+	}
+	return s.srv.limitError(limit, rate, retry)
+}
+
+// pinged runs as a WebSocket ping arrives (AcceptOptions.OnPingReceived),
+// before or after auth, on whichever goroutine reads the socket, and
+// reports whether it is answered. A ping spends the connection's request
+// budget: beyond it, it gets no pong; once the refusals' budget is spent
+// too, the connection is closed 4029, and the reader reads no further
+// (TCP holds the peer back) until the session has ended or ctx (the
+// library's bound on one control frame) ends.
+func (s *session) pinged(ctx context.Context) bool {
+	if s == nil || s.closing.Load() {
+		return false // no session yet, or a close handshake under way
+	}
+	ok, wait, _ := s.rate.take(s.srv.cfg.RequestRate)
+	if ok {
+		return true
+	}
+	s.srv.metrics.LimitRejections.WithLabelValues(limitPings).Inc()
+	if wait == 0 {
+		return false
+	}
+	s.lg().Info("connection closed: WebSocket pings beyond the request budget", "max", s.srv.cfg.RequestRate)
+	s.closeWith(StatusLimitExceeded, "too many pings")
+	select {
+	case <-s.conn.Done():
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// replayRefusal is -32029 for a subscribe with from_seq while the subject's
+// replay budget is overdrawn; nil when it may replay (or is not counted:
+// a session that ended while authenticating).
+func (s *session) replayRefusal(b *subjectBudget) error {
+	if b == nil {
+		return nil
+	}
+	if d := b.replayRetry(&s.srv.cfg); d > 0 {
+		return s.srv.limitError(limitReplay, s.srv.cfg.ReplayRate, d)
+	}
+	return nil
+}
+
+// replayGate is streams.SubscribeRequest.Replay for a subscribe with
+// from_seq: it waits for the subject's turn to replay, refuses (*refused)
+// while the subject's replay budget is overdrawn, and charges the events the
+// replay read.
+func (s *session) replayGate(b *subjectBudget, refused *error) func(ctx context.Context) (func(read int), error) {
+	if b == nil {
+		return nil
+	}
+	return func(ctx context.Context) (func(int), error) {
+		select {
+		case b.turn <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if *refused = s.replayRefusal(b); *refused != nil {
+			<-b.turn
+			return nil, *refused
+		}
+		return func(read int) {
+			b.chargeReplay(&s.srv.cfg, read)
+			<-b.turn
+		}, nil
+	}
+}
