@@ -310,7 +310,10 @@ func TestReplayBudget(t *testing.T) {
 		k := login(t, env, c, "alice")
 		n := 0
 		for i := range subs {
-			m, got, err := k.exchange("stream.subscribe", map[string]any{"subscription": fmt.Sprint("s", i), "stream": "project:WEB", "from_seq": head - behind})
+			// Filters that select every event, one each: a connection follows a stream with one
+			// filter once.
+			m, got, err := k.exchange("stream.subscribe", map[string]any{"subscription": fmt.Sprint("s", i), "stream": "project:WEB",
+				"from_seq": head - behind, "types": []string{"*", fmt.Sprint("n", i)}})
 			if err != nil || m.Error != nil {
 				t.Fatalf("%s: resubscribe %d: %v %+v", c.Name(), i, err, m)
 			}
@@ -403,7 +406,7 @@ func TestReplayBudget(t *testing.T) {
 		t.Errorf("limit_rejections_total{limit=replay} = %v, %v refused here", n, refused)
 	}
 	// A subscribe without from_seq is not a replay: never refused for it.
-	loops[0].k.mustCall("stream.subscribe", map[string]any{"subscription": "live", "stream": "project:WEB"}, nil)
+	loops[0].k.mustCall("stream.subscribe", map[string]any{"subscription": "live", "stream": "project:WEB", "types": []string{"*"}}, nil)
 }
 
 // requestFlood sends n system.ping (or another method) pipelined on k and
