@@ -130,20 +130,20 @@ func (h *handler) removeMember(w http.ResponseWriter, r *http.Request, a Actor) 
 	return nil
 }
 
-// itemsCursor is the kind of the items listing's cursors: the project and the number the
-// page ended at.
+// itemsCursor is the kind of the items listing's cursors, whose scope is the project and
+// whose field the number the page ended at.
 const itemsCursor = "items"
 
 func (h *handler) listItems(w http.ResponseWriter, r *http.Request, a Actor) error {
 	project := r.PathValue("project")
-	limit, after, err := httpapi.ParsePage(r, itemsCursor, 2)
+	limit, after, err := httpapi.ParsePage(r, itemsCursor, project, 1)
 	if err != nil {
 		return err
 	}
 	page := ItemPage{Limit: limit}
 	if after != nil {
-		n, err := strconv.ParseInt(after[1], 10, 64)
-		if after[0] != project || err != nil || n < 1 {
+		n, err := strconv.ParseInt(after[0], 10, 64)
+		if err != nil || n < 1 {
 			return httpapi.BadCursor()
 		}
 		page.After = n

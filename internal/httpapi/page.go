@@ -17,10 +17,10 @@ const (
 )
 
 // ParsePage reads a listing's query parameters limit and after: the limit (DefaultPageLimit
-// without one) and the fields of the cursor of kind with n fields (nil for the first page).
-// A limit that is not an integer from 1 to MaxPageLimit, or an after that is not such a
-// cursor, is a 400 naming the parameter.
-func ParsePage(r *http.Request, kind string, n int) (limit int, after []string, err error) {
+// without one) and the n fields of a cursor EncodeCursor made for kind and scope (nil for
+// the first page). A limit that is not an integer from 1 to MaxPageLimit, or an after that
+// is not such a cursor, is a 400 naming the parameter.
+func ParsePage(r *http.Request, kind, scope string, n int) (limit int, after []string, err error) {
 	q := r.URL.Query()
 	limit = DefaultPageLimit
 	if q.Has("limit") {
@@ -30,7 +30,7 @@ func ParsePage(r *http.Request, kind string, n int) (limit int, after []string, 
 		}
 	}
 	if q.Has("after") {
-		if after = DecodeCursor(q.Get("after"), kind, n); after == nil {
+		if after = DecodeCursor(q.Get("after"), kind, scope, n); after == nil {
 			return 0, nil, BadCursor()
 		}
 	}
@@ -43,16 +43,16 @@ func BadCursor() error {
 	return Errorf(http.StatusBadRequest, "after: not a cursor of this listing (pass the next of its previous page)")
 }
 
-// EncodeCursor returns the opaque cursor of a position in the listing kind: the kind and the
-// fields, as a base64url JSON array.
-func EncodeCursor(kind string, fields ...string) string {
-	b, _ := json.Marshal(append([]string{kind}, fields...)) // strings always marshal
+// EncodeCursor returns the opaque cursor of a position in the listing kind of scope (the
+// project listed): the kind, the scope and the fields, as a base64url JSON array.
+func EncodeCursor(kind, scope string, fields ...string) string {
+	b, _ := json.Marshal(append([]string{kind, scope}, fields...)) // strings always marshal
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// DecodeCursor returns the n fields of a cursor EncodeCursor made for kind, nil for anything
-// else.
-func DecodeCursor(cursor, kind string, n int) []string {
+// DecodeCursor returns the n fields of a cursor EncodeCursor made for kind and scope, nil
+// for anything else.
+func DecodeCursor(cursor, kind, scope string, n int) []string {
 	if cursor == "" || len(cursor) > maxCursorBytes {
 		return nil
 	}
@@ -61,10 +61,10 @@ func DecodeCursor(cursor, kind string, n int) []string {
 		return nil
 	}
 	var parts []string
-	if json.Unmarshal(b, &parts) != nil || len(parts) != n+1 || parts[0] != kind {
+	if json.Unmarshal(b, &parts) != nil || len(parts) != n+2 || parts[0] != kind || parts[1] != scope {
 		return nil
 	}
-	return parts[1:]
+	return parts[2:]
 }
 
 // Field is a named value of a JSON answer.

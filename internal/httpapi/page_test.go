@@ -13,7 +13,7 @@ import (
 )
 
 func TestParsePage(t *testing.T) {
-	cursor := httpapi.EncodeCursor("things", "WEB", "42")
+	cursor := httpapi.EncodeCursor("things", "WEB", "42", "x")
 	for _, c := range []struct {
 		query string
 		limit int
@@ -22,7 +22,7 @@ func TestParsePage(t *testing.T) {
 	}{
 		{"", 100, nil, ""},
 		{"?limit=1", 1, nil, ""},
-		{"?limit=500&after=" + cursor, 500, []string{"WEB", "42"}, ""},
+		{"?limit=500&after=" + cursor, 500, []string{"42", "x"}, ""},
 		{"?state=ready&limit=7", 7, nil, ""},
 		{"?limit=0", 0, nil, "limit"},
 		{"?limit=501", 0, nil, "limit"},
@@ -34,11 +34,12 @@ func TestParsePage(t *testing.T) {
 		{"?after=", 0, nil, "after"},
 		{"?after=abc", 0, nil, "after"},
 		{"?after=" + cursor + "x", 0, nil, "after"},
-		{"?after=" + httpapi.EncodeCursor("others", "WEB", "42"), 0, nil, "after"},
-		{"?after=" + httpapi.EncodeCursor("things", "WEB"), 0, nil, "after"},
+		{"?after=" + httpapi.EncodeCursor("others", "WEB", "42", "x"), 0, nil, "after"},
+		{"?after=" + httpapi.EncodeCursor("things", "API", "42", "x"), 0, nil, "after"},
+		{"?after=" + httpapi.EncodeCursor("things", "WEB", "42"), 0, nil, "after"},
 		{"?after=" + strings.Repeat("A", 600), 0, nil, "after"},
 	} {
-		limit, after, err := httpapi.ParsePage(httptest.NewRequest("GET", "/x"+c.query, nil), "things", 2)
+		limit, after, err := httpapi.ParsePage(httptest.NewRequest("GET", "/x"+c.query, nil), "things", "WEB", 2)
 		if c.bad == "" {
 			if err != nil || limit != c.limit || !slices.Equal(after, c.after) {
 				t.Errorf("%q: %d %q %v, want %d %q", c.query, limit, after, err, c.limit, c.after)
@@ -54,14 +55,15 @@ func TestParsePage(t *testing.T) {
 
 func TestCursor(t *testing.T) {
 	for _, fields := range [][]string{{"WEB", "1"}, {"", "with \"quotes\" and / + ="}, {"é", "\u2028"}} {
-		c := httpapi.EncodeCursor("k", fields...)
+		c := httpapi.EncodeCursor("k", "P", fields...)
 		if strings.ContainsAny(c, "+/=%&? ") {
 			t.Errorf("cursor %q needs escaping in a URL", c)
 		}
-		if got := httpapi.DecodeCursor(c, "k", len(fields)); !slices.Equal(got, fields) {
+		if got := httpapi.DecodeCursor(c, "k", "P", len(fields)); !slices.Equal(got, fields) {
 			t.Errorf("%q: decoded %q, want %q", c, got, fields)
 		}
-		if httpapi.DecodeCursor(c, "other", len(fields)) != nil || httpapi.DecodeCursor(c, "k", len(fields)+1) != nil {
+		if httpapi.DecodeCursor(c, "other", "P", len(fields)) != nil || httpapi.DecodeCursor(c, "k", "Q", len(fields)) != nil ||
+			httpapi.DecodeCursor(c, "k", "P", len(fields)+1) != nil {
 			t.Errorf("%q: decoded as another listing's", c)
 		}
 	}
