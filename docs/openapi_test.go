@@ -274,6 +274,13 @@ func TestOpenAPIResponses(t *testing.T) {
 	call(items, "POST", "/api/v1/projects/WEB/items", alice, `{"title":""}`) // 422
 	call(items, "GET", "/api/v1/projects/WEB/items", alice, "")
 	call(items, "GET", "/api/v1/projects/WEB/items?state=ready&q=form", alice, "")
+	var page struct{ Next *string }
+	if err := json.NewDecoder(call(items, "GET", "/api/v1/projects/WEB/items?limit=1", alice, "").Body).Decode(&page); err != nil || page.Next == nil {
+		t.Fatalf("a page of one item: next %v, %v", page.Next, err)
+	}
+	call(items, "GET", "/api/v1/projects/WEB/items?limit=1&after="+url.QueryEscape(*page.Next), alice, "")
+	call(items, "GET", "/api/v1/projects/WEB/items?limit=0", alice, "")        // 400
+	call(items, "GET", "/api/v1/projects/WEB/items?after=nonsense", alice, "") // 400
 	call(item, "GET", "/api/v1/items/WEB-1", alice, "")
 	call(item, "GET", "/api/v1/items/WEB-99", alice, "") // 404
 	call(item, "PATCH", "/api/v1/items/WEB-1", alice, `{"state":"in_progress"}`, "If-Match", `"1"`)
@@ -291,6 +298,8 @@ func TestOpenAPIResponses(t *testing.T) {
 	}
 	call(sessions, "POST", "/api/v1/projects/WEB/planner/sessions", alice, "")
 	call(sessions, "GET", "/api/v1/projects/WEB/planner/sessions", alice, "")
+	call(sessions, "GET", "/api/v1/projects/WEB/planner/sessions?limit=1", alice, "")
+	call(sessions, "GET", "/api/v1/projects/WEB/planner/sessions?limit=501", alice, "") // 400
 	call(session, "GET", "/api/v1/planner/sessions/"+sess.ID, alice, "")
 	call(item, "DELETE", "/api/v1/items/WEB-2", alice, "", "If-Match", `"2"`) // 412
 	call(item, "DELETE", "/api/v1/items/WEB-2", alice, "")

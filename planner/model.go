@@ -8,6 +8,7 @@ import (
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/streams"
 	"github.com/ballet/gateway/tracker"
 )
@@ -77,6 +78,50 @@ type sessionJSON struct {
 	CreatedAt string `json:"created_at"`
 	Running   bool   `json:"running"`
 	Turn      string `json:"turn,omitempty"`
+}
+
+// SessionKey is a session's place in its project's listing, which is newest first: by
+// CreatedAt (to the microsecond, as stored), then by ID, both descending.
+type SessionKey struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// Key returns the session's place in its project's listing.
+func (s *Session) Key() SessionKey { return SessionKey{CreatedAt: s.CreatedAt, ID: s.ID} }
+
+// Before reports whether k comes before o in the listing (is newer).
+func (k SessionKey) Before(o SessionKey) bool {
+	if c := k.CreatedAt.Compare(o.CreatedAt); c != 0 {
+		return c > 0
+	}
+	return k.ID > o.ID
+}
+
+// SessionPage asks for one page of a project's sessions: those that come after After in
+// the listing, at most Limit of them.
+type SessionPage struct {
+	After *SessionKey // the last session of the previous page (SessionList.Next); nil for the first
+	Limit int         // 1 to 500; 0 means 100
+}
+
+// SessionList is one page of sessions.
+type SessionList struct {
+	Sessions []Session // newest first
+	// Next is the After of the following page (the last session's key here), nil when this
+	// is the last page.
+	Next *SessionKey
+}
+
+// Check validates the page (ErrInvalid) and fills in the default limit.
+func (p *SessionPage) Check() error {
+	if p.Limit == 0 {
+		p.Limit = httpapi.DefaultPageLimit
+	}
+	if p.Limit < 1 || p.Limit > httpapi.MaxPageLimit || p.After != nil && !ValidID(p.After.ID) {
+		return Errorf(ErrInvalid, "page: want a limit from 1 to %d after a session's place", httpapi.MaxPageLimit)
+	}
+	return nil
 }
 
 // Message is one stored message of a transcript. Content is JSON, by role:

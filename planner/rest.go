@@ -3,6 +3,8 @@ package planner
 import (
 	"net/http"
 	"net/url"
+	"strconv"
+	"time"
 
 	"github.com/ballet/gateway/internal/httpapi"
 )
@@ -18,11 +20,13 @@ type HandlerOptions = httpapi.HandlerOptions
 // *httpapi.Router, mounted beside the tracker's with httpapi.Join. Routes:
 //
 //	POST /api/v1/projects/{project}/planner/sessions   {"title"?}: tracker.write, a person; 201
-//	GET  /api/v1/projects/{project}/planner/sessions   {"sessions": [...]}, newest first: tracker.read
+//	GET  /api/v1/projects/{project}/planner/sessions   ?limit&after: {"sessions", "next"}, newest first: tracker.read
 //	GET  /api/v1/planner/sessions/{session}            the session and "messages": tracker.read
 //
-// Every request needs "Authorization: Bearer <token>". Errors are application/problem+json
-// (RFC 7807): 400, 401, 403, 404, 405, 413, 415, 422.
+// The sessions listing is paged: at most limit sessions (default 100, at most 500) after the
+// cursor after, with next the cursor of the following page (null on the last). Every request
+// needs "Authorization: Bearer <token>". Errors are application/problem+json (RFC 7807): 400,
+// 401, 403, 404, 405, 413, 415, 422.
 func NewHandler(svc *Service, v TokenVerifier, opts *HandlerOptions) http.Handler {
 	h := &handler{svc: svc, api: httpapi.New(httpapi.Config{
 		Name: "planner", Verifier: v, MaxBodyBytes: 64 << 10, Classify: classify,
@@ -53,17 +57,36 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, c Caller) error
 	return httpapi.WriteJSON(w, http.StatusCreated, sess)
 }
 
+// sessionsCursor is the kind of the sessions listing's cursors, whose scope is the project
+// and whose fields the created_at (Unix microseconds) and id of the session the page ended at.
+const sessionsCursor = "sessions"
+
+// maxCursorMicros is the latest created_at a cursor may name: the end of year 9999.
+const maxCursorMicros = 253402300799999999
+
 func (h *handler) list(w http.ResponseWriter, r *http.Request, c Caller) error {
-	ss, err := h.svc.Sessions(r.Context(), c, r.PathValue("project"))
+	project := r.PathValue("project")
+	limit, after, err := httpapi.ParsePage(r, sessionsCursor, project, 2)
 	if err != nil {
 		return err
 	}
-	if ss == nil {
-		ss = []Session{}
+	page := SessionPage{Limit: limit}
+	if after != nil {
+		us, err := strconv.ParseInt(after[0], 10, 64)
+		if err != nil || us < 0 || us > maxCursorMicros || !ValidID(after[1]) {
+			return httpapi.BadCursor()
+		}
+		page.After = &SessionKey{CreatedAt: time.UnixMicro(us).UTC(), ID: after[1]}
 	}
-	return httpapi.WriteJSON(w, http.StatusOK, struct {
-		Sessions []Session `json:"sessions"`
-	}{ss})
+	list, err := h.svc.Sessions(r.Context(), c, project, page)
+	if err != nil {
+		return err
+	}
+	var next string
+	if list.Next != nil {
+		next = httpapi.EncodeCursor(sessionsCursor, project, strconv.FormatInt(list.Next.CreatedAt.UnixMicro(), 10), list.Next.ID)
+	}
+	return httpapi.WritePage(w, "sessions", list.Sessions, next)
 }
 
 func (h *handler) get(w http.ResponseWriter, r *http.Request, c Caller) error {

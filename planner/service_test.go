@@ -353,7 +353,7 @@ func TestPermissionsAndArguments(t *testing.T) {
 		check("CreateSession in an unknown project", err, planner.ErrNotFound)
 		_, err = svc.CreateSession(ctx, alice, "WEB", strings.Repeat("t", planner.MaxTitle+1))
 		check("long title", err, planner.ErrInvalid)
-		_, err = svc.Sessions(ctx, mallory, "WEB")
+		_, err = svc.Sessions(ctx, mallory, "WEB", planner.SessionPage{})
 		check("non-member Sessions", err, planner.ErrForbidden)
 		_, _, err = svc.Transcript(ctx, mallory, id)
 		check("non-member Transcript", err, planner.ErrForbidden)

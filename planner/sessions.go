@@ -31,12 +31,15 @@ func (s *Service) CreateSession(ctx context.Context, c Caller, project, title st
 	return sess, nil
 }
 
-// Sessions lists a project's sessions, newest first: tracker.read.
-func (s *Service) Sessions(ctx context.Context, c Caller, project string) ([]Session, error) {
+// Sessions returns one page of a project's sessions, newest first: tracker.read.
+func (s *Service) Sessions(ctx context.Context, c Caller, project string, page SessionPage) (SessionList, error) {
 	if err := s.authorize(ctx, c, project, auth.PermRead); err != nil {
-		return nil, err
+		return SessionList{}, err
 	}
-	return s.store.Sessions(ctx, project)
+	if err := page.Check(); err != nil {
+		return SessionList{}, err
+	}
+	return s.store.Sessions(ctx, project, page)
 }
 
 // Transcript returns a session and all its messages: tracker.read on its project.

@@ -15,8 +15,9 @@ type Store interface {
 	CreateSession(ctx context.Context, s *Session) error
 	// Session returns one session, Running set from its lease.
 	Session(ctx context.Context, id string) (*Session, error)
-	// Sessions lists a project's sessions, newest first, Running set.
-	Sessions(ctx context.Context, project string) ([]Session, error)
+	// Sessions returns one page of a project's sessions, newest first (SessionKey), Running
+	// set. The page's limit is set (SessionPage.Check).
+	Sessions(ctx context.Context, project string, page SessionPage) (SessionList, error)
 	// Messages returns the session's messages with seq > after, by seq.
 	Messages(ctx context.Context, session string, after int64) ([]Message, error)
 	// AppendMessage stores m as the session's next message and appends its planner.message

@@ -189,26 +189,35 @@ func listItems(ctx context.Context, tb *toolbox, input []byte) (string, error) {
 	if err := decode(input, &in); err != nil {
 		return "", err
 	}
-	items, _, err := tb.trk.ListItems(ctx, tb.actor, tb.project, tracker.ItemFilter{State: in.State, Query: in.Query})
-	if err != nil {
-		return "", err
-	}
 	out := struct {
 		Items []listedItem `json:"items"`
 		Total int          `json:"total"`
 		More  bool         `json:"more,omitempty"`
-	}{Items: []listedItem{}, Total: len(items)}
-	for i := range items {
-		if len(out.Items) == maxListed {
-			out.More = true
+	}{Items: []listedItem{}}
+	// Page by page, so that a large project is never held whole; the rest is only counted.
+	page := tracker.ItemPage{Limit: maxListed}
+	for {
+		list, err := tb.trk.ListItems(ctx, tb.actor, tb.project, tracker.ItemFilter{State: in.State, Query: in.Query}, page)
+		if err != nil {
+			return "", err
+		}
+		out.Total += len(list.Items)
+		for i := range list.Items {
+			if len(out.Items) == maxListed {
+				out.More = true
+				break
+			}
+			it := &list.Items[i]
+			bb := it.BlockedBy
+			if bb == nil {
+				bb = []string{}
+			}
+			out.Items = append(out.Items, listedItem{it.Key, it.Title, it.State, bb})
+		}
+		if list.Next == 0 {
 			break
 		}
-		it := &items[i]
-		bb := it.BlockedBy
-		if bb == nil {
-			bb = []string{}
-		}
-		out.Items = append(out.Items, listedItem{it.Key, it.Title, it.State, bb})
+		page.After = list.Next
 	}
 	b, err := json.Marshal(out)
 	return string(b), err

@@ -52,9 +52,13 @@ type recipeClient struct {
 	last    int64  // last seq received on the current subscription
 	replica *trackertest.Replica
 	applied int // events applied in total
+	// query is the first page's parameters ("" for the default page), and between runs
+	// after each page of the snapshot but the last.
+	query   string
+	between func(page int)
 }
 
-// start is steps 1 and 2: subscribe without from_seq, then load the snapshot.
+// start is steps 1 and 2: subscribe without from_seq, then load the snapshot page by page.
 func (c *recipeClient) start() {
 	c.t.Helper()
 	c.n++
@@ -64,15 +68,11 @@ func (c *recipeClient) start() {
 		c.t.Fatalf("subscribe: %d %s", e.Code, e.Message)
 	}
 	c.last = head
-	var snap struct {
-		Seq   int64          `json:"seq"`
-		Items []tracker.Item `json:"items"`
+	pages := c.api.listPages(c.subject, "WEB", c.query, c.between)
+	if *pages[0].Seq < head {
+		c.t.Fatalf("snapshot seq %d is behind the subscription's %d", *pages[0].Seq, head)
 	}
-	c.api.must(200, "GET", "/api/v1/projects/WEB/items", c.subject, "").json(c.t, &snap)
-	if snap.Seq < head {
-		c.t.Fatalf("snapshot seq %d is behind the subscription's %d", snap.Seq, head)
-	}
-	c.replica = trackertest.NewReplica(snap.Items, snap.Seq)
+	c.replica = trackertest.NewPagedReplica(itemLists(pages))
 }
 
 // resume is step 4: a new connection, subscribed from the last seq.
@@ -135,18 +135,23 @@ func (c *recipeClient) converge() {
 	c.t.Helper()
 	head := c.api.head()
 	c.drainTo(head)
-	var snap struct {
-		Seq   int64          `json:"seq"`
-		Items []tracker.Item `json:"items"`
+	pages := c.api.listPages(c.subject, "WEB", "", nil)
+	for _, p := range pages {
+		if *p.Seq != head {
+			c.t.Fatalf("a page at seq %d, head %d", *p.Seq, head)
+		}
 	}
-	c.api.must(200, "GET", "/api/v1/projects/WEB/items", c.subject, "").json(c.t, &snap)
-	if snap.Seq != head || c.replica.Seq != head {
-		c.t.Fatalf("snapshot seq %d, replica %d, head %d", snap.Seq, c.replica.Seq, head)
+	if c.replica.Seq != head {
+		c.t.Fatalf("replica at %d, head %d", c.replica.Seq, head)
 	}
-	if diff := c.replica.Diff(snap.Items); diff != "" {
+	var items []tracker.Item
+	for _, p := range pages {
+		items = append(items, p.Items...)
+	}
+	if diff := c.replica.Diff(items); diff != "" {
 		c.t.Fatalf("the client did not converge to the server's state:\n%s", diff)
 	}
-	if len(snap.Items) == 0 {
+	if len(items) == 0 {
 		c.t.Fatal("nothing to compare: no items")
 	}
 }
@@ -340,6 +345,56 @@ func TestClientRecipe(t *testing.T) {
 		return
 	}
 	t.Logf("after the resync: %d events applied in total", c.applied)
+}
+
+// TestClientRecipeAcrossPages follows the client recipe over a real WebSocket and Postgres
+// with a snapshot loaded six items at a time while items are created, changed (a title and
+// a state in one write), given dependencies and deleted between the pages, and others write
+// concurrently: keeping the first page's seq and applying the events after it idempotently,
+// the client converges to exactly the server's state.
+func TestClientRecipeAcrossPages(t *testing.T) {
+	env, e := startGateway(t, 0)
+	e.must(201, "POST", "/api/v1/projects", "root", `{"key":"WEB","name":"Web"}`)
+	for _, m := range [][2]string{{"alice", "member"}, {"bob", "member"}, {"vic", "viewer"}} {
+		e.must(200, "PUT", "/api/v1/projects/WEB/members/"+m[0], "root", `{"role":"`+m[1]+`"}`)
+	}
+	for i := range 40 {
+		e.must(201, "POST", "/api/v1/projects/WEB/items", "alice", fmt.Sprintf(`{"title":"seed %d"}`, i))
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	c := &recipeClient{t: t, env: env, api: e, subject: "vic", query: "?limit=6", between: func(page int) {
+		switch page {
+		case 1: // WEB-1..6 listed
+			e.must(200, "PATCH", "/api/v1/items/WEB-10", "bob", `{"title":"renamed","state":"ready"}`)
+			e.must(204, "DELETE", "/api/v1/items/WEB-15", "bob", "")
+			e.must(201, "PUT", "/api/v1/items/WEB-20/dependencies/WEB-2", "bob", "")
+			e.must(201, "POST", "/api/v1/projects/WEB/items", "bob", `{"title":"new"}`)
+		case 2:
+			e.must(204, "DELETE", "/api/v1/items/WEB-3", "bob", "")
+			e.must(200, "PATCH", "/api/v1/items/WEB-30", "bob", `{"description":"changed"}`)
+			e.must(200, "PATCH", "/api/v1/items/WEB-30", "bob", `{"state":"done"}`)
+		default:
+			for range 4 {
+				if err := restWrite(e, rng, "alice"); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}}
+	c.conn = dialRPC(t, env, "vic")
+	c.start()
+	first := c.replica.Seq
+	if c.api.head() < first+20 {
+		t.Fatalf("only %d events were written while the pages loaded", c.api.head()-first)
+	}
+	phase := c.api.head()
+	w := startWriters(t, e, 4, []string{"alice", "bob"}, func() bool { return c.api.head() >= phase+60 })
+	for w.running() {
+		c.applyNext(100 * time.Millisecond)
+	}
+	w.wait()
+	c.converge()
+	t.Logf("%d events after the first page's seq, %d applied", c.api.head()-first, c.applied)
 }
 
 // TestRevokeClosesSubscriptions revokes a member over REST: the hub closes that subject's open

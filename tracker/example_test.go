@@ -29,8 +29,8 @@ func Example() {
 	_, err := svc.UpdateItem(ctx, root, login.Key, tracker.ItemPatch{Title: ptr("Login")}, &login.Version)
 	fmt.Println("stale write:", err, "→ HTTP", tracker.HTTPStatus(err))
 
-	items, seq, _ := svc.ListItems(ctx, root, "WEB", tracker.ItemFilter{State: tracker.StateReady})
-	fmt.Println(len(items), "ready item at seq", seq)
+	page, _ := svc.ListItems(ctx, root, "WEB", tracker.ItemFilter{State: tracker.StateReady}, tracker.ItemPage{Limit: 10})
+	fmt.Println(len(page.Items), "ready item at seq", page.Seq, "last page:", page.Next == 0)
 	evs, _ := log.ReadAfter(ctx, 0, 100)
 	for _, e := range evs {
 		fmt.Println(e.Seq, e.Type, e.EntityKey, e.ActorKind)
@@ -38,7 +38,7 @@ func Example() {
 	// Output:
 	// WEB-1 version 2 blocked by [WEB-2]
 	// stale write: item WEB-1 is at version 2, not 1 → HTTP 412
-	// 1 ready item at seq 5
+	// 1 ready item at seq 5 last page: true
 	// 1 project.created WEB human
 	// 2 member.granted WEB human
 	// 3 item.created WEB-1 human

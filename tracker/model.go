@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/streams"
 )
 
@@ -187,6 +188,22 @@ type ItemFilter struct {
 	Query string
 }
 
+// ItemPage asks for one page of a listing of items, which is by number: the items numbered
+// after After, at most Limit of them.
+type ItemPage struct {
+	After int64 // the number the previous page ended at (ItemList.Next); 0 for the first page
+	Limit int   // 1 to 500; 0 means 100
+}
+
+// ItemList is one page of items.
+type ItemList struct {
+	Items []Item // by number
+	Seq   int64  // the log position they are consistent with
+	// Next is the After of the following page (the number of the last item here), 0 when
+	// this is the last page.
+	Next int64
+}
+
 // Check validates the input (ErrInvalid) and fills in the default state.
 func (in *ItemInput) Check() error {
 	if in.State == "" {
@@ -228,6 +245,17 @@ func (f *ItemFilter) Check() error {
 	}
 	if !streams.ValidText(f.Query) || utf8.RuneCountInString(f.Query) > MaxTitle {
 		return errorf(ErrInvalid, "query: want text of at most %d characters", MaxTitle)
+	}
+	return nil
+}
+
+// Check validates the page (ErrInvalid) and fills in the default limit.
+func (p *ItemPage) Check() error {
+	if p.Limit == 0 {
+		p.Limit = httpapi.DefaultPageLimit
+	}
+	if p.Limit < 1 || p.Limit > httpapi.MaxPageLimit || p.After < 0 {
+		return errorf(ErrInvalid, "page: want a limit from 1 to %d after a number of at least 0", httpapi.MaxPageLimit)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package tracker
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/ballet/gateway/internal/httpapi"
@@ -23,7 +24,7 @@ type HandlerOptions = httpapi.HandlerOptions
 //	GET    /api/v1/projects/{key}
 //	PUT    /api/v1/projects/{key}/members/{subject}          {"role"}: tracker.manage
 //	DELETE /api/v1/projects/{key}/members/{subject}
-//	GET    /api/v1/projects/{key}/items[?state=&q=]          {"seq","items"}
+//	GET    /api/v1/projects/{key}/items                      ?state&q&limit&after: {"seq","items","next"}
 //	POST   /api/v1/projects/{key}/items                      {"title","description"?,"state"?}
 //	GET    /api/v1/items/{key}
 //	PATCH  /api/v1/items/{key}                               If-Match
@@ -31,6 +32,8 @@ type HandlerOptions = httpapi.HandlerOptions
 //	PUT    /api/v1/items/{key}/dependencies/{blocker}        blocker blocks key
 //	DELETE /api/v1/items/{key}/dependencies/{blocker}
 //
+// The items listing is paged, by number: at most limit items (default 100, at most 500)
+// after the cursor after, with next the cursor of the following page (null on the last).
 // Every request needs "Authorization: Bearer <token>". Errors are application/problem+json
 // (RFC 7807): 400, 401, 403, 404, 405, 409, 412, 413, 415, 422. The handler is an
 // *httpapi.Router: httpapi.Join mounts it beside the planner's, and docs/openapi.yaml is
@@ -127,16 +130,34 @@ func (h *handler) removeMember(w http.ResponseWriter, r *http.Request, a Actor) 
 	return nil
 }
 
+// itemsCursor is the kind of the items listing's cursors, whose scope is the project and
+// whose field the number the page ended at.
+const itemsCursor = "items"
+
 func (h *handler) listItems(w http.ResponseWriter, r *http.Request, a Actor) error {
-	q := r.URL.Query()
-	items, seq, err := h.svc.ListItems(r.Context(), a, r.PathValue("project"), ItemFilter{State: q.Get("state"), Query: q.Get("q")})
+	project := r.PathValue("project")
+	limit, after, err := httpapi.ParsePage(r, itemsCursor, project, 1)
 	if err != nil {
 		return err
 	}
-	return httpapi.WriteJSON(w, http.StatusOK, struct {
-		Seq   int64  `json:"seq"`
-		Items []Item `json:"items"`
-	}{seq, items})
+	page := ItemPage{Limit: limit}
+	if after != nil {
+		n, err := strconv.ParseInt(after[0], 10, 64)
+		if err != nil || n < 1 {
+			return httpapi.BadCursor()
+		}
+		page.After = n
+	}
+	q := r.URL.Query()
+	list, err := h.svc.ListItems(r.Context(), a, project, ItemFilter{State: q.Get("state"), Query: q.Get("q")}, page)
+	if err != nil {
+		return err
+	}
+	var next string
+	if list.Next != 0 {
+		next = httpapi.EncodeCursor(itemsCursor, project, strconv.FormatInt(list.Next, 10))
+	}
+	return httpapi.WritePage(w, "items", list.Items, next, httpapi.Field{Name: "seq", Value: list.Seq})
 }
 
 func (h *handler) createItem(w http.ResponseWriter, r *http.Request, a Actor) error {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -222,4 +223,63 @@ func wantProblem(t *testing.T, r *response, status int) {
 func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// itemsPage is one page of a project's items as REST answers it.
+type itemsPage struct {
+	Seq   *int64          `json:"seq"`
+	Items []tracker.Item  `json:"items"`
+	Next  json.RawMessage `json:"next"` // a string, or null on the last page
+}
+
+// listPages loads project's items page by page as subject, query holding the first page's
+// parameters ("?limit=7&state=ready", or ""), following next; between runs after each page
+// but the last. Every page must be a 200 with a seq, items and next.
+func (e *restEnv) listPages(subject, project, query string, between func(page int)) []itemsPage {
+	e.t.Helper()
+	var pages []itemsPage
+	path := "/api/v1/projects/" + project + "/items" + query
+	for {
+		var p itemsPage
+		e.must(200, "GET", path, subject, "").json(e.t, &p)
+		if p.Seq == nil || p.Items == nil || p.Next == nil {
+			e.t.Fatalf("GET %s: page %d lacks seq, items or next", path, len(pages)+1)
+		}
+		pages = append(pages, p)
+		if string(p.Next) == "null" {
+			return pages
+		}
+		var next string
+		if err := json.Unmarshal(p.Next, &next); err != nil || next == "" {
+			e.t.Fatalf("GET %s: next %s", path, p.Next)
+		}
+		if between != nil {
+			between(len(pages))
+		}
+		sep := "?"
+		if query != "" {
+			sep = query + "&"
+		}
+		path = "/api/v1/projects/" + project + "/items" + sep + "after=" + url.QueryEscape(next)
+	}
+}
+
+// itemLists turns REST pages into the store's, for trackertest.NewPagedReplica.
+func itemLists(pages []itemsPage) []tracker.ItemList {
+	lists := make([]tracker.ItemList, len(pages))
+	for i, p := range pages {
+		lists[i] = tracker.ItemList{Items: p.Items, Seq: *p.Seq}
+	}
+	return lists
+}
+
+// pageKeys returns the keys of the items of pages, in order.
+func pageKeys(pages []itemsPage) []string {
+	var keys []string
+	for _, p := range pages {
+		for _, it := range p.Items {
+			keys = append(keys, it.Key)
+		}
+	}
+	return keys
 }

@@ -131,16 +131,19 @@ func (s *Service) RemoveMember(ctx context.Context, a Actor, project, subject st
 	return s.store.RemoveMember(ctx, a, project, subject)
 }
 
-// ListItems returns the project's items passing filter, by number, and the log position
-// they are consistent with (see the client recipe).
-func (s *Service) ListItems(ctx context.Context, a Actor, project string, filter ItemFilter) ([]Item, int64, error) {
+// ListItems returns one page of the project's items passing filter, by number, and the log
+// position they are consistent with (see the client recipe).
+func (s *Service) ListItems(ctx context.Context, a Actor, project string, filter ItemFilter, page ItemPage) (ItemList, error) {
 	if _, err := s.authorize(ctx, a, project, auth.PermRead); err != nil {
-		return nil, 0, err
+		return ItemList{}, err
 	}
 	if err := filter.Check(); err != nil {
-		return nil, 0, err
+		return ItemList{}, err
 	}
-	return s.store.Items(ctx, project, filter)
+	if err := page.Check(); err != nil {
+		return ItemList{}, err
+	}
+	return s.store.Items(ctx, project, filter, page)
 }
 
 // GetItem returns an item of a project the actor can read.

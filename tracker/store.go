@@ -21,10 +21,10 @@ type Store interface {
 	// RemoveMember revokes subject's role, appending member.revoked (ErrNotFound).
 	RemoveMember(ctx context.Context, a Actor, project, subject string) error
 
-	// Items returns the project's items that pass filter, by number, and the log position
-	// they are consistent with: every event with a seq at or below it is reflected, none
-	// above it is.
-	Items(ctx context.Context, project string, filter ItemFilter) ([]Item, int64, error)
+	// Items returns one page of the project's items that pass filter, by number, and the log
+	// position they are consistent with: every event with a seq at or below it is reflected,
+	// none above it is. The page's limit is set (ItemPage.Check).
+	Items(ctx context.Context, project string, filter ItemFilter, page ItemPage) (ItemList, error)
 	// Item returns one item (ErrNotFound).
 	Item(ctx context.Context, key string) (*Item, error)
 	// CreateItem numbers and stores a new item, appending item.created (ErrNotFound for the

@@ -9,6 +9,8 @@
 // Failures of the request itself are *Error values (Errorf), with their status and headers.
 // A Router (API.NewRouter) serves a surface's routes and lists them (Endpoints); Join mounts
 // several surfaces side by side, so the server's routes can be checked against docs/openapi.yaml.
+// Listings are paged: ParsePage reads limit and after (an opaque cursor, EncodeCursor), and
+// WritePage streams one page with the next page's cursor, an entry at a time.
 //
 // A 500 never shows its error: the text goes to the log, the caller reads a fixed detail.
 // This package imports none of the handlers that use it.

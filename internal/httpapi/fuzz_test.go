@@ -36,3 +36,18 @@ func FuzzDecodeJSON(f *testing.F) {
 		}
 	})
 }
+
+func FuzzDecodeCursor(f *testing.F) {
+	for _, s := range []string{EncodeCursor("items", "WEB", "42", "7"), EncodeCursor("sessions", "WEB", "1", "x"), "", "W10", "bnVsbA", "WyJpdGVtcyJd", "%%%"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		fields := DecodeCursor(s, "items", "WEB", 2)
+		if fields == nil {
+			return
+		}
+		if again := DecodeCursor(EncodeCursor("items", "WEB", fields...), "items", "WEB", 2); len(again) != 2 || again[0] != fields[0] || again[1] != fields[1] {
+			t.Fatalf("%q: fields %q do not round-trip (%q)", s, fields, again)
+		}
+	})
+}

@@ -93,27 +93,35 @@ func (s *Store) Session(ctx context.Context, id string) (*planner.Session, error
 	return &out, nil
 }
 
-func (s *Store) Sessions(ctx context.Context, project string) ([]planner.Session, error) {
+func (s *Store) Sessions(ctx context.Context, project string, page planner.SessionPage) (planner.SessionList, error) {
+	if err := page.Check(); err != nil {
+		return planner.SessionList{}, err
+	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return planner.SessionList{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := []planner.Session{}
+	list := planner.SessionList{Sessions: []planner.Session{}}
 	for _, sess := range s.sessions {
-		if sess.Project == project {
+		if sess.Project == project && (page.After == nil || page.After.Before(sess.Key())) {
 			c := sess.Session
 			s.setRunningLocked(&c)
-			out = append(out, c)
+			list.Sessions = append(list.Sessions, c)
 		}
 	}
-	slices.SortFunc(out, func(a, b planner.Session) int {
-		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
-			return c
+	slices.SortFunc(list.Sessions, func(a, b planner.Session) int {
+		if a.Key().Before(b.Key()) {
+			return -1
 		}
-		return cmp.Compare(b.ID, a.ID)
+		return 1
 	})
-	return out, nil
+	if len(list.Sessions) > page.Limit {
+		list.Sessions = list.Sessions[:page.Limit]
+		next := list.Sessions[page.Limit-1].Key()
+		list.Next = &next
+	}
+	return list, nil
 }
 
 func (s *Store) Messages(ctx context.Context, id string, after int64) ([]planner.Message, error) {

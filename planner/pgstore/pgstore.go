@@ -87,20 +87,36 @@ func (s *Store) Session(ctx context.Context, id string) (*planner.Session, error
 	return &sess, nil
 }
 
-func (s *Store) Sessions(ctx context.Context, project string) ([]planner.Session, error) {
-	rows, err := s.pool.Query(ctx, "SELECT "+sessionColumns+` FROM planner_sessions s WHERE s.project_key = $1
-		ORDER BY s.created_at DESC, s.id DESC`, project)
+func (s *Store) Sessions(ctx context.Context, project string, page planner.SessionPage) (planner.SessionList, error) {
+	if err := page.Check(); err != nil {
+		return planner.SessionList{}, err
+	}
+	// Keyset paging on planner_sessions_project (project_key, created_at DESC, id DESC): one
+	// more row than the page says whether another page follows.
+	sql := "SELECT " + sessionColumns + " FROM planner_sessions s WHERE s.project_key = $1"
+	args := []any{project, page.Limit + 1}
+	if page.After != nil {
+		sql += " AND (s.created_at, s.id) < ($3, $4::uuid)"
+		args = append(args, page.After.CreatedAt, page.After.ID)
+	}
+	rows, err := s.pool.Query(ctx, sql+" ORDER BY s.created_at DESC, s.id DESC LIMIT $2", args...)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: sessions of %s: %w", project, err)
+		return planner.SessionList{}, fmt.Errorf("pgstore: sessions of %s: %w", project, err)
 	}
-	ss, err := pgx.CollectRows(rows, scanSession)
+	list := planner.SessionList{}
+	list.Sessions, err = pgx.CollectRows(rows, scanSession)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: sessions of %s: %w", project, err)
+		return planner.SessionList{}, fmt.Errorf("pgstore: sessions of %s: %w", project, err)
 	}
-	if ss == nil {
-		ss = []planner.Session{}
+	if len(list.Sessions) > page.Limit {
+		list.Sessions = list.Sessions[:page.Limit]
+		next := list.Sessions[page.Limit-1].Key()
+		list.Next = &next
 	}
-	return ss, nil
+	if list.Sessions == nil {
+		list.Sessions = []planner.Session{}
+	}
+	return list, nil
 }
 
 func (s *Store) Messages(ctx context.Context, id string, after int64) ([]planner.Message, error) {

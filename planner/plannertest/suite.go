@@ -30,6 +30,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 		f    func(t *testing.T, e *suite)
 	}{
 		{"Sessions", testSessions},
+		{"SessionPaging", testSessionPaging},
 		{"Messages", testMessages},
 		{"MessageEvents", testMessageEvents},
 		{"ConcurrentAppends", testConcurrentAppends},
@@ -123,14 +124,14 @@ func testSessions(t *testing.T, e *suite) {
 		!got.CreatedAt.Equal(s1.CreatedAt) || got.Running {
 		t.Fatalf("session %+v, want %+v", got, s1)
 	}
-	list, err := e.Store.Sessions(e.ctx, "WEB")
+	list, err := e.Store.Sessions(e.ctx, "WEB", planner.SessionPage{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list) != 2 || list[0].ID != s2.ID || list[1].ID != s1.ID {
+	if len(list.Sessions) != 2 || list.Sessions[0].ID != s2.ID || list.Sessions[1].ID != s1.ID || list.Next != nil {
 		t.Fatalf("sessions of WEB: %+v, want second then first", list)
 	}
-	if list, err := e.Store.Sessions(e.ctx, "NONE"); err != nil || len(list) != 0 {
+	if list, err := e.Store.Sessions(e.ctx, "NONE", planner.SessionPage{}); err != nil || len(list.Sessions) != 0 || list.Sessions == nil {
 		t.Fatalf("sessions of an unknown project: %v, %v", list, err)
 	}
 	for _, id := range []string{tracker.NewID(time.Now()), "not-a-session", ""} {
@@ -364,7 +365,7 @@ func testLeases(t *testing.T, e *suite) {
 	if !e.running(t, s.ID) {
 		t.Fatal("not running while leased")
 	}
-	if list, _ := e.Store.Sessions(e.ctx, "WEB"); len(list) != 1 || !list[0].Running {
+	if list, _ := e.Store.Sessions(e.ctx, "WEB", planner.SessionPage{}); len(list.Sessions) != 1 || !list.Sessions[0].Running {
 		t.Fatalf("sessions while leased: %+v", list)
 	}
 	if taken, _, err := e.Store.Acquire(e.ctx, s.ID, "b/1", time.Minute); err != nil || taken {

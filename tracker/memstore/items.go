@@ -47,25 +47,37 @@ func (s *Store) projectExists(ctx context.Context, project string) error {
 	return nil
 }
 
-func (s *Store) Items(ctx context.Context, project string, filter tracker.ItemFilter) ([]tracker.Item, int64, error) {
+func (s *Store) Items(ctx context.Context, project string, filter tracker.ItemFilter, page tracker.ItemPage) (tracker.ItemList, error) {
+	if err := page.Check(); err != nil {
+		return tracker.ItemList{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.projectExists(ctx, project); err != nil {
-		return nil, 0, err
+		return tracker.ItemList{}, err
 	}
-	out := []tracker.Item{}
+	var match []*item
 	for _, it := range s.items {
-		if it.Project == project && filter.Matches(&it.Item) {
-			out = append(out, *s.view(it))
+		if it.Project == project && it.Number > page.After && filter.Matches(&it.Item) {
+			match = append(match, it)
 		}
 	}
-	slices.SortFunc(out, func(a, b tracker.Item) int { return cmp.Compare(a.Number, b.Number) })
+	slices.SortFunc(match, func(a, b *item) int { return cmp.Compare(a.Number, b.Number) })
+	list := tracker.ItemList{Items: []tracker.Item{}}
+	if len(match) > page.Limit {
+		match = match[:page.Limit]
+		list.Next = match[len(match)-1].Number
+	}
+	for _, it := range match {
+		list.Items = append(list.Items, *s.view(it))
+	}
 	// Item events are appended only under s.mu, so the head read now matches the items.
 	head, err := s.log.Head(ctx)
 	if err != nil {
-		return nil, 0, fmt.Errorf("memstore: items of %s: %w", project, err)
+		return tracker.ItemList{}, fmt.Errorf("memstore: items of %s: %w", project, err)
 	}
-	return out, head, nil
+	list.Seq = head
+	return list, nil
 }
 
 func (s *Store) lookup(key string) (*item, error) {

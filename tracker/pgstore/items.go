@@ -72,15 +72,15 @@ func checkVersion(it *tracker.Item, ifVersion *int64) error {
 	return nil
 }
 
-func (s *Store) Items(ctx context.Context, project string, filter tracker.ItemFilter) ([]tracker.Item, int64, error) {
-	var (
-		items []tracker.Item
-		head  int64
-	)
+func (s *Store) Items(ctx context.Context, project string, filter tracker.ItemFilter, page tracker.ItemPage) (tracker.ItemList, error) {
+	if err := page.Check(); err != nil {
+		return tracker.ItemList{}, err
+	}
+	var list tracker.ItemList
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		// One snapshot for the head and the items: seq is assigned in commit order, so the
 		// events visible in it are exactly those of the changes visible in it.
-		if err := tx.QueryRow(ctx, "SELECT coalesce(max(seq), 0) FROM events").Scan(&head); err != nil {
+		if err := tx.QueryRow(ctx, "SELECT coalesce(max(seq), 0) FROM events").Scan(&list.Seq); err != nil {
 			return err
 		}
 		var exists bool
@@ -90,27 +90,33 @@ func (s *Store) Items(ctx context.Context, project string, filter tracker.ItemFi
 		if !exists {
 			return tracker.Errorf(tracker.ErrNotFound, "project %s not found", project)
 		}
-		rows, err := tx.Query(ctx, "SELECT "+itemColumns+` FROM items i WHERE i.project_key = $1
+		// Keyset paging on (project_key, number): one more row than the page says whether
+		// another page follows.
+		rows, err := tx.Query(ctx, "SELECT "+itemColumns+` FROM items i WHERE i.project_key = $1 AND i.number > $4
 			AND ($2 = '' OR i.state = $2)
 			AND ($3 = '' OR strpos(lower(i.title), lower($3)) > 0 OR strpos(lower(i.description), lower($3)) > 0)
-			ORDER BY i.number`, project, filter.State, filter.Query)
+			ORDER BY i.number LIMIT $5`, project, filter.State, filter.Query, page.After, page.Limit+1)
 		if err != nil {
 			return err
 		}
-		items, err = pgx.CollectRows(rows, scanItem)
+		list.Items, err = pgx.CollectRows(rows, scanItem)
 		return err
 	})
 	if err != nil {
 		var te *tracker.Error
 		if errors.As(err, &te) {
-			return nil, 0, err
+			return tracker.ItemList{}, err
 		}
-		return nil, 0, wrap("items of "+project, err)
+		return tracker.ItemList{}, wrap("items of "+project, err)
 	}
-	if items == nil {
-		items = []tracker.Item{}
+	if len(list.Items) > page.Limit {
+		list.Items = list.Items[:page.Limit]
+		list.Next = list.Items[page.Limit-1].Number
 	}
-	return items, head, nil
+	if list.Items == nil {
+		list.Items = []tracker.Item{}
+	}
+	return list, nil
 }
 
 func wrap(op string, err error) error {

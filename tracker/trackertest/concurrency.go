@@ -92,7 +92,7 @@ func testSnapshotConsistency(t *testing.T, h *harness) {
 	rwg.Go(func() {
 		defer close(snapshots)
 		for {
-			items, seq, err := h.svc.ListItems(ctx, Vic, "WEB", tracker.ItemFilter{})
+			items, seq, err := listAll(ctx, h.svc, Vic, "WEB", tracker.ItemFilter{})
 			if err != nil {
 				t.Error(err)
 				return
@@ -125,7 +125,7 @@ func testSnapshotConsistency(t *testing.T, h *harness) {
 		}
 		n++
 	}
-	items, seq, err := h.svc.ListItems(ctx, Vic, "WEB", tracker.ItemFilter{})
+	items, seq, err := listAll(ctx, h.svc, Vic, "WEB", tracker.ItemFilter{})
 	if err != nil || seq != h.head() {
 		t.Fatalf("final snapshot seq %d, head %d, %v", seq, h.head(), err)
 	}
@@ -150,7 +150,7 @@ func RandomWrite(ctx context.Context, svc *tracker.Service, rng *rand.Rand, proj
 }
 
 func randomWrite(ctx context.Context, svc *tracker.Service, rng *rand.Rand, project string, a tracker.Actor) error {
-	items, _, err := svc.ListItems(ctx, a, project, tracker.ItemFilter{})
+	items, _, err := listAll(ctx, svc, a, project, tracker.ItemFilter{})
 	if err != nil {
 		return err
 	}

@@ -123,7 +123,7 @@ func testDeleteCascades(t *testing.T, h *harness) {
 	h.dep(b.Key, a.Key) // A blocks B
 	h.dep(d.Key, a.Key) // A blocks D
 	h.dep(d.Key, c.Key) // C blocks D
-	items, seq, err := h.svc.ListItems(ctx, Bob, "WEB", tracker.ItemFilter{})
+	items, seq, err := listAll(ctx, h.svc, Bob, "WEB", tracker.ItemFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func testDeleteCascades(t *testing.T, h *harness) {
 			t.Fatal(err)
 		}
 	}
-	items, _, err = h.svc.ListItems(ctx, Bob, "WEB", tracker.ItemFilter{})
+	items, _, err = listAll(ctx, h.svc, Bob, "WEB", tracker.ItemFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"testing"
@@ -25,6 +26,16 @@ func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// listAll returns every item of project passing filter, from one page of the most a page
+// holds, and its seq; more items than that are an error.
+func listAll(ctx context.Context, svc *tracker.Service, a tracker.Actor, project string, filter tracker.ItemFilter) ([]tracker.Item, int64, error) {
+	list, err := svc.ListItems(ctx, a, project, filter, tracker.ItemPage{Limit: 500})
+	if err == nil && list.Next != 0 {
+		err = fmt.Errorf("more than one page of items in %s", project)
+	}
+	return list.Items, list.Seq, err
 }
 
 func (h *harness) head() int64 {

@@ -59,7 +59,7 @@ func testCreate(t *testing.T, h *harness) {
 	if d := h.create(Bob, "WEB", "Fourth"); d.Key != "WEB-4" {
 		t.Fatalf("after deleting WEB-3, created %s", d.Key)
 	}
-	items, seq, err := h.svc.ListItems(ctx, Vic, "WEB", tracker.ItemFilter{})
+	items, seq, err := listAll(ctx, h.svc, Vic, "WEB", tracker.ItemFilter{})
 	if err != nil || seq != h.head() {
 		t.Fatalf("list: seq %d (head %d), %v", seq, h.head(), err)
 	}
@@ -197,7 +197,7 @@ func testValidation(t *testing.T, h *harness) {
 		_, err := h.svc.UpdateItem(ctx, Bob, a.Key, p, nil)
 		h.wantErr(fmt.Sprint("patch ", i), before, err, tracker.ErrInvalid)
 	}
-	_, _, err := h.svc.ListItems(ctx, Bob, "WEB", tracker.ItemFilter{State: "closed"})
+	_, _, err := listAll(ctx, h.svc, Bob, "WEB", tracker.ItemFilter{State: "closed"})
 	h.wantErr("filter by a bad state", before, err, tracker.ErrInvalid)
 	// The limits are characters, not bytes.
 	ok, err := h.svc.CreateItem(ctx, Bob, "WEB", tracker.ItemInput{Title: strings.Repeat("é", 200), Description: strings.Repeat("ü", 20000)})
@@ -232,7 +232,7 @@ func testFilters(t *testing.T, h *harness) {
 		{tracker.ItemFilter{Query: "_"}, []string{"WEB-4"}},
 		{tracker.ItemFilter{State: "done"}, nil},
 	} {
-		items, _, err := h.svc.ListItems(ctx, Vic, "WEB", c.f)
+		items, _, err := listAll(ctx, h.svc, Vic, "WEB", c.f)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -159,7 +159,7 @@ func testPermissions(t *testing.T, h *harness) {
 	if _, err := h.svc.GetItem(ctx, Vic, a.Key); err != nil {
 		t.Fatalf("viewer reads: %v", err)
 	}
-	if _, _, err := h.svc.ListItems(ctx, Vic, "WEB", tracker.ItemFilter{}); err != nil {
+	if _, _, err := listAll(ctx, h.svc, Vic, "WEB", tracker.ItemFilter{}); err != nil {
 		t.Fatalf("viewer lists: %v", err)
 	}
 	before := h.head()
@@ -188,7 +188,7 @@ func testPermissions(t *testing.T, h *harness) {
 	}
 	reads := []op{
 		{"list", func(x tracker.Actor) error {
-			_, _, err := h.svc.ListItems(ctx, x, "WEB", tracker.ItemFilter{})
+			_, _, err := listAll(ctx, h.svc, x, "WEB", tracker.ItemFilter{})
 			return err
 		}},
 		{"get", func(x tracker.Actor) error {
@@ -207,7 +207,7 @@ func testPermissions(t *testing.T, h *harness) {
 		h.wantErr("no subject "+r.name, before, r.f(tracker.Actor{Kind: "human"}), tracker.ErrInvalid)
 	}
 	// Unknown projects are not found, for everyone.
-	_, _, err := h.svc.ListItems(ctx, Eve, "NOPE", tracker.ItemFilter{})
+	_, _, err := listAll(ctx, h.svc, Eve, "NOPE", tracker.ItemFilter{})
 	h.wantErr("list in a missing project", before, err, tracker.ErrNotFound)
 	_, err = h.svc.CreateItem(ctx, Bob, "NOPE", tracker.ItemInput{Title: "t"})
 	h.wantErr("create in a missing project", before, err, tracker.ErrNotFound)

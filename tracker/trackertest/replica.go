@@ -18,6 +18,7 @@ import (
 type Replica struct {
 	Items map[string]*tracker.Item // by key
 	Seq   int64                    // the last event applied, or the snapshot's seq
+	paged bool                     // built from pages: see NewPagedReplica
 }
 
 // NewReplica starts a replica from a snapshot.
@@ -31,9 +32,26 @@ func NewReplica(items []tracker.Item, seq int64) *Replica {
 	return r
 }
 
+// NewPagedReplica starts a replica from a snapshot loaded page by page, as the client recipe
+// says: the items of every page and the first page's seq. A later page may already reflect
+// some events after that seq, so they are applied idempotently: an event below its item's
+// version is skipped; one at the item's version (or an item.created of an item held) is
+// applied again without checking what it changes from, as its payload says what the item
+// became; and one on an item no page had is skipped (the item was deleted before its page
+// was read, and its item.deleted follows). One page is a snapshot like any other.
+func NewPagedReplica(pages []tracker.ItemList) *Replica {
+	var items []tracker.Item
+	for _, p := range pages {
+		items = append(items, p.Items...)
+	}
+	r := NewReplica(items, pages[0].Seq)
+	r.paged = len(pages) > 1
+	return r
+}
+
 // Apply applies one event. Events at or below Seq are already reflected and skipped;
 // events that do not fit the replica's state (a version going back, an update of an unknown
-// item) are errors.
+// item) are errors, but for a paged replica's (NewPagedReplica).
 func (r *Replica) Apply(ev *streams.Event) error {
 	if ev.Seq <= r.Seq {
 		return nil
@@ -61,6 +79,9 @@ func (r *Replica) Apply(ev *streams.Event) error {
 		if err := json.Unmarshal(ev.Payload, &it); err != nil {
 			return fmt.Errorf("event %d item.created: payload %s: %v", ev.Seq, ev.Payload, err)
 		}
+		if cur, ok := r.Items[it.Key]; ok && r.paged && cur.ID == it.ID {
+			return nil
+		}
 		if _, ok := r.Items[it.Key]; ok || it.Key != ev.EntityKey || it.ID != ev.EntityID || it.Version != 1 {
 			return fmt.Errorf("event %d: item.created %s (version %d) does not fit", ev.Seq, it.Key, it.Version)
 		}
@@ -68,12 +89,19 @@ func (r *Replica) Apply(ev *streams.Event) error {
 		return nil
 	}
 	it, ok := r.Items[ev.EntityKey]
+	if !ok && r.paged {
+		return nil
+	}
 	if !ok {
 		return fmt.Errorf("event %d %s: item %s unknown", ev.Seq, ev.Type, ev.EntityKey)
 	}
 	if it.ID != ev.EntityID {
 		return fmt.Errorf("event %d %s: entity_id %s, item %s has id %s", ev.Seq, ev.Type, ev.EntityID, it.Key, it.ID)
 	}
+	if r.paged && p.Version < it.Version {
+		return nil
+	}
+	again := r.paged && p.Version == it.Version // perhaps reflected already
 	// Events of one write share the new version; deleting keeps the version.
 	if p.Version < it.Version || p.Version > it.Version+1 {
 		return fmt.Errorf("event %d %s on %s: version %d after %d", ev.Seq, ev.Type, it.Key, p.Version, it.Version)
@@ -84,30 +112,31 @@ func (r *Replica) Apply(ev *streams.Event) error {
 			return fmt.Errorf("event %d item.updated: no change in %s", ev.Seq, ev.Payload)
 		}
 		if p.Title != nil {
-			if p.Title.From != it.Title {
+			if p.Title.From != it.Title && !again {
 				return fmt.Errorf("event %d: title from %q, replica has %q", ev.Seq, p.Title.From, it.Title)
 			}
 			it.Title = p.Title.To
 		}
 		if p.Description != nil {
-			if p.Description.From != it.Description {
+			if p.Description.From != it.Description && !again {
 				return fmt.Errorf("event %d: description from %q, replica has %q", ev.Seq, p.Description.From, it.Description)
 			}
 			it.Description = p.Description.To
 		}
 	case "item.state_changed":
-		if p.From != it.State {
+		if p.From != it.State && !again {
 			return fmt.Errorf("event %d: state from %q, replica has %q", ev.Seq, p.From, it.State)
 		}
 		it.State = p.To
 	case "dependency.added":
-		if p.Blocked != it.Key || slices.Contains(it.BlockedBy, p.Blocker) {
+		if p.Blocked != it.Key || slices.Contains(it.BlockedBy, p.Blocker) && !again {
 			return fmt.Errorf("event %d: dependency.added %s→%s does not fit %v", ev.Seq, p.Blocker, p.Blocked, it.BlockedBy)
 		}
+		it.BlockedBy = slices.DeleteFunc(it.BlockedBy, func(k string) bool { return k == p.Blocker })
 		it.BlockedBy = append(it.BlockedBy, p.Blocker)
 		slices.SortFunc(it.BlockedBy, byNumber)
 	case "dependency.removed":
-		if p.Blocked != it.Key || !slices.Contains(it.BlockedBy, p.Blocker) {
+		if p.Blocked != it.Key || !slices.Contains(it.BlockedBy, p.Blocker) && !again {
 			return fmt.Errorf("event %d: dependency.removed %s→%s does not fit %v", ev.Seq, p.Blocker, p.Blocked, it.BlockedBy)
 		}
 		it.BlockedBy = slices.DeleteFunc(it.BlockedBy, func(k string) bool { return k == p.Blocker })

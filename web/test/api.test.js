@@ -43,6 +43,19 @@ const server = createServer((req, res) => {
       res.end(JSON.stringify({ key: 'P-1', version: 4, ...JSON.parse(body) }));
       return;
     }
+    // Listings in pages: the cursor is the index of the next entry.
+    const lists = { '/api/v1/projects/P/items': ['items', 5], '/api/v1/projects/P/planner/sessions': ['sessions', 3], '/api/v1/projects/LOOP/items': ['items', 9] };
+    const list = lists[/** @type {keyof typeof lists} */ (url.pathname)];
+    if (list) {
+      const [field, n] = list;
+      const from = Number(url.searchParams.get('after') ?? 0);
+      const to = Math.min(from + 2, n);
+      const entries = Array.from({ length: to - from }, (_, i) => ({ key: `P-${from + i + 1}` }));
+      const next = url.pathname.includes('LOOP') ? '2' : to < n ? String(to) : null;
+      res.setHeader('Content-Type', 'application/json');
+      res.end(JSON.stringify({ ...(field === 'items' ? { seq: 40 + from } : {}), [field]: entries, next }));
+      return;
+    }
     if (url.pathname === '/api/v1/items/P-401') {
       res.setHeader('Content-Type', 'application/json');
       res.end(JSON.stringify({ key: 'P-401', version: 1 }));
@@ -99,6 +112,20 @@ describe('Api', () => {
       return true;
     });
     await assert.rejects(api.item('P-2'), (err) => err instanceof ApiError && err.status === 502 && err.detail === 'bad gateway');
+  });
+
+  it('follows next to load every page of a listing', async () => {
+    const api = new Api({ base, token: async () => 'tok' });
+    const start = seen.length;
+    const snap = await api.snapshot('P');
+    assert.equal(snap.seq, 40); // the first page's
+    assert.deepEqual(snap.items.map((i) => i.key), ['P-1', 'P-2', 'P-3', 'P-4', 'P-5']);
+    assert.deepEqual(seen.slice(start).map((r) => r.url), [
+      '/api/v1/projects/P/items', '/api/v1/projects/P/items?after=2', '/api/v1/projects/P/items?after=4',
+    ]);
+    const sessions = await api.sessions('P');
+    assert.deepEqual(sessions.map((s) => /** @type {any} */ (s).key), ['P-1', 'P-2', 'P-3']);
+    await assert.rejects(api.snapshot('LOOP'), (err) => err instanceof ApiError && /again/.test(err.detail));
   });
 
   it('tries once more with a fresh token after a 401', async () => {

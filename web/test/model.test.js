@@ -56,6 +56,35 @@ describe('BoardModel', () => {
     assert.equal(m.items.get('P-1')?.version, 3);
   });
 
+  it('applies both events of one write, which share its version', () => {
+    const m = new BoardModel();
+    m.loadSnapshot({ seq: 0, items: [item(1)] });
+    assert.equal(m.applyEvent(ev('item.updated', 1, { title: { from: 'item 1', to: 'renamed' }, version: 2 })).changed.size, 1);
+    assert.equal(m.applyEvent(ev('item.state_changed', 1, { from: 'backlog', to: 'ready', version: 2 })).changed.size, 1);
+    assert.deepEqual([m.items.get('P-1')?.title, m.items.get('P-1')?.state, m.items.get('P-1')?.version], ['renamed', 'ready', 2]);
+  });
+
+  it('applies the events after the first page of a snapshot loaded in pages', () => {
+    const m = new BoardModel();
+    m.beginLoad();
+    // Page 1 (P-1, P-2) was read at seq 10, page 2 at seq 14: it shows P-5 after
+    // events 11 and 12 and no longer has P-4 (changed at 13, deleted at 14).
+    const held = [
+      ev('item.updated', 5, { title: { from: 'item 5', to: 'renamed' }, version: 2 }, 11),
+      ev('item.state_changed', 5, { from: 'backlog', to: 'ready', version: 2 }, 12),
+      ev('item.updated', 4, { title: { from: 'item 4', to: 'x' }, version: 2 }, 13),
+      ev('item.deleted', 4, { key: 'P-4', id: 'id-4', version: 2 }, 14),
+      ev('item.state_changed', 5, { from: 'ready', to: 'done', version: 3 }, 15),
+      ev('item.created', 6, item(6), 16),
+    ];
+    for (const e of held) m.applyEvent(e);
+    const ch = m.loadSnapshot({ seq: 10, items: [item(1), item(2), item(5, { title: 'renamed', state: 'ready', version: 2 })] });
+    assert.deepEqual([...m.items.keys()].sort(), ['P-1', 'P-2', 'P-5', 'P-6']);
+    assert.deepEqual([m.items.get('P-5')?.title, m.items.get('P-5')?.state, m.items.get('P-5')?.version], ['renamed', 'done', 3]);
+    assert.ok(ch.changed.has('P-5') && ch.changed.has('P-6'));
+    assert.equal(m.seq, 16);
+  });
+
   it('applies dependencies and keeps blockers sorted by number', () => {
     const m = new BoardModel();
     m.loadSnapshot({ seq: 0, items: [item(1), item(2), item(10, { state: 'ready' })] });

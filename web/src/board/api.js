@@ -1,5 +1,6 @@
 // The REST API the board uses: the tracker (/api/v1/projects, /items) and
-// planner sessions. Errors are RFC 7807 problems.
+// planner sessions. Errors are RFC 7807 problems; listings come in pages,
+// which are followed to their end.
 
 /** An HTTP error answered as application/problem+json (or anything else). */
 export class ApiError extends Error {
@@ -63,14 +64,39 @@ export class Api {
     }
   }
 
+  /**
+   * all loads every page of a listing: it follows each page's next (the
+   * cursor of the page after it, null on the last) and returns the first
+   * page's answer (its seq, for items) with the entries of every page.
+   * @param {string} path @param {string} field the entries' field
+   * @returns {Promise<any>}
+   */
+  async all(path, field) {
+    const first = (await this.request('GET', path)).body;
+    const entries = [...first[field]];
+    const sep = path.includes('?') ? '&' : '?';
+    for (let next = first.next, seen = new Set(); next != null;) {
+      if (seen.has(next)) throw new ApiError(0, 'Listing loops', `${path}: next ${next} again`);
+      seen.add(next);
+      const page = (await this.request('GET', `${path}${sep}after=${encodeURIComponent(next)}`)).body;
+      entries.push(...page[field]);
+      next = page.next;
+    }
+    return { ...first, [field]: entries, next: null };
+  }
+
   /** @returns {Promise<Project[]>} */
   async projects() {
     return (await this.request('GET', '/api/v1/projects')).body.projects;
   }
 
-  /** @param {string} key @returns {Promise<{seq: number, items: Item[]}>} */
+  /**
+   * snapshot loads every page of the project's items (step 2 of the client
+   * recipe): seq is the first page's, after which events are applied.
+   * @param {string} key @returns {Promise<{seq: number, items: Item[]}>}
+   */
   async snapshot(key) {
-    return (await this.request('GET', `/api/v1/projects/${encodeURIComponent(key)}/items`)).body;
+    return this.all(`/api/v1/projects/${encodeURIComponent(key)}/items`, 'items');
   }
 
   /** @param {string} key @returns {Promise<Item>} */
@@ -110,9 +136,9 @@ export class Api {
     return (await this.request('DELETE', `/api/v1/items/${encodeURIComponent(key)}/dependencies/${encodeURIComponent(blocker)}`)).body;
   }
 
-  /** @param {string} project @returns {Promise<Session[]>} newest first */
+  /** @param {string} project @returns {Promise<Session[]>} every page, newest first */
   async sessions(project) {
-    return (await this.request('GET', `/api/v1/projects/${encodeURIComponent(project)}/planner/sessions`)).body.sessions;
+    return (await this.all(`/api/v1/projects/${encodeURIComponent(project)}/planner/sessions`, 'sessions')).sessions;
   }
 
   /** @param {string} project @param {string} title @returns {Promise<Session>} */

@@ -149,7 +149,11 @@ export class BoardModel {
       ch.refetch.add(key);
       return ch;
     }
-    if (version <= cur.version) return ch; // already reflected
+    // Below the item's version: already reflected. At it: the events of one
+    // write share its version (item.updated, then item.state_changed), and a
+    // page loaded after the first may already hold the write; each event says
+    // what the item became, so it is applied again.
+    if (version < cur.version) return ch;
     const it = { ...cur, version, updated_at: new Date(ev.occurred_at).toISOString() };
     switch (ev.type) {
       case 'item.updated':
@@ -166,6 +170,8 @@ export class BoardModel {
         it.blocked_by = it.blocked_by.filter((k) => k !== p.blocker);
         break;
     }
+    if (version === cur.version && it.title === cur.title && it.description === cur.description &&
+      it.state === cur.state && it.blocked_by.join() === cur.blocked_by.join()) return ch; // held already
     this.items.set(key, it);
     ch.changed.add(key);
     return ch;
