@@ -533,8 +533,10 @@ func TestResubscribeWaitsForReplayBudget(t *testing.T) {
 	})
 	ctx := context.Background()
 	var all []*client.Subscription
-	for range subs {
-		s, err := c.Subscribe(ctx, "project:WEB", nil)
+	for i := range subs {
+		// Filters selecting every event, one each: a connection follows a stream with one
+		// filter once.
+		s, err := c.Subscribe(ctx, "project:WEB", &client.SubscribeOptions{Types: []string{"*", fmt.Sprint("n", i)}})
 		if err != nil {
 			t.Fatal(err)
 		}
