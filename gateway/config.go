@@ -9,8 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/presence"
 	"github.com/ballet/gateway/streams"
+	"github.com/ballet/gateway/tracker"
 )
 
 // Config is the gateway's configuration (the configuration CONTRACT).
@@ -53,6 +55,13 @@ type Config struct {
 
 	PresenceWindow     time.Duration // BALLET_PRESENCE_WINDOW: presence changes are coalesced per stream over this
 	PresenceMaxMembers int           // BALLET_PRESENCE_MAX_MEMBERS: the longest member list presence reports per stream
+
+	// What one person may write and make the planner spend (tracker.Options, planner.Options).
+	MaxTitleChars          int // BALLET_MAX_TITLE_CHARS: item titles, in characters
+	MaxDescriptionBytes    int // BALLET_MAX_DESCRIPTION_BYTES: item descriptions, in bytes of UTF-8
+	MaxPlannerMessageBytes int // BALLET_MAX_PLANNER_MESSAGE_BYTES: the text of planner.send, in bytes
+	PlannerTurnsPerSubject int // BALLET_PLANNER_TURNS_PER_SUBJECT: running planner turns of one person, on all replicas
+	PlannerSessionRate     int // BALLET_PLANNER_SESSION_RATE: planner sessions one person creates a minute, per replica
 }
 
 // Defaults returns the configuration defaults of the CONTRACT.
@@ -81,8 +90,18 @@ func Defaults() Config {
 
 		PresenceWindow:     presence.DefaultWindow,
 		PresenceMaxMembers: presence.DefaultMaxMembers,
+
+		MaxTitleChars:          tracker.DefaultMaxTitleChars,
+		MaxDescriptionBytes:    tracker.DefaultMaxDescriptionBytes,
+		MaxPlannerMessageBytes: planner.DefaultMaxMessageBytes,
+		PlannerTurnsPerSubject: planner.DefaultTurnsPerSubject,
+		PlannerSessionRate:     planner.DefaultSessionRate,
 	}
 }
+
+// maxPlannerMessageBytes is the ceiling of BALLET_MAX_PLANNER_MESSAGE_BYTES: a message
+// arrives in one frame, which BALLET_READ_LIMIT bounds too.
+const maxPlannerMessageBytes = 1 << 20
 
 // ConfigError names the setting that has a bad value.
 type ConfigError struct {
@@ -209,6 +228,23 @@ func LoadConfig(base Config, getenv func(string) string) (Config, error) {
 			errs = append(errs, &ConfigError{"BALLET_LOG_LEVEL", v, "want DEBUG, INFO, WARN or ERROR"})
 		}
 	}
+	within := func(name string, dst *int, max int) {
+		v := getenv(name)
+		if v == "" {
+			return
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > max {
+			errs = append(errs, &ConfigError{name, v, fmt.Sprintf("want an integer from 1 to %d", max)})
+			return
+		}
+		*dst = n
+	}
+	within("BALLET_MAX_TITLE_CHARS", &c.MaxTitleChars, tracker.CeilingTitleChars)
+	within("BALLET_MAX_DESCRIPTION_BYTES", &c.MaxDescriptionBytes, tracker.CeilingDescriptionBytes)
+	within("BALLET_MAX_PLANNER_MESSAGE_BYTES", &c.MaxPlannerMessageBytes, maxPlannerMessageBytes)
+	integer("BALLET_PLANNER_TURNS_PER_SUBJECT", &c.PlannerTurnsPerSubject, 1)
+	integer("BALLET_PLANNER_SESSION_RATE", &c.PlannerSessionRate, 1)
 	if len(errs) > 0 {
 		return c, joinErrors(errs)
 	}
