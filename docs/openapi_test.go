@@ -272,6 +272,8 @@ func TestOpenAPIResponses(t *testing.T) {
 	call(items, "POST", "/api/v1/projects/WEB/items", alice, `{"title":"Login page"}`)
 	call(items, "POST", "/api/v1/projects/WEB/items", alice, `{"title":"Password reset form","description":"The form and its mail.","state":"ready"}`)
 	call(items, "POST", "/api/v1/projects/WEB/items", alice, `{"title":""}`) // 422
+	// 422 naming the limit.
+	call(items, "POST", "/api/v1/projects/WEB/items", alice, `{"title":"t","description":"`+strings.Repeat("d", 64<<10+1)+`"}`)
 	call(items, "GET", "/api/v1/projects/WEB/items", alice, "")
 	call(items, "GET", "/api/v1/projects/WEB/items?state=ready&q=form", alice, "")
 	var page struct{ Next *string }
@@ -304,6 +306,9 @@ func TestOpenAPIResponses(t *testing.T) {
 	call(item, "DELETE", "/api/v1/items/WEB-2", alice, "", "If-Match", `"2"`) // 412
 	call(item, "DELETE", "/api/v1/items/WEB-2", alice, "")
 	call(member, "DELETE", "/api/v1/projects/WEB/members/alice", root, "")
+	for range 31 { // the sessions of one person a minute, and one more: 429
+		call(sessions, "POST", "/api/v1/projects/WEB/planner/sessions", root, "")
+	}
 	call("/healthz", "GET", "/healthz", "", "")
 
 	for p, ms := range documentedPaths(t, doc) {

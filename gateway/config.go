@@ -9,8 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/presence"
 	"github.com/ballet/gateway/streams"
+	"github.com/ballet/gateway/tracker"
 )
 
 // Config is the gateway's configuration (the configuration CONTRACT).
@@ -57,6 +59,13 @@ type Config struct {
 	// CPU budgets of one subject on a replica, shared by its connections (budgets.go).
 	SubjectRequestRate int // BALLET_SUBJECT_REQUEST_RATE: requests per second of one subject, burst twice that
 	ReplayRate         int // BALLET_REPLAY_RATE: events replayed per second for one subject, burst twice that (at least BALLET_REPLAY_LIMIT)
+
+	// What one person may write and make the planner spend (tracker.Options, planner.Options).
+	MaxTitleChars          int // BALLET_MAX_TITLE_CHARS: item titles, in characters
+	MaxDescriptionBytes    int // BALLET_MAX_DESCRIPTION_BYTES: item descriptions, in bytes of UTF-8
+	MaxPlannerMessageBytes int // BALLET_MAX_PLANNER_MESSAGE_BYTES: the text of planner.send, in bytes
+	PlannerTurnsPerSubject int // BALLET_PLANNER_TURNS_PER_SUBJECT: running planner turns of one person, on all replicas
+	PlannerSessionRate     int // BALLET_PLANNER_SESSION_RATE: planner sessions one person creates a minute, per replica
 }
 
 // Defaults returns the configuration defaults of the CONTRACT.
@@ -88,8 +97,18 @@ func Defaults() Config {
 
 		SubjectRequestRate: 200,
 		ReplayRate:         1000,
+
+		MaxTitleChars:          tracker.DefaultMaxTitleChars,
+		MaxDescriptionBytes:    tracker.DefaultMaxDescriptionBytes,
+		MaxPlannerMessageBytes: planner.DefaultMaxMessageBytes,
+		PlannerTurnsPerSubject: planner.DefaultTurnsPerSubject,
+		PlannerSessionRate:     planner.DefaultSessionRate,
 	}
 }
+
+// maxPlannerMessageBytes is the ceiling of BALLET_MAX_PLANNER_MESSAGE_BYTES: a message
+// arrives in one frame, which BALLET_READ_LIMIT bounds too.
+const maxPlannerMessageBytes = 1 << 20
 
 // ConfigError names the setting that has a bad value.
 type ConfigError struct {
@@ -218,6 +237,23 @@ func LoadConfig(base Config, getenv func(string) string) (Config, error) {
 	}
 	integer("BALLET_SUBJECT_REQUEST_RATE", &c.SubjectRequestRate, 1)
 	integer("BALLET_REPLAY_RATE", &c.ReplayRate, 1)
+	within := func(name string, dst *int, max int) {
+		v := getenv(name)
+		if v == "" {
+			return
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > max {
+			errs = append(errs, &ConfigError{name, v, fmt.Sprintf("want an integer from 1 to %d", max)})
+			return
+		}
+		*dst = n
+	}
+	within("BALLET_MAX_TITLE_CHARS", &c.MaxTitleChars, tracker.CeilingTitleChars)
+	within("BALLET_MAX_DESCRIPTION_BYTES", &c.MaxDescriptionBytes, tracker.CeilingDescriptionBytes)
+	within("BALLET_MAX_PLANNER_MESSAGE_BYTES", &c.MaxPlannerMessageBytes, maxPlannerMessageBytes)
+	integer("BALLET_PLANNER_TURNS_PER_SUBJECT", &c.PlannerTurnsPerSubject, 1)
+	integer("BALLET_PLANNER_SESSION_RATE", &c.PlannerSessionRate, 1)
 	if len(errs) > 0 {
 		return c, joinErrors(errs)
 	}

@@ -39,9 +39,14 @@ type limitData struct {
 	RetryAfterMs *int64 `json:"retry_after_ms,omitempty"`
 }
 
-// limitError is -32029 for limit, whose value is max.
+// limitError is -32029 for limit, whose value is max, counted.
 func (s *Server) limitError(limit string, max int, retryAfter time.Duration) error {
 	s.metrics.LimitRejections.WithLabelValues(limit).Inc()
+	return limitExceeded(limit, max, retryAfter)
+}
+
+// limitExceeded is -32029 for limit, whose value is max.
+func limitExceeded(limit string, max int, retryAfter time.Duration) error {
 	d := limitData{Limit: limit, Max: max}
 	msg := "limit exceeded: " + limit + " (at most " + strconv.Itoa(max) + ")"
 	if retryAfter > 0 {

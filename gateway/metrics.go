@@ -215,6 +215,8 @@ func (m *Metrics) PlannerObserver(providers ...string) planner.Observer {
 		m.PlannerTokens.WithLabelValues(p, "input")
 		m.PlannerTokens.WithLabelValues(p, "output")
 	}
+	m.LimitRejections.WithLabelValues(planner.LimitTurns)
+	m.LimitRejections.WithLabelValues(planner.LimitSessions)
 	return plannerObserver{m}
 }
 
@@ -242,6 +244,11 @@ func (o plannerObserver) ModelCalled(name string, d time.Duration, resp *provide
 		o.m.PlannerTokens.WithLabelValues(name, "input").Add(float64(max(resp.Usage.InputTokens, 0)))
 		o.m.PlannerTokens.WithLabelValues(name, "output").Add(float64(max(resp.Usage.OutputTokens, 0)))
 	}
+}
+
+// Refused counts the planner's refusals with the gateway's own (planner_turns, planner_sessions).
+func (o plannerObserver) Refused(limit string) {
+	o.m.LimitRejections.WithLabelValues(limit).Inc()
 }
 
 func codeLabel(code int) string { return strconv.Itoa(code) }

@@ -48,10 +48,14 @@ type watchResult struct {
 }
 
 // plannerError maps the planner's errors onto the spec's codes, with the
-// planner's caller-safe detail or else the code's own words.
+// planner's caller-safe detail or else the code's own words; a limit's
+// refusal is -32029 with its data.
 func plannerError(method string, err error) error {
 	var kind *rpc.Error
+	var limit *planner.LimitError
 	switch {
+	case errors.As(err, &limit):
+		return limitExceeded(limit.Limit, limit.Max, limit.RetryAfter) // counted by the planner's observer
 	case errors.Is(err, planner.ErrNotFound):
 		kind = rpc.ErrNotFound
 	case errors.Is(err, planner.ErrForbidden):

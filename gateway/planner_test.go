@@ -2,8 +2,6 @@ package gateway_test
 
 import (
 	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -65,22 +63,12 @@ func (k *wsClient) outputs(sub string) []output {
 
 func createSession(t *testing.T, env *gatewaytest.Env, token string) string {
 	t.Helper()
-	req, _ := http.NewRequest("POST", env.BaseURL+"/api/v1/projects/WEB/planner/sessions", strings.NewReader(`{"title":"Sprint"}`))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	a := rest(t, env, token, "POST", "/api/v1/projects/WEB/planner/sessions", `{"title":"Sprint"}`)
+	id, _ := a.body["id"].(string)
+	if a.status != 201 || id == "" {
+		t.Fatalf("create session: %d %s", a.status, a.raw)
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	var s struct {
-		ID string `json:"id"`
-	}
-	if resp.StatusCode != 201 || json.Unmarshal(body, &s) != nil || s.ID == "" {
-		t.Fatalf("create session: %d %s", resp.StatusCode, body)
-	}
-	return s.ID
+	return id
 }
 
 func TestPlannerOverRPC(t *testing.T) {

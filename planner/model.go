@@ -22,8 +22,7 @@ const (
 
 // Limits.
 const (
-	MaxText  = 32 << 10 // bytes of one human message
-	MaxTitle = 200      // characters of a session title
+	MaxTitle = 200 // characters of a session title
 )
 
 // EventMessage is the event type appended for every stored message.
@@ -273,13 +272,13 @@ func TurnOfOwner(owner string) string {
 // MaxIdempotencyKey is the longest idempotency key of planner.send, in characters.
 const MaxIdempotencyKey = 64
 
-// checkText validates a human message.
-func checkText(text string) error {
+// checkText validates a human message of at most max bytes.
+func checkText(text string, max int) error {
 	switch {
 	case strings.TrimSpace(text) == "":
 		return Errorf(ErrInvalid, "text must not be empty")
-	case len(text) > MaxText:
-		return Errorf(ErrInvalid, "text is longer than %d bytes", MaxText)
+	case len(text) > max:
+		return Errorf(ErrInvalid, "text: longer than %d bytes", max)
 	case !streams.ValidText(text):
 		return Errorf(ErrInvalid, "text must be UTF-8 without NUL characters")
 	}

@@ -19,12 +19,16 @@ type Observer interface {
 	// to the complete response or the error, and one of them. Calls cut short because
 	// their turn was cancelled or stopped are not reported.
 	ModelCalled(provider string, d time.Duration, resp *provider.Response, err error)
+	// Refused reports a request refused by one of the planner's limits of a subject
+	// (LimitTurns, LimitSessions).
+	Refused(limit string)
 }
 
 type nopObserver struct{}
 
 func (nopObserver) TurnEnded(string, time.Duration)                              {}
 func (nopObserver) ModelCalled(string, time.Duration, *provider.Response, error) {}
+func (nopObserver) Refused(string)                                               {}
 
 // stream makes one model call and reports it to the observer.
 func (s *Service) stream(ctx context.Context, req *provider.Request, onDelta func(provider.Delta) error) (*provider.Response, error) {

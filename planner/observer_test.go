@@ -13,7 +13,8 @@ import (
 
 // observation is one call of an Observer.
 type observation struct {
-	turn     string // TurnEnded's reason; "" for ModelCalled
+	turn     string // TurnEnded's reason; "" for ModelCalled and Refused
+	refused  string // Refused's limit
 	d        time.Duration
 	provider string
 	resp     *provider.Response
@@ -36,6 +37,12 @@ func (o *observer) ModelCalled(name string, d time.Duration, resp *provider.Resp
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.obs = append(o.obs, observation{d: d, provider: name, resp: resp, err: err})
+}
+
+func (o *observer) Refused(limit string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.obs = append(o.obs, observation{refused: limit})
 }
 
 // take returns and forgets the observations so far.

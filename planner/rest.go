@@ -26,7 +26,7 @@ type HandlerOptions = httpapi.HandlerOptions
 // The sessions listing is paged: at most limit sessions (default 100, at most 500) after the
 // cursor after, with next the cursor of the following page (null on the last). Every request
 // needs "Authorization: Bearer <token>". Errors are application/problem+json (RFC 7807): 400,
-// 401, 403, 404, 405, 413, 415, 422.
+// 401, 403, 404, 405, 413, 415, 422, and 429 with Retry-After beyond Options.SessionRate.
 func NewHandler(svc *Service, v TokenVerifier, opts *HandlerOptions) http.Handler {
 	h := &handler{svc: svc, api: httpapi.New(httpapi.Config{
 		Name: "planner", Verifier: v, MaxBodyBytes: 64 << 10, Classify: classify,
@@ -103,8 +103,8 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request, c Caller) error {
 	}{sess.json(), msgs})
 }
 
-// Status returns the HTTP status for err: 404, 403, 409 and 422 for the sentinels, 503 for
-// ErrClosed, 500 for anything else (and 200 for nil).
+// Status returns the HTTP status for err: 404, 403, 409, 422 and 429 for the sentinels, 503
+// for ErrClosed, 500 for anything else (and 200 for nil).
 func Status(err error) int { return httpapi.StatusOf(err, statuses) }
 
 var statuses = []httpapi.Sentinel{
@@ -113,6 +113,7 @@ var statuses = []httpapi.Sentinel{
 	{Err: ErrConflict, Status: http.StatusConflict},
 	{Err: ErrInvalid, Status: http.StatusUnprocessableEntity},
 	{Err: ErrClosed, Status: http.StatusServiceUnavailable},
+	{Err: ErrLimit, Status: http.StatusTooManyRequests},
 }
 
 // classify maps an error of the Service to its status and caller-safe detail.

@@ -15,8 +15,9 @@ import (
 // Send stores the human's message and starts the planner's turn in the background; it
 // returns the message's seq. It needs tracker.write on the session's project and a human
 // caller (ErrForbidden), an existing session (ErrNotFound), non-empty text of at most
-// MaxText bytes (ErrInvalid) and no turn of the session running on any replica
-// (ErrConflict).
+// Options.MaxMessageBytes (ErrInvalid), no turn of the session running on any replica
+// (ErrConflict), and fewer than Options.TurnsPerSubject turns of the caller's running on
+// all replicas (a *LimitError for LimitTurns).
 func (s *Service) Send(ctx context.Context, c Caller, session, text string) (int64, error) {
 	return s.SendWithKey(ctx, c, session, text, "")
 }
@@ -25,7 +26,7 @@ func (s *Service) Send(ctx context.Context, c Caller, session, text string) (int
 // caller used on the session less than SendKeyWindow ago returns the seq of that first send
 // and starts nothing, on any replica, also while that turn still runs.
 func (s *Service) SendWithKey(ctx context.Context, c Caller, session, text, key string) (int64, error) {
-	if err := checkText(text); err != nil {
+	if err := checkText(text, s.maxText); err != nil {
 		return 0, err
 	}
 	if err := checkKey(key); err != nil {
@@ -131,7 +132,11 @@ func checkKey(key string) error {
 func (s *Service) begin(ctx context.Context, c Caller, t *turn, text, key string) (int64, error) {
 	id := t.session.ID
 	s.reapSession(ctx, id) // a dead turn's watchers hear of it before the next turn starts
-	taken, stale, err := s.store.Acquire(ctx, id, t.owner, s.lease)
+	taken, stale, err := s.store.Acquire(ctx, id, t.owner, t.human, s.turnsPer, s.lease)
+	if errors.Is(err, ErrLimit) {
+		s.obs.Refused(LimitTurns)
+		return 0, err
+	}
 	if err != nil {
 		return 0, fmt.Errorf("planner: take the lease of session %s: %w", id, err)
 	}

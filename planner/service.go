@@ -27,6 +27,12 @@ const (
 	// for resuming (Options.TurnOutputs, TurnOutputBytes).
 	DefaultTurnOutputs     = 10_000
 	DefaultTurnOutputBytes = 1 << 20
+	// DefaultMaxMessageBytes bounds a human message (Options.MaxMessageBytes).
+	DefaultMaxMessageBytes = 32 << 10
+	// DefaultTurnsPerSubject and DefaultSessionRate are a subject's limits
+	// (Options.TurnsPerSubject, SessionRate).
+	DefaultTurnsPerSubject = 4
+	DefaultSessionRate     = 30
 	// SendKeyWindow is how long planner.send's idempotency keys are remembered.
 	SendKeyWindow = 24 * time.Hour
 	// abandonedTurn is how long the output of a turn that never ended (its replica and every
@@ -79,6 +85,17 @@ type Options struct {
 	Logger *slog.Logger
 	// Observer is told how turns and model calls went, for metrics. Default none.
 	Observer Observer
+
+	// MaxMessageBytes bounds the text of a human message (BALLET_MAX_PLANNER_MESSAGE_BYTES).
+	// Default DefaultMaxMessageBytes.
+	MaxMessageBytes int
+	// TurnsPerSubject bounds the turns running at once for one person, the one who sent
+	// their message, on all replicas sharing the Store (BALLET_PLANNER_TURNS_PER_SUBJECT).
+	// Default DefaultTurnsPerSubject.
+	TurnsPerSubject int
+	// SessionRate bounds the sessions one person creates in any minute, on this replica
+	// (BALLET_PLANNER_SESSION_RATE). Default DefaultSessionRate.
+	SessionRate int
 }
 
 // Causes of a turn's end other than its own completion.
@@ -109,6 +126,9 @@ type Service struct {
 	window      time.Duration
 	keepOutputs int
 	keepBytes   int
+	maxText     int
+	turnsPer    int
+	sessionRate *windowLimit
 
 	unsubscribe func()
 	keeperStop  context.CancelFunc
@@ -158,6 +178,7 @@ func New(store Store, trk *tracker.Service, opts *Options) *Service {
 		lease: o.Lease, maxRounds: o.MaxRounds, budget: o.ContextBudget, maxTokens: o.MaxTokens,
 		system: o.SystemPrompt, watchQueue: o.WatchQueue, toolTimeout: o.ToolTimeout, replica: o.ReplicaID,
 		window: o.ResumeWindow, keepOutputs: o.TurnOutputs, keepBytes: o.TurnOutputBytes,
+		maxText: o.MaxMessageBytes, turnsPer: o.TurnsPerSubject,
 		turns: map[string]*turn{}, watches: map[string]map[*watch]struct{}{}, syncs: map[string]chan struct{}{},
 		keeperDone: make(chan struct{}),
 	}
@@ -203,6 +224,17 @@ func New(store Store, trk *tracker.Service, opts *Options) *Service {
 	if s.keepBytes <= 0 {
 		s.keepBytes = DefaultTurnOutputBytes
 	}
+	if s.maxText <= 0 {
+		s.maxText = DefaultMaxMessageBytes
+	}
+	if s.turnsPer <= 0 {
+		s.turnsPer = DefaultTurnsPerSubject
+	}
+	rate := o.SessionRate
+	if rate <= 0 {
+		rate = DefaultSessionRate
+	}
+	s.sessionRate = newWindowLimit(rate, time.Minute)
 	s.unsubscribe = s.bus.Subscribe(s.deliver)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.keeperStop = cancel

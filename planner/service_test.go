@@ -343,7 +343,7 @@ func TestPermissionsAndArguments(t *testing.T) {
 		check("Watch of a malformed session", err, planner.ErrNotFound)
 		_, err = svc.Send(ctx, alice, id, " \n ")
 		check("empty text", err, planner.ErrInvalid)
-		_, err = svc.Send(ctx, alice, id, strings.Repeat("x", planner.MaxText+1))
+		_, err = svc.Send(ctx, alice, id, strings.Repeat("x", planner.DefaultMaxMessageBytes+1))
 		check("oversized text", err, planner.ErrInvalid)
 		_, err = svc.CreateSession(ctx, victor, "WEB", "")
 		check("viewer CreateSession", err, planner.ErrForbidden)
@@ -368,8 +368,8 @@ func TestPermissionsAndArguments(t *testing.T) {
 		if _, _, err := svc.Transcript(ctx, victor, id); err != nil {
 			t.Errorf("viewer Transcript: %v", err)
 		}
-		if _, err := svc.Send(ctx, alice, id, strings.Repeat("x", planner.MaxText)); err != nil {
-			t.Errorf("Send of MaxText bytes: %v", err)
+		if _, err := svc.Send(ctx, alice, id, strings.Repeat("x", planner.DefaultMaxMessageBytes)); err != nil {
+			t.Errorf("Send of DefaultMaxMessageBytes bytes: %v", err)
 		}
 		if msgs := transcript(t, svc, id); len(msgs) < 1 {
 			t.Fatal("no message stored")

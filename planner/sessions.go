@@ -10,7 +10,9 @@ import (
 	"github.com/ballet/gateway/tracker"
 )
 
-// CreateSession starts a session in project: a human caller with tracker.write on it.
+// CreateSession starts a session in project: a human caller with tracker.write on it, who
+// created fewer than Options.SessionRate sessions in the last minute on this replica (else a
+// *LimitError for LimitSessions).
 func (s *Service) CreateSession(ctx context.Context, c Caller, project, title string) (*Session, error) {
 	if err := checkTitle(title); err != nil {
 		return nil, err
@@ -20,6 +22,10 @@ func (s *Service) CreateSession(ctx context.Context, c Caller, project, title st
 	}
 	if !c.Human {
 		return nil, Errorf(ErrForbidden, "only a person can start a planner session")
+	}
+	if retry, ok := s.sessionRate.take(c.Subject, time.Now()); !ok {
+		s.obs.Refused(LimitSessions)
+		return nil, &LimitError{Limit: LimitSessions, Max: s.sessionRate.max, RetryAfter: retry}
 	}
 	sess := &Session{
 		ID: tracker.NewID(time.Now()), Project: project, Title: title, CreatedBy: c.Subject,

@@ -85,10 +85,13 @@ type Lease struct {
 // Leases is the one-turn-per-session rule, kept where every replica sees it. Expiry is judged
 // by the store's clock (the database's in Postgres), so replicas' clocks need not agree.
 type Leases interface {
-	// Acquire takes the session's lease for owner until ttl from now, when it is free or
-	// expired; taken is false when an unexpired lease holds it. stale reports that an expired
-	// lease was replaced (its turn died without ending).
-	Acquire(ctx context.Context, session, owner string, ttl time.Duration) (taken, stale bool, err error)
+	// Acquire takes the session's lease for owner, running a turn of subject's, until ttl from
+	// now, when it is free or expired; taken is false when an unexpired lease holds it. stale
+	// reports that an expired lease was replaced (its turn died without ending). When subject
+	// holds perSubject unexpired leases of other sessions already (perSubject > 0), it takes
+	// nothing and err is a *LimitError for LimitTurns: counted and taken atomically, so that
+	// of concurrent callers on all replicas at most perSubject hold leases.
+	Acquire(ctx context.Context, session, owner, subject string, perSubject int, ttl time.Duration) (taken, stale bool, err error)
 	// Renew extends owner's lease to ttl from now; held is false when owner no longer holds
 	// it, and cancel true when RequestCancel was called for the session since it was taken.
 	Renew(ctx context.Context, session, owner string, ttl time.Duration) (held, cancel bool, err error)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/ballet/gateway/internal/httpapi"
 )
@@ -27,10 +28,22 @@ var (
 type Error struct {
 	Err    error  // one of the sentinels
 	Detail string // for the caller: names only what the caller sent or may see
+	// Limit and Max name the limit (LimitTitleChars, LimitDescriptionBytes) that refused the
+	// request and its value; Limit is "" for other errors.
+	Limit string
+	Max   int
 }
 
 func (e *Error) Error() string { return e.Detail }
 func (e *Error) Unwrap() error { return e.Err }
+
+// Limited reports the limit that refused the request (httpapi.Limited), "" for none.
+func (e *Error) Limited() (string, int, time.Duration) { return e.Limit, e.Max, 0 }
+
+// limitError is ErrInvalid beyond limit, whose value max the format's one verb shows.
+func limitError(limit string, max int, format string) error {
+	return &Error{Err: ErrInvalid, Detail: fmt.Sprintf(format, max), Limit: limit, Max: max}
+}
 
 // errorf returns an *Error for sentinel with a formatted detail.
 func errorf(sentinel error, format string, args ...any) error {

@@ -104,11 +104,11 @@ func heapWhileListing(t *testing.T, e *restEnv, n int, path string) (growth int6
 	return int64(held.HeapAlloc) - int64(before.HeapAlloc), items, next
 }
 
-// TestListingHeap: a project of 1,000 items of 80 KB (descriptions of 20,000 four-byte
+// TestListingHeap: a project of 1,000 items of 64 KiB (descriptions of 16,384 four-byte
 // characters, the longest allowed), listed by 10 concurrent requests over HTTP on Postgres.
-// Each answers a page of 100 (~8 MB) streamed an item at a time, so that while all ten hold
+// Each answers a page of 100 (~6.5 MB) streamed an item at a time, so that while all ten hold
 // their page the live heap grows by less than 150 MiB; listing the whole project at once
-// would hold 80 MB per request, 800 MB for ten. One page of 500 holds about five times a
+// would hold 65 MB per request, 650 MB for ten. One page of 500 holds about five times a
 // page of 100.
 func TestListingHeap(t *testing.T) {
 	e := newREST(t, "postgres")
@@ -116,8 +116,8 @@ func TestListingHeap(t *testing.T) {
 	for _, m := range []string{"bob", "vic"} {
 		e.must(200, "PUT", "/api/v1/projects/WEB/members/"+m, "root", `{"role":"member"}`)
 	}
-	desc := strings.Repeat("😀", tracker.MaxDescription)
-	if len(desc) != 80000 {
+	desc := strings.Repeat("😀", tracker.DefaultMaxDescriptionBytes/4)
+	if len(desc) != tracker.DefaultMaxDescriptionBytes {
 		t.Fatalf("description of %d bytes", len(desc))
 	}
 	createItems(t, e, "WEB", 1000, desc)

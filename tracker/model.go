@@ -20,12 +20,40 @@ const (
 	StateDone       = "done"
 )
 
-// Limits of text fields, in characters.
+// Limits of text fields: the defaults of Options' item limits, and fixed ones in characters.
 const (
-	MaxTitle       = 200
-	MaxDescription = 20000
-	MaxProjectName = 200
+	DefaultMaxTitleChars       = 200      // characters of an item title
+	DefaultMaxDescriptionBytes = 64 << 10 // bytes (UTF-8) of an item description
+	// The ceilings of those settings, which the database checks too.
+	CeilingTitleChars       = 10_000
+	CeilingDescriptionBytes = 1 << 20
+	MaxProjectName          = 200
+	MaxQuery                = 200 // of an items listing's search text
 )
+
+// Names of the item limits, in problems ("limit") and errors (Error.Limit).
+const (
+	LimitTitleChars       = "title_chars"
+	LimitDescriptionBytes = "description_bytes"
+)
+
+// Limits bound the text members write into items. The Service checks them; stores check the
+// rest of an item's validity, not its length.
+type Limits struct {
+	TitleChars       int // longest title, in characters
+	DescriptionBytes int // longest description, in bytes of UTF-8
+}
+
+// check refuses a title or description (nil when not written) beyond the limits (ErrInvalid).
+func (l Limits) check(title, description *string) error {
+	if title != nil && utf8.RuneCountInString(*title) > l.TitleChars {
+		return limitError(LimitTitleChars, l.TitleChars, "title: longer than %d characters")
+	}
+	if description != nil && len(*description) > l.DescriptionBytes {
+		return limitError(LimitDescriptionBytes, l.DescriptionBytes, "description: longer than %d bytes")
+	}
+	return nil
+}
 
 // ValidState reports whether s is one of the item states.
 func ValidState(s string) bool {
@@ -204,7 +232,8 @@ type ItemList struct {
 	Next int64
 }
 
-// Check validates the input (ErrInvalid) and fills in the default state.
+// Check validates the input (ErrInvalid), but for the lengths that Limits bound, and fills in
+// the default state.
 func (in *ItemInput) Check() error {
 	if in.State == "" {
 		in.State = StateBacklog
@@ -218,7 +247,7 @@ func (in *ItemInput) Check() error {
 	return checkState(in.State)
 }
 
-// Check validates the fields the patch sets (ErrInvalid).
+// Check validates the fields the patch sets (ErrInvalid), but for the lengths that Limits bound.
 func (p *ItemPatch) Check() error {
 	if p.Title != nil {
 		if err := checkTitle(*p.Title); err != nil {
@@ -243,8 +272,8 @@ func (f *ItemFilter) Check() error {
 			return err
 		}
 	}
-	if !streams.ValidText(f.Query) || utf8.RuneCountInString(f.Query) > MaxTitle {
-		return errorf(ErrInvalid, "query: want text of at most %d characters", MaxTitle)
+	if !streams.ValidText(f.Query) || utf8.RuneCountInString(f.Query) > MaxQuery {
+		return errorf(ErrInvalid, "query: want text of at most %d characters", MaxQuery)
 	}
 	return nil
 }
@@ -278,18 +307,13 @@ func checkTitle(s string) error {
 		return errorf(ErrInvalid, "title: must not be empty")
 	case !streams.ValidText(s):
 		return errorf(ErrInvalid, "title: not text (NUL or invalid UTF-8)")
-	case utf8.RuneCountInString(s) > MaxTitle:
-		return errorf(ErrInvalid, "title: longer than %d characters", MaxTitle)
 	}
 	return nil
 }
 
 func checkDescription(s string) error {
-	switch {
-	case !streams.ValidText(s):
+	if !streams.ValidText(s) {
 		return errorf(ErrInvalid, "description: not text (NUL or invalid UTF-8)")
-	case utf8.RuneCountInString(s) > MaxDescription:
-		return errorf(ErrInvalid, "description: longer than %d characters", MaxDescription)
 	}
 	return nil
 }

@@ -212,8 +212,12 @@ func wantProblem(t *testing.T, r *response, status int) {
 	if p["type"] != "about:blank" || p["title"] != http.StatusText(status) || p["status"] != json.Number(itoa(status)) {
 		t.Fatalf("problem %s for status %d", r.body, status)
 	}
-	if d, _ := p["detail"].(string); d == "" || len(p) != 4 {
-		t.Fatalf("problem %s: want type, title, status and detail", r.body)
+	fields := 4
+	if _, limited := p["limit"].(string); limited && p["max"] != nil {
+		fields = 6 // a limit refused it: its name and its value
+	}
+	if d, _ := p["detail"].(string); d == "" || len(p) != fields {
+		t.Fatalf("problem %s: want type, title, status and detail (and limit and max)", r.body)
 	}
 	if r.header.Get("ETag") != "" {
 		t.Fatalf("problem with an ETag: %v", r.header)

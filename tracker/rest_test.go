@@ -108,7 +108,7 @@ func TestRESTErrors(t *testing.T) {
 			{name: "create item no title", method: "POST", path: "/api/v1/projects/WEB/items", sub: "bob", body: `{"description":"d"}`, status: 422},
 			{name: "create item blank title", method: "POST", path: "/api/v1/projects/WEB/items", sub: "bob", body: `{"title":"  "}`, status: 422},
 			{name: "create item long title", method: "POST", path: "/api/v1/projects/WEB/items", sub: "bob", body: `{"title":"` + long + `"}`, status: 422},
-			{name: "create item long description", method: "POST", path: "/api/v1/projects/WEB/items", sub: "bob", body: `{"title":"t","description":"` + strings.Repeat("d", 20001) + `"}`, status: 422},
+			{name: "create item long description", method: "POST", path: "/api/v1/projects/WEB/items", sub: "bob", body: `{"title":"t","description":"` + strings.Repeat("d", 64<<10+1) + `"}`, status: 422},
 			{name: "create item NUL", method: "POST", path: "/api/v1/projects/WEB/items", sub: "bob", body: `{"title":"a\u0000b"}`, status: 422},
 			{name: "create item bad state", method: "POST", path: "/api/v1/projects/WEB/items", sub: "bob", body: `{"title":"t","state":"open"}`, status: 422},
 			{name: "create item title number", method: "POST", path: "/api/v1/projects/WEB/items", sub: "bob", body: `{"title":42}`, status: 400},

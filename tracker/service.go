@@ -12,6 +12,13 @@ type Options struct {
 	// AdminSubjects may create projects, see every project and manage every project's
 	// members (BALLET_ADMIN_SUBJECTS). Default none.
 	AdminSubjects []string
+	// MaxTitleChars bounds item titles, in characters (BALLET_MAX_TITLE_CHARS), up to
+	// CeilingTitleChars. Default DefaultMaxTitleChars.
+	MaxTitleChars int
+	// MaxDescriptionBytes bounds item descriptions, in bytes of UTF-8
+	// (BALLET_MAX_DESCRIPTION_BYTES), up to CeilingDescriptionBytes. Default
+	// DefaultMaxDescriptionBytes.
+	MaxDescriptionBytes int
 }
 
 // Service is the tracker's API for REST and the planner's tools: it checks the actor's
@@ -19,20 +26,31 @@ type Options struct {
 type Service struct {
 	store  Store
 	admins map[string]bool
+	limits Limits
 }
 
 // NewService returns a Service over store.
 func NewService(store Store, opts *Options) *Service {
-	s := &Service{store: store, admins: map[string]bool{}}
+	s := &Service{store: store, admins: map[string]bool{},
+		limits: Limits{TitleChars: DefaultMaxTitleChars, DescriptionBytes: DefaultMaxDescriptionBytes}}
 	if opts != nil {
 		for _, a := range opts.AdminSubjects {
 			if a != "" {
 				s.admins[a] = true
 			}
 		}
+		if opts.MaxTitleChars > 0 {
+			s.limits.TitleChars = min(opts.MaxTitleChars, CeilingTitleChars)
+		}
+		if opts.MaxDescriptionBytes > 0 {
+			s.limits.DescriptionBytes = min(opts.MaxDescriptionBytes, CeilingDescriptionBytes)
+		}
 	}
 	return s
 }
+
+// Limits returns the limits of item text the Service enforces.
+func (s *Service) Limits() Limits { return s.limits }
 
 // IsAdmin reports whether subject is an admin subject.
 func (s *Service) IsAdmin(subject string) bool { return s.admins[subject] }
@@ -166,6 +184,9 @@ func (s *Service) CreateItem(ctx context.Context, a Actor, project string, in It
 	if err := in.Check(); err != nil {
 		return nil, err
 	}
+	if err := s.limits.check(&in.Title, &in.Description); err != nil {
+		return nil, err
+	}
 	return s.store.CreateItem(ctx, a, project, in)
 }
 
@@ -179,6 +200,9 @@ func (s *Service) UpdateItem(ctx context.Context, a Actor, key string, patch Ite
 		return nil, err
 	}
 	if err := patch.Check(); err != nil {
+		return nil, err
+	}
+	if err := s.limits.check(patch.Title, patch.Description); err != nil {
 		return nil, err
 	}
 	return s.store.UpdateItem(ctx, a, key, patch, ifVersion)

@@ -67,9 +67,8 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	store := memlog.New()
 	defer store.Close()
-	svc := tracker.NewService(memstore.New(store), &tracker.Options{
-		AdminSubjects: append([]string{devUser}, cfg.AdminSubjects...),
-	})
+	trackerOpts, plannerOpts := serviceOptions(&cfg, append([]string{devUser}, cfg.AdminSubjects...))
+	svc := tracker.NewService(memstore.New(store), trackerOpts)
 	if err := seedDev(ctx, store, svc); err != nil {
 		ln.Close()
 		return err
@@ -86,10 +85,9 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 		return err
 	}
 	metrics := gateway.NewMetrics()
-	plannerSvc := planner.New(plannermem.New(store), svc, &planner.Options{
-		Provider: model, Lease: cfg.PlannerLease, ResumeWindow: cfg.PlannerResume, MaxRounds: cfg.PlannerMaxRounds, Logger: logger,
-		Observer: metrics.PlannerObserver(model.Name()),
-	})
+	plannerOpts.Provider, plannerOpts.Logger = model, logger
+	plannerOpts.Observer = metrics.PlannerObserver(model.Name())
+	plannerSvc := planner.New(plannermem.New(store), svc, &plannerOpts)
 	defer plannerSvc.Close()
 	logger.Info("planner enabled", "provider", model.Name())
 	a := &app{

@@ -5,7 +5,9 @@ import (
 
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/internal/httpapi"
+	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/planner/provider"
+	"github.com/ballet/gateway/tracker"
 )
 
 // newProvider builds the planner's model from BALLET_PLANNER_*; nil when no
@@ -50,4 +52,14 @@ func apiMux(trackerAPI, plannerAPI http.Handler) http.Handler {
 		return trackerAPI
 	}
 	return httpapi.Join(trackerAPI, plannerAPI)
+}
+
+// serviceOptions are the tracker's and the planner's settings in cfg, with the tracker's
+// admin subjects; the planner's provider, bus, logger and observer are the caller's.
+func serviceOptions(cfg *gateway.Config, admins []string) (*tracker.Options, planner.Options) {
+	return &tracker.Options{AdminSubjects: admins, MaxTitleChars: cfg.MaxTitleChars, MaxDescriptionBytes: cfg.MaxDescriptionBytes},
+		planner.Options{
+			Lease: cfg.PlannerLease, ResumeWindow: cfg.PlannerResume, MaxRounds: cfg.PlannerMaxRounds,
+			MaxMessageBytes: cfg.MaxPlannerMessageBytes, TurnsPerSubject: cfg.PlannerTurnsPerSubject, SessionRate: cfg.PlannerSessionRate,
+		}
 }

@@ -107,7 +107,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	if err != nil {
 		return fmt.Errorf("BALLET_OIDC_ISSUER: %w", err)
 	}
-	svc := tracker.NewService(pgstore.New(pool), &tracker.Options{AdminSubjects: cfg.AdminSubjects})
+	trackerOpts, plannerOpts := serviceOptions(&cfg, cfg.AdminSubjects)
+	svc := tracker.NewService(pgstore.New(pool), trackerOpts)
 	model, err := newProvider(&cfg)
 	if err != nil {
 		return err
@@ -121,10 +122,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 			return fmt.Errorf("planner bus: %w", err)
 		}
 		defer bus.Close()
-		plannerSvc = planner.New(plannerpg.New(pool), svc, &planner.Options{
-			Provider: model, Bus: bus, Lease: cfg.PlannerLease, ResumeWindow: cfg.PlannerResume, MaxRounds: cfg.PlannerMaxRounds, Logger: logger,
-			Observer: metrics.PlannerObserver(model.Name()),
-		})
+		plannerOpts.Provider, plannerOpts.Bus, plannerOpts.Logger = model, bus, logger
+		plannerOpts.Observer = metrics.PlannerObserver(model.Name())
+		plannerSvc = planner.New(plannerpg.New(pool), svc, &plannerOpts)
 		defer plannerSvc.Close()
 		plannerAPI = planner.NewHandler(plannerSvc, verifier, &planner.HandlerOptions{Logger: logger})
 		logger.Info("planner enabled", "provider", model.Name())

@@ -5,6 +5,7 @@
 package gatewaytest
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"log/slog"
@@ -66,7 +67,8 @@ type Options struct {
 	// TailConfig, when set, adjusts the configuration of the standby's pool (to put several
 	// standbys behind it, say).
 	TailConfig func(*pgxpool.Config)
-	// Config overrides; zero fields keep the defaults.
+	// Config overrides; zero fields keep the defaults. Its limits of what members write and
+	// of the planner reach the tracker and the planner (unless PlannerOptions sets them).
 	Config gateway.Config
 	// API is mounted at /api/v1/ when set; it may be set after Start
 	// through Env.SetAPI.
@@ -132,6 +134,8 @@ func Start(t testing.TB, o *Options) *Env {
 		o.Tracker = true
 	}
 	env := &Env{Issuer: o.Issuer, api: &swapHandler{}}
+	trackerOpts := &tracker.Options{AdminSubjects: o.AdminSubjects,
+		MaxTitleChars: o.Config.MaxTitleChars, MaxDescriptionBytes: o.Config.MaxDescriptionBytes}
 	if env.Issuer == nil {
 		env.Issuer = authtest.NewIssuer(t)
 	}
@@ -177,14 +181,14 @@ func Start(t testing.TB, o *Options) *Env {
 			env.Store = replayedStore{l}
 		}
 		if o.Tracker {
-			env.Tracker = tracker.NewService(pgstore.New(pool), &tracker.Options{AdminSubjects: o.AdminSubjects})
+			env.Tracker = tracker.NewService(pgstore.New(pool), trackerOpts)
 		}
 	} else {
 		l := memlog.New()
 		t.Cleanup(func() { l.Close() })
 		env.Store = l
 		if o.Tracker {
-			env.Tracker = tracker.NewService(memstore.New(l), &tracker.Options{AdminSubjects: o.AdminSubjects})
+			env.Tracker = tracker.NewService(memstore.New(l), trackerOpts)
 		}
 	}
 	cfg := o.Config
@@ -209,6 +213,9 @@ func Start(t testing.TB, o *Options) *Env {
 			po := o.PlannerOptions
 			po.Provider = o.Planner
 			po.Logger = quiet
+			po.MaxMessageBytes = cmp.Or(po.MaxMessageBytes, o.Config.MaxPlannerMessageBytes)
+			po.TurnsPerSubject = cmp.Or(po.TurnsPerSubject, o.Config.PlannerTurnsPerSubject)
+			po.SessionRate = cmp.Or(po.SessionRate, o.Config.PlannerSessionRate)
 			var store planner.Store
 			if env.Pool != nil {
 				bus, err := plannerpg.OpenBus(ctx, env.Pool, &plannerpg.BusOptions{Logger: quiet})

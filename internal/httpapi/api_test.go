@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/auth/authtest"
@@ -179,6 +180,43 @@ func TestStatusOf(t *testing.T) {
 	} {
 		if got := httpapi.StatusOf(c.err, sentinels); got != c.want {
 			t.Errorf("StatusOf(%v) = %d, want %d", c.err, got, c.want)
+		}
+	}
+}
+
+// tooMany is an error a limit refused.
+type tooMany struct{ retry time.Duration }
+
+func (tooMany) Error() string                           { return "too many things" }
+func (e tooMany) Limited() (string, int, time.Duration) { return "things", 3, e.retry }
+func classifyTooMany(error) (int, string)               { return http.StatusTooManyRequests, "too many things" }
+func failWith(err error) httpapi.Methods[string] {
+	return httpapi.Methods[string]{"GET": func(http.ResponseWriter, *http.Request, string) error { return err }}
+}
+
+// TestLimitedProblem: an error a limit refused names the limit and its value in the problem,
+// and its retry, rounded up to whole seconds, is the Retry-After.
+func TestLimitedProblem(t *testing.T) {
+	iss := authtest.NewIssuer(t)
+	api := httpapi.New(httpapi.Config{Name: "things", Verifier: authtest.NewVerifier(t, iss, audience), Classify: classifyTooMany}, nil)
+	bearer := "Bearer " + authtest.Mint(t, iss, "alice", auth.TokenOptions{Audience: []string{audience}})
+	for _, c := range []struct {
+		retry time.Duration
+		want  string
+	}{{1500 * time.Millisecond, "2"}, {time.Millisecond, "1"}, {0, ""}} {
+		h := httpapi.Route(api, func(p *auth.Principal) string { return p.Subject }, failWith(fmt.Errorf("wrapped: %w", tooMany{c.retry})))
+		a := serve(t, h, "GET", "/", bearer, "", "")
+		var p struct {
+			Status int
+			Detail string
+			Limit  string
+			Max    int
+		}
+		if err := json.Unmarshal([]byte(a.body), &p); err != nil || a.status != 429 || p.Limit != "things" || p.Max != 3 || p.Detail != "too many things" {
+			t.Fatalf("retry %v: %d %s", c.retry, a.status, a.body)
+		}
+		if got := a.header.Get("Retry-After"); got != c.want {
+			t.Fatalf("retry %v: Retry-After %q, want %q", c.retry, got, c.want)
 		}
 	}
 }

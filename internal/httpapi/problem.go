@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 )
 
 // Error is a failure of the request itself (before the service is asked), answered with its
@@ -42,12 +45,21 @@ func StatusOf(err error, sentinels []Sentinel) int {
 	return http.StatusInternalServerError
 }
 
-// problem is an RFC 7807 problem document.
+// Limited is an error that a limit refused; name is "" when it is not one. Its problem names the
+// limit and its value ("limit", "max"), and a positive retry is its Retry-After, in whole
+// seconds rounded up.
+type Limited interface {
+	Limited() (name string, max int, retry time.Duration)
+}
+
+// problem is an RFC 7807 problem document, with the limit that refused the request, if any.
 type problem struct {
 	Type   string `json:"type"`
 	Title  string `json:"title"`
 	Status int    `json:"status"`
 	Detail string `json:"detail,omitempty"`
+	Limit  string `json:"limit,omitempty"`
+	Max    int    `json:"max,omitempty"`
 }
 
 // problem answers err as application/problem+json: an *Error as it says, other errors as
@@ -66,13 +78,21 @@ func (a *API) problem(w http.ResponseWriter, r *http.Request, err error) {
 		a.logger.ErrorContext(r.Context(), a.name+" request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		detail = "the server could not complete the request; it has been logged"
 	}
+	p := problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail}
 	h := w.Header()
+	var lim Limited
+	if errors.As(err, &lim) && status != http.StatusInternalServerError {
+		var retry time.Duration
+		if p.Limit, p.Max, retry = lim.Limited(); p.Limit != "" && retry > 0 {
+			h.Set("Retry-After", strconv.FormatInt(int64(math.Ceil(retry.Seconds())), 10))
+		}
+	}
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Cache-Control", "no-store")
 	h.Del("ETag")
 	h.Del("Location")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
+	_ = json.NewEncoder(w).Encode(p)
 }
 
 // WriteJSON answers v as JSON with status, not to be cached.

@@ -25,7 +25,8 @@ type Store struct {
 
 type lease struct {
 	planner.Lease
-	cancel bool // RequestCancel was called
+	subject string // whose turn it runs
+	cancel  bool   // RequestCancel was called
 }
 
 type session struct {
@@ -231,7 +232,7 @@ func (s *Store) SaveSummary(ctx context.Context, sum *planner.Summary) error {
 	return nil
 }
 
-func (s *Store) Acquire(ctx context.Context, id, owner string, ttl time.Duration) (bool, bool, error) {
+func (s *Store) Acquire(ctx context.Context, id, owner, subject string, perSubject int, ttl time.Duration) (bool, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, false, err
 	}
@@ -241,11 +242,22 @@ func (s *Store) Acquire(ctx context.Context, id, owner string, ttl time.Duration
 		return false, false, notFound(id)
 	}
 	t := time.Now()
+	if perSubject > 0 {
+		running := 0
+		for sid, l := range s.leases {
+			if sid != id && l.subject == subject && t.Before(l.ExpiresAt) {
+				running++
+			}
+		}
+		if running >= perSubject {
+			return false, false, &planner.LimitError{Limit: planner.LimitTurns, Max: perSubject}
+		}
+	}
 	l, held := s.leases[id]
 	if held && t.Before(l.ExpiresAt) {
 		return false, false, nil
 	}
-	s.leases[id] = lease{Lease: planner.Lease{Session: id, Owner: owner, ExpiresAt: t.Add(ttl)}}
+	s.leases[id] = lease{Lease: planner.Lease{Session: id, Owner: owner, ExpiresAt: t.Add(ttl)}, subject: subject}
 	return true, held, nil
 }
 

@@ -13,28 +13,55 @@ import (
 
 // Acquire inserts the lease row, or replaces an expired one, in one statement: of concurrent
 // callers exactly one gets the session. xmax is non-zero on a row version written by the
-// ON CONFLICT update, which tells a replaced (stale) lease from a new one.
-func (s *Store) Acquire(ctx context.Context, id, owner string, ttl time.Duration) (bool, bool, error) {
+// ON CONFLICT update, which tells a replaced (stale) lease from a new one. With perSubject, the
+// statement also counts the subject's unexpired leases and inserts only below the limit, in a
+// transaction holding an advisory lock of the subject, so that the count of a concurrent caller
+// on any replica sees the lease taken before it.
+func (s *Store) Acquire(ctx context.Context, id, owner, subject string, perSubject int, ttl time.Duration) (bool, bool, error) {
 	if !planner.ValidID(id) {
 		return false, false, notFound(id)
 	}
-	var replaced bool
-	err := s.pool.QueryRow(ctx, `INSERT INTO planner_leases AS l (session_id, owner, expires_at)
-		VALUES ($1, $2, now() + $3 * interval '1 microsecond')
-		ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at,
-			cancel_requested = false
-			WHERE l.expires_at <= now()
-		RETURNING xmax <> 0`, id, owner, ttl.Microseconds()).Scan(&replaced)
+	var (
+		running  int64
+		replaced *bool
+	)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if perSubject > 0 {
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2))", turnsLockSpace, subject); err != nil {
+				return err
+			}
+		}
+		return tx.QueryRow(ctx, `WITH running AS (
+				SELECT count(*) AS n FROM planner_leases
+				WHERE $5::int > 0 AND subject = $3 AND session_id <> $1::uuid AND expires_at > statement_timestamp()
+			), taken AS (
+				INSERT INTO planner_leases AS l (session_id, owner, subject, expires_at)
+				SELECT $1::uuid, $2, $3, statement_timestamp() + $4 * interval '1 microsecond' FROM running
+				WHERE $5::int <= 0 OR n < $5::int
+				ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, subject = EXCLUDED.subject,
+					expires_at = EXCLUDED.expires_at, cancel_requested = false
+					WHERE l.expires_at <= statement_timestamp()
+				RETURNING xmax <> 0 AS replaced
+			)
+			SELECT (SELECT n FROM running), (SELECT replaced FROM taken)`,
+			id, owner, subject, ttl.Microseconds(), perSubject).Scan(&running, &replaced)
+	})
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return false, false, nil
 	case pgCode(err) == "23503": // foreign_key_violation: no such session
 		return false, false, notFound(id)
 	case err != nil:
 		return false, false, fmt.Errorf("pgstore: acquire lease of %s: %w", id, err)
+	case perSubject > 0 && running >= int64(perSubject):
+		return false, false, &planner.LimitError{Limit: planner.LimitTurns, Max: perSubject}
+	case replaced == nil:
+		return false, false, nil
 	}
-	return true, replaced, nil
+	return true, *replaced, nil
 }
+
+// turnsLockSpace is the first key of the advisory locks of subjects' turns (the second is the
+// subject's hash): "bt" for ballet turns.
+const turnsLockSpace int32 = 0x6274
 
 func (s *Store) Renew(ctx context.Context, id, owner string, ttl time.Duration) (bool, bool, error) {
 	if !planner.ValidID(id) {

@@ -183,14 +183,15 @@ func testValidation(t *testing.T, h *harness) {
 	before := h.head()
 	bad := []tracker.ItemInput{
 		{Title: ""}, {Title: "   \t"}, {Title: strings.Repeat("x", 201)}, {Title: "a\x00b"}, {Title: "\xff"},
-		{Title: "t", Description: strings.Repeat("é", 20001)}, {Title: "t", State: "open"}, {Title: "t", State: "Done"},
+		{Title: "t", Description: strings.Repeat("é", 32<<10) + "x"}, {Title: "t", Description: strings.Repeat("😀", 16<<10+1)},
+		{Title: "t", State: "open"}, {Title: "t", State: "Done"},
 	}
 	for _, in := range bad {
 		_, err := h.svc.CreateItem(ctx, Bob, "WEB", in)
 		h.wantErr(fmt.Sprintf("create %.20q/%d/%q", in.Title, len(in.Description), in.State), before, err, tracker.ErrInvalid)
 	}
 	patches := []tracker.ItemPatch{
-		{Title: ptr("")}, {Title: ptr(strings.Repeat("é", 201))}, {Description: ptr(strings.Repeat("x", 20001))},
+		{Title: ptr("")}, {Title: ptr(strings.Repeat("é", 201))}, {Description: ptr(strings.Repeat("x", 64<<10+1))},
 		{State: ptr("")}, {State: ptr("closed")}, {Title: ptr("ok"), State: ptr("nope")},
 	}
 	for i, p := range patches {
@@ -199,13 +200,22 @@ func testValidation(t *testing.T, h *harness) {
 	}
 	_, _, err := listAll(ctx, h.svc, Bob, "WEB", tracker.ItemFilter{State: "closed"})
 	h.wantErr("filter by a bad state", before, err, tracker.ErrInvalid)
-	// The limits are characters, not bytes.
-	ok, err := h.svc.CreateItem(ctx, Bob, "WEB", tracker.ItemInput{Title: strings.Repeat("é", 200), Description: strings.Repeat("ü", 20000)})
+	// Titles are bounded in characters, descriptions in bytes.
+	ok, err := h.svc.CreateItem(ctx, Bob, "WEB", tracker.ItemInput{Title: strings.Repeat("é", 200), Description: strings.Repeat("😀", 16<<10)})
 	if err != nil {
 		t.Fatalf("longest title and description: %v", err)
 	}
 	if got := h.get(ok.Key); got.Title != ok.Title || got.Description != ok.Description {
 		t.Fatal("long text did not round-trip")
+	}
+	long := strings.Repeat("d", tracker.DefaultMaxDescriptionBytes)
+	if _, err := h.svc.UpdateItem(ctx, Bob, ok.Key, tracker.ItemPatch{Description: &long}, nil); err != nil {
+		t.Fatalf("a description of the longest: %v", err)
+	}
+	var te *tracker.Error
+	_, err = h.svc.UpdateItem(ctx, Bob, ok.Key, tracker.ItemPatch{Description: ptr(long + "d")}, nil)
+	if !errors.As(err, &te) || te.Limit != tracker.LimitDescriptionBytes || te.Max != 64<<10 || te.Detail != "description: longer than 65536 bytes" {
+		t.Fatalf("a description of one byte more: %#v", err)
 	}
 }
 
