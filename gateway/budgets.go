@@ -56,13 +56,14 @@ func (b *bucket) until(want, rate float64) time.Duration {
 	return time.Duration((want - b.level) / rate * 1e9)
 }
 
-// rateLimiter is a budget of frames (a connection's, or a subject's): a token bucket that fills at rate per
-// second up to twice that. A frame beyond it is refused, and refusals have
-// a budget of the same size; past it a refusal is owed, and the reader
-// waits until it is paid before refusing and reading on, so a flood costs
-// the server no more than twice the rate in frames and TCP holds the peer
-// back. Shared by several readers (a subject's connections), each waits its
-// own turn. Safe for concurrent use.
+// rateLimiter is a budget of frames, a connection's or a subject's: a
+// token bucket that fills at rate per second up to twice that. A frame
+// beyond it is refused, and refusals have a budget of the same size; past
+// it a refusal is owed, and the reader waits until it is paid before
+// refusing and reading on, so a flood costs the server no more than twice
+// the rate in frames and TCP holds the peer back. Shared by several
+// readers (a subject's connections), each waits its own turn. Safe for
+// concurrent use.
 type rateLimiter struct {
 	mu               sync.Mutex
 	tokens, refusals bucket
