@@ -327,6 +327,11 @@ func (e *Env) Project(t testing.TB, key string, subjectRoles ...string) {
 			t.Fatal(err)
 		}
 	}
+	if e.StandbyDB != nil {
+		// Written on the primary: a subscribe right after reads the standby's head, which must
+		// be past these events, as a test that goes on expects.
+		e.StandbyDB.WaitReplayed(t)
+	}
 }
 
 type swapHandler struct {
