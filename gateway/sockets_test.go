@@ -505,7 +505,7 @@ func TestOneAddressCannotFillAReplica(t *testing.T) {
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
 	hc := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
 	for i := range 20 {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		ws, _, err := websocket.Dial(ctx, env.URL, &websocket.DialOptions{HTTPClient: hc, Subprotocols: []string{codec.NameJSON}})
 		cancel()
 		if err != nil {

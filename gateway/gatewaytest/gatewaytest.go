@@ -316,6 +316,8 @@ func (e *Env) Token(t testing.TB, subject string) string {
 }
 
 // Project creates a project and grants roles, e.g. Project(t, "WEB", "alice", "admin", "bob", "viewer").
+// On a standby it returns once the standby has replayed them, as Append does for events: a
+// subscription made next must not get the project's own events live.
 func (e *Env) Project(t testing.TB, key string, subjectRoles ...string) {
 	t.Helper()
 	ctx := context.Background()
