@@ -58,25 +58,34 @@ func limitExceeded(limit string, max int, retryAfter time.Duration) error {
 }
 
 // limits is what the auth result advertises, so that clients stay within
-// them without learning them by error.
+// them without learning them by error. The planner's are advertised only by
+// a server that runs the planner.
 type limits struct {
 	Subscriptions            int   `json:"subscriptions"`
 	RequestsPerSecond        int   `json:"requests_per_second"`
 	SubjectRequestsPerSecond int   `json:"subject_requests_per_second"`
 	MessageBytes             int64 `json:"message_bytes"`
+	QueuedBytes              int   `json:"queued_bytes"`
 	Replay                   int   `json:"replay"`
 	ReplayEventsPerSecond    int   `json:"replay_events_per_second"`
 	ConnectionsPerSubject    int   `json:"connections_per_subject"`
 	HeartbeatMs              int64 `json:"heartbeat_ms"`
+	PlannerMessageBytes      int   `json:"planner_message_bytes,omitempty"`
+	PlannerTurns             int   `json:"planner_turns,omitempty"`
 }
 
 func (s *Server) advertised() *limits {
 	c := &s.cfg
-	return &limits{
+	l := &limits{
 		Subscriptions: c.MaxSubscriptions, RequestsPerSecond: c.RequestRate, SubjectRequestsPerSecond: c.SubjectRequestRate,
-		MessageBytes: c.ReadLimit, Replay: c.ReplayLimit, ReplayEventsPerSecond: c.ReplayRate,
+		MessageBytes: c.ReadLimit, QueuedBytes: c.ConnectionQueueBytes, Replay: c.ReplayLimit, ReplayEventsPerSecond: c.ReplayRate,
 		ConnectionsPerSubject: c.MaxConnectionsPerSubject, HeartbeatMs: c.HeartbeatInterval.Milliseconds(),
 	}
+	if s.planner != nil {
+		p := s.planner.Limits()
+		l.PlannerMessageBytes, l.PlannerTurns = p.MessageBytes, p.TurnsPerSubject
+	}
+	return l
 }
 
 // screen sees each message as decoded (rpc.Options.Screen). Before auth,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -47,27 +48,44 @@ func limitRejections(t testing.TB, srv *gateway.Server, limit string) float64 {
 	return v
 }
 
+// TestAuthAdvertisesLimits: auth and auth.refresh advertise the configured limits; the
+// planner's only where it runs, as the planner enforces them.
 func TestAuthAdvertisesLimits(t *testing.T) {
-	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{
+	cfg := gateway.Config{
 		MaxSubscriptions: 7, RequestRate: 33, MaxConnectionsPerSubject: 5, ReplayLimit: 321,
 		ReadLimit: 64 << 10, HeartbeatInterval: 2 * time.Second, SubjectRequestRate: 44, ReplayRate: 55,
-	}})
+		ConnectionQueueBytes: 96 << 10, MaxPlannerMessageBytes: 1234, PlannerTurnsPerSubject: 3,
+	}
 	want := map[string]int64{"subscriptions": 7, "requests_per_second": 33, "message_bytes": 64 << 10,
 		"replay": 321, "connections_per_subject": 5, "heartbeat_ms": 2000,
-		"subject_requests_per_second": 44, "replay_events_per_second": 55}
-	forEachCodec(t, func(t *testing.T, c codec.Codec) {
-		k := dial(t, env.URL, c)
-		for _, method := range []string{"auth", "auth.refresh"} {
-			var res struct {
-				Subject string           `json:"subject"`
-				Limits  map[string]int64 `json:"limits"`
-			}
-			k.mustCall(method, map[string]string{"token": env.Token(t, "alice")}, &res)
-			if fmt.Sprint(res.Limits) != fmt.Sprint(want) {
-				t.Fatalf("%s: limits %v, want %v", method, res.Limits, want)
-			}
-		}
-	})
+		"subject_requests_per_second": 44, "replay_events_per_second": 55, "queued_bytes": 96 << 10}
+	withPlanner := map[string]int64{"planner_message_bytes": 1234, "planner_turns": 3}
+	maps.Copy(withPlanner, want)
+	for _, tc := range []struct {
+		name string
+		opts *gatewaytest.Options
+		want map[string]int64
+	}{
+		{"no_planner", &gatewaytest.Options{Config: cfg}, want},
+		{"planner", &gatewaytest.Options{Config: cfg, Planner: provider.NewScripted(nil)}, withPlanner},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := gatewaytest.Start(t, tc.opts)
+			forEachCodec(t, func(t *testing.T, c codec.Codec) {
+				k := dial(t, env.URL, c)
+				for _, method := range []string{"auth", "auth.refresh"} {
+					var res struct {
+						Subject string           `json:"subject"`
+						Limits  map[string]int64 `json:"limits"`
+					}
+					k.mustCall(method, map[string]string{"token": env.Token(t, "alice")}, &res)
+					if !maps.Equal(res.Limits, tc.want) {
+						t.Fatalf("%s: limits %v, want %v", method, res.Limits, tc.want)
+					}
+				}
+			})
+		})
+	}
 }
 
 func TestSubscriptionLimit(t *testing.T) {

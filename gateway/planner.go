@@ -19,6 +19,9 @@ type Planner interface {
 	SendWithKey(ctx context.Context, c planner.Caller, session, text, key string) (int64, error)
 	Cancel(ctx context.Context, c planner.Caller, session string) error
 	WatchFrom(ctx context.Context, c planner.Caller, session string, opts planner.WatchOptions, fn func(planner.Output) bool) (planner.WatchResult, func(), error)
+	// Limits are the limits of one person that SendWithKey enforces, advertised in the auth
+	// result.
+	Limits() planner.Limits
 }
 
 var _ Planner = (*planner.Service)(nil)

@@ -98,6 +98,13 @@ type Options struct {
 	SessionRate int
 }
 
+// Limits are what one person may send the planner and make it run, as the Service enforces
+// them (Options.MaxMessageBytes, TurnsPerSubject).
+type Limits struct {
+	MessageBytes    int // the longest text of a human message, in bytes
+	TurnsPerSubject int // turns of one person running at once, on all replicas
+}
+
 // Causes of a turn's end other than its own completion.
 var (
 	errCancelled = errors.New("planner: turn cancelled")
@@ -240,6 +247,11 @@ func New(store Store, trk *tracker.Service, opts *Options) *Service {
 	s.keeperStop = cancel
 	go s.keep(ctx)
 	return s
+}
+
+// Limits returns the limits of one person the Service enforces.
+func (s *Service) Limits() Limits {
+	return Limits{MessageBytes: s.maxText, TurnsPerSubject: s.turnsPer}
 }
 
 func randomID() string {
