@@ -23,13 +23,17 @@
 // (Client.Limits): its heartbeat interval is the server's unless
 // Options.HeartbeatInterval is set; a subscription or planner watch beyond
 // the subscription limit fails at once with a *LimitError, as the server's
-// -32029 does; a request refused for a rate (the connection's requests,
-// the subject's requests, the subject's replays) is sent again after the
-// server's retry_after_ms (Options.RateLimitRetries), and resubscribes
-// after a reconnect always wait their turn. A subject with too many
-// connections (close 4029) and a full replica (HTTP 503, a *HandshakeError)
-// are retried with a longer backoff. Servers that advertise no limits get
-// the spec's defaults.
+// -32029 does; a PlannerSend text of more bytes than planner_message_bytes
+// fails at once with a *LimitError that matches the server's -32602; a
+// request refused for a rate (the connection's requests, the subject's
+// requests, the subject's replays) is sent again after the server's
+// retry_after_ms (Options.RateLimitRetries), and resubscribes after a
+// reconnect always wait their turn. A subject with too many connections
+// (close 4029) and a full replica (HTTP 503, a *HandshakeError) are retried
+// with a longer backoff. The others are reported, not enforced: a send
+// beyond planner_turns is the server's *LimitError (LimitPlannerTurns; send
+// again once a turn is done), and a connection closed for queued_bytes
+// (1013: it fell too far behind) reconnects and resumes like any other. Servers that advertise no limits get the spec's defaults.
 //
 // Extensions: SubscribeOptions.Types asks for only some event types, and
 // SubscribeOptions.Presence makes the caller present on the stream and

@@ -55,19 +55,26 @@ func (e *ClosedError) Is(target error) bool {
 	return false
 }
 
-// The limits a server refuses with -32029, as LimitError.Limit says.
+// The limits of LimitError.Limit: those a server refuses with -32029, and
+// LimitPlannerMessageBytes, which the client refuses itself (the server's
+// refusal of a longer text is -32602 without data).
 const (
 	LimitSubscriptions         = "subscriptions"           // stream subscriptions and planner watches of a connection
 	LimitRequests              = "requests"                // requests per second of a connection
 	LimitSubjectRequests       = "subject_requests"        // requests per second of one subject on a replica
 	LimitReplay                = "replay"                  // events replayed per second for one subject on a replica
 	LimitConnectionsPerSubject = "connections_per_subject" // connections of one subject on a replica
+	LimitPlannerTurns          = "planner_turns"           // planner turns of one subject running at once, on all replicas
+	LimitPlannerMessageBytes   = "planner_message_bytes"   // bytes of a planner.send text (refused by the client only)
 )
 
 // LimitError is a server limit that was reached: the server's -32029
-// answer, or the client's own refusal of a subscription beyond the limit
-// the server advertised (then nothing was sent). It matches
-// rpc.ErrLimitExceeded, and rpc.Code reports -32029 for it.
+// answer, or the client's own refusal of what would go beyond a limit the
+// server advertised (then nothing was sent): a subscription beyond
+// LimitSubscriptions or a planner message beyond LimitPlannerMessageBytes.
+// It matches the error the server answers beyond the limit, and rpc.Code
+// reports its code: rpc.ErrInvalidParams (-32602) for
+// LimitPlannerMessageBytes, rpc.ErrLimitExceeded (-32029) for the others.
 type LimitError struct {
 	Limit      string        // one of the Limit constants
 	Max        int           // the limit's value
@@ -83,12 +90,16 @@ func (e *LimitError) Error() string {
 }
 
 // Unwrap returns the JSON-RPC error: the server's, or a local one with
-// the same code.
+// the code the server answers beyond the limit.
 func (e *LimitError) Unwrap() error {
 	if e.err != nil {
 		return e.err
 	}
-	return &rpc.Error{Code: rpc.ErrLimitExceeded.Code, Message: e.Error()}
+	code := rpc.ErrLimitExceeded.Code
+	if e.Limit == LimitPlannerMessageBytes {
+		code = rpc.ErrInvalidParams.Code
+	}
+	return &rpc.Error{Code: code, Message: e.Error()}
 }
 
 // limitData is the data of a -32029 error.

@@ -24,17 +24,20 @@ const maxRetryAfter = 10 * time.Minute
 const defaultHeartbeat = 15 * time.Second
 
 // Limits are what the server advertised in its last auth or auth.refresh
-// result. A zero field was not advertised (an older server): the client
-// then does not enforce it.
+// result. A zero field was not advertised (an older server, or for the
+// planner's, one that does not run it): the client then does not enforce it.
 type Limits struct {
 	Subscriptions            int           // stream subscriptions and planner watches per connection
 	RequestsPerSecond        int           // requests per second per connection, in bursts of twice that
 	SubjectRequestsPerSecond int           // requests per second of the subject's connections on a replica together, in bursts of twice that
 	MessageBytes             int64         // the largest message the server reads
+	QueuedBytes              int64         // bytes the server queues for the connection, not yet written; beyond, it closes the connection (1013)
 	Replay                   int           // events replayed at most; more is -32010
 	ReplayEventsPerSecond    int           // events replayed per second for the subject on a replica
 	ConnectionsPerSubject    int           // connections of one subject on a replica
 	Heartbeat                time.Duration // the server's heartbeat interval
+	PlannerMessageBytes      int           // the longest planner.send text, in bytes of UTF-8
+	PlannerTurns             int           // planner turns of the subject running at once, on all replicas
 }
 
 // wireLimits is the auth result's "limits".
@@ -43,10 +46,13 @@ type wireLimits struct {
 	RequestsPerSecond        int   `json:"requests_per_second"`
 	SubjectRequestsPerSecond int   `json:"subject_requests_per_second"`
 	MessageBytes             int64 `json:"message_bytes"`
+	QueuedBytes              int64 `json:"queued_bytes"`
 	Replay                   int   `json:"replay"`
 	ReplayEventsPerSecond    int   `json:"replay_events_per_second"`
 	ConnectionsPerSubject    int   `json:"connections_per_subject"`
 	HeartbeatMs              int64 `json:"heartbeat_ms"`
+	PlannerMessageBytes      int   `json:"planner_message_bytes"`
+	PlannerTurns             int   `json:"planner_turns"`
 }
 
 func (w *wireLimits) limits() Limits {
@@ -58,10 +64,13 @@ func (w *wireLimits) limits() Limits {
 		RequestsPerSecond:        max(w.RequestsPerSecond, 0),
 		SubjectRequestsPerSecond: max(w.SubjectRequestsPerSecond, 0),
 		MessageBytes:             max(w.MessageBytes, 0),
+		QueuedBytes:              max(w.QueuedBytes, 0),
 		Replay:                   max(w.Replay, 0),
 		ReplayEventsPerSecond:    max(w.ReplayEventsPerSecond, 0),
 		ConnectionsPerSubject:    max(w.ConnectionsPerSubject, 0),
 		Heartbeat:                time.Duration(max(w.HeartbeatMs, 0)) * time.Millisecond,
+		PlannerMessageBytes:      max(w.PlannerMessageBytes, 0),
+		PlannerTurns:             max(w.PlannerTurns, 0),
 	}
 }
 
@@ -97,6 +106,15 @@ func (c *Client) Limits() Limits {
 func (c *Client) checkSubscriptionLimitLocked() error {
 	if n := c.limits.Subscriptions; n > 0 && len(c.subs) >= n {
 		return &LimitError{Limit: LimitSubscriptions, Max: n}
+	}
+	return nil
+}
+
+// checkPlannerMessage refuses a planner.send text longer than the
+// advertised limit, as the server would (-32602).
+func (c *Client) checkPlannerMessage(text string) error {
+	if n := c.Limits().PlannerMessageBytes; n > 0 && len(text) > n {
+		return &LimitError{Limit: LimitPlannerMessageBytes, Max: n}
 	}
 	return nil
 }

@@ -562,3 +562,54 @@ func TestResubscribeWaitsForReplayBudget(t *testing.T) {
 		t.Fatal("the server refused no resubscribe: the test did not exceed the replay budget")
 	}
 }
+
+// A planner message longer, in bytes of UTF-8, than the advertised limit is
+// refused locally with a *LimitError that matches the server's -32602,
+// without a request; one at the limit is sent. The planner's limits are
+// advertised where it runs, and the connection's queue bound everywhere.
+func TestPlannerMessageLimit(t *testing.T) {
+	script, err := provider.ParseScript(strings.NewReader(`{"rules": []}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const max = 64
+	env := gatewaytest.Start(t, &gatewaytest.Options{
+		Config:  gateway.Config{MaxPlannerMessageBytes: max, PlannerTurnsPerSubject: 2, ConnectionQueueBytes: 1 << 20},
+		Planner: provider.NewScripted(script),
+	})
+	env.Project(t, "WEB", "alice", "member")
+	session := createSession(t, env, "alice")
+	c := dial(t, env.URL, &client.Options{Token: (&minter{env: env, subject: "alice"}).Token})
+	if l := c.Limits(); l.PlannerMessageBytes != max || l.PlannerTurns != 2 || l.QueuedBytes != 1<<20 {
+		t.Fatalf("advertised %+v", l)
+	}
+	ctx := context.Background()
+	long := strings.Repeat("é", max/2+1) // fewer characters than the limit, more bytes
+	_, err = c.PlannerSend(ctx, session, long, nil)
+	var le *client.LimitError
+	if !errors.As(err, &le) || le.Limit != client.LimitPlannerMessageBytes || le.Max != max || le.RetryAfter != 0 {
+		t.Fatalf("send beyond the limit: %v (%+v)", err, le)
+	}
+	if !errors.Is(err, rpc.ErrInvalidParams) || rpc.Code(err) != rpc.ErrInvalidParams.Code {
+		t.Fatalf("%v does not match rpc.ErrInvalidParams", err)
+	}
+	sent := func() float64 { return metric(env, "ballet_gateway_messages_received_total", "method", "planner.send") }
+	if n := sent(); n != 0 {
+		t.Fatalf("the server received %v planner.send: the client sent it", n)
+	}
+	// The server refuses it alike.
+	err = c.Call(ctx, "planner.send", map[string]string{"session": session, "text": long}, nil)
+	if !errors.Is(err, rpc.ErrInvalidParams) {
+		t.Fatalf("the server's answer to a long text: %v", err)
+	}
+	if _, err := c.PlannerSend(ctx, session, strings.Repeat("é", max/2), nil); err != nil {
+		t.Fatalf("send at the limit: %v", err)
+	}
+	if n := sent(); n != 2 {
+		t.Fatalf("the server received %v planner.send, want 2", n)
+	}
+	tok := env.Token(t, "alice")
+	if got := humanMessages(t, env, tok, session); len(got) != 1 {
+		t.Fatalf("stored human messages %q, want the one at the limit", got)
+	}
+}

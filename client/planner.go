@@ -64,7 +64,10 @@ type sendResult struct {
 // PlannerSend stores the human's message text in session and starts the
 // planner's turn (planner.send); seq is the message's position in the
 // transcript. Watch the session first to see the turn's output. While
-// another turn runs the error matches rpc.ErrConflict.
+// another turn runs the error matches rpc.ErrConflict. A text longer than
+// the server's Limits().PlannerMessageBytes is not sent: the error is a
+// *LimitError (LimitPlannerMessageBytes), which matches
+// rpc.ErrInvalidParams as the server's refusal would.
 //
 // The message carries an idempotency key, so unlike Call, a send whose
 // connection ends before the answer is sent again with the same key on the
@@ -82,6 +85,10 @@ func (c *Client) PlannerSend(ctx context.Context, session, text string, opts *Se
 	var lost uint64 // the connection the last attempt was lost with
 	for {
 		cn, err := c.connAfter(ctx, lost)
+		if err == nil {
+			// The limit of the connection the text would go on.
+			err = c.checkPlannerMessage(text)
+		}
 		if err == nil {
 			err = cn.call(ctx, "planner.send", p, &r)
 		}
