@@ -3,7 +3,7 @@ import { afterEach, describe, it } from 'node:test';
 import WebSocket from 'ws';
 
 import {
-  Backoff, Client, Code, HeartbeatTimeoutError, Limit, LimitError, RpcError, heartbeats,
+  Backoff, Client, Code, HeartbeatTimeoutError, Limit, LimitError, RpcError, heartbeats, utf8Length,
 } from '../src/client/index.js';
 import { FakeServer, silent, waitFor } from './fakeserver.js';
 
@@ -102,6 +102,35 @@ describe('subscription limit', () => {
     const c = await client(s);
     assert.equal(c.limits, null);
     for (let i = 0; i < 5; i++) await c.subscribe(`project:P${i}`);
+  });
+});
+
+describe('planner message limit', () => {
+  it('counts bytes of UTF-8', () => {
+    assert.equal(utf8Length(''), 0);
+    assert.equal(utf8Length('abc'), 3);
+    assert.equal(utf8Length('é'), 2);
+    assert.equal(utf8Length('€'), 3);
+    assert.equal(utf8Length('😀'), 4); // two UTF-16 code units
+  });
+
+  it('refuses a text of more bytes than planner_message_bytes without a request', async () => {
+    const s = await server({ limits: { planner_message_bytes: 8 } });
+    const c = await client(s);
+    assert.equal(c.limits?.planner_message_bytes, 8);
+    await assert.rejects(c.plannerSend('S1', 'ééééé'), (err) => err instanceof LimitError && err instanceof RpcError
+      && err.code === Code.InvalidParams && err.limit === Limit.PlannerMessageBytes && err.max === 8
+      && /planner\.send/.test(err.message));
+    assert.equal(s.requests('planner.send').length, 0);
+    assert.deepEqual(await c.plannerSend('S1', 'éééé'), { seq: 1 }); // 4 characters, 8 bytes
+    assert.equal(s.requests('planner.send').length, 1);
+  });
+
+  it('sends any text to a server that advertises no planner limit', async () => {
+    const s = await server({ limits: { subscriptions: 2 } });
+    const c = await client(s);
+    await c.plannerSend('S1', 'é'.repeat(100_000));
+    assert.equal(s.requests('planner.send').length, 1);
   });
 });
 

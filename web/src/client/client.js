@@ -72,9 +72,10 @@ const quietLogger = Object.freeze({
  * as a dead connection, reconnects with full-jitter backoff, and resumes
  * every subscription from the last seq it delivered. It keeps within the
  * limits the auth result advertises (see limits): the server's heartbeat
- * interval, no subscription beyond its limit (LimitError), requests refused
- * for a rate sent again after retry_after_ms, and a long backoff when the
- * subject has too many connections (close 4029).
+ * interval, no subscription beyond its limit and no planner message beyond
+ * its bytes (LimitError), requests refused for a rate sent again after
+ * retry_after_ms, and a long backoff when the subject has too many
+ * connections (close 4029).
  */
 export class Client {
   /**
@@ -308,7 +309,10 @@ export class Client {
    * RpcError Conflict. The message carries an idempotency key (random unless
    * opts.idempotencyKey is set), so unlike call, a send whose connection
    * ends before the answer is sent again with the same key on the next
-   * connection: the message is stored once.
+   * connection: the message is stored once. A text of more bytes of UTF-8
+   * than the server's planner_message_bytes is not sent: it rejects with a
+   * LimitError (Limit.PlannerMessageBytes, code InvalidParams, as the
+   * server's refusal would be).
    * @param {string} session @param {string} text @param {import('./watch.js').SendOptions} [opts]
    * @returns {Promise<{seq: number}>} the message's position in the transcript
    */

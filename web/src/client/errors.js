@@ -34,7 +34,11 @@ export const CloseCode = Object.freeze({
   LimitExceeded: 4029,
 });
 
-/** The limits a server refuses with -32029, as LimitError.limit says. */
+/**
+ * The limits of LimitError.limit: those a server refuses with -32029, and
+ * PlannerMessageBytes, which the client refuses itself (the server's
+ * refusal of a longer text is -32602 without data).
+ */
 export const Limit = Object.freeze({
   /** stream subscriptions and planner watches of a connection */
   Subscriptions: 'subscriptions',
@@ -46,6 +50,10 @@ export const Limit = Object.freeze({
   Replay: 'replay',
   /** connections of one subject on a replica */
   ConnectionsPerSubject: 'connections_per_subject',
+  /** planner turns of one subject running at once, on all replicas */
+  PlannerTurns: 'planner_turns',
+  /** bytes (UTF-8) of a planner.send text; refused by the client only */
+  PlannerMessageBytes: 'planner_message_bytes',
 });
 
 /** An error answered by the server; code is one of Code. */
@@ -65,9 +73,12 @@ export class RpcError extends Error {
 
 /**
  * A server limit was reached: the server's -32029 answer, or the client's
- * own refusal of a subscription beyond the limit the server advertised
- * (then nothing was sent). It is an RpcError with code Code.LimitExceeded;
- * limit is one of Limit, max its value, retryAfterMs (for the rates:
+ * own refusal of what would go beyond a limit the server advertised (then
+ * nothing was sent): a subscription beyond Limit.Subscriptions, a planner
+ * message beyond Limit.PlannerMessageBytes. It is an RpcError with the
+ * code the server answers beyond the limit: Code.InvalidParams for
+ * Limit.PlannerMessageBytes, Code.LimitExceeded for the others. limit is
+ * one of Limit, max its value, retryAfterMs (for the rates:
  * Limit.Requests, Limit.SubjectRequests, Limit.Replay) when the server
  * takes the request again.
  */
@@ -80,7 +91,7 @@ export class LimitError extends RpcError {
    * @param {unknown} [data]
    */
   constructor(limit, max, retryAfterMs = 0, message = `limit exceeded: ${limit} (at most ${max})`, data = undefined) {
-    super(Code.LimitExceeded, message, data);
+    super(limit === Limit.PlannerMessageBytes ? Code.InvalidParams : Code.LimitExceeded, message, data);
     this.name = 'LimitError';
     this.limit = limit;
     this.max = max;

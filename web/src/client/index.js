@@ -9,7 +9,7 @@ export { Watch, Position } from './watch.js';
 export { msgpack, json, codecFor } from './codec.js';
 export { Backoff } from './backoff.js';
 export { refreshDelay } from './conn.js';
-export { heartbeats } from './limits.js';
+export { heartbeats, utf8Length } from './limits.js';
 export {
   Code, CloseCode, Limit, RpcError, LimitError, ClosedError, ConnectionLostError, HeartbeatTimeoutError,
   SocketClosedError, ConnectTimeoutError, SubprotocolError, FrameError, StreamClosedError,

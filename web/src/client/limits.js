@@ -9,10 +9,13 @@ import { CloseCode, Limit, LimitError, SocketClosedError } from './errors.js';
  * @property {number} [requests_per_second] requests per second per connection, in bursts of twice that
  * @property {number} [subject_requests_per_second] requests per second of the subject's connections on a replica together, in bursts of twice that
  * @property {number} [message_bytes] the largest message the server reads
+ * @property {number} [queued_bytes] bytes the server queues for the connection, not yet written; beyond, it closes the connection (1013)
  * @property {number} [replay] events replayed at most; more is -32010
  * @property {number} [replay_events_per_second] events replayed per second for the subject on a replica
  * @property {number} [connections_per_subject] connections of one subject on a replica
  * @property {number} [heartbeat_ms] the server's heartbeat interval
+ * @property {number} [planner_message_bytes] the longest planner.send text, in bytes of UTF-8 (from a server that runs the planner)
+ * @property {number} [planner_turns] planner turns of the subject running at once, on all replicas (from a server that runs the planner)
  */
 
 /** The heartbeat interval when neither the options nor the server say one: the spec's. */
@@ -69,6 +72,29 @@ export function subscriptionLimit(limits, count) {
   const max = limits?.subscriptions;
   if (typeof max !== 'number' || max <= 0 || count < max) return null;
   return new LimitError(Limit.Subscriptions, max);
+}
+
+const utf8 = new TextEncoder();
+
+/**
+ * utf8Length is the length of text in bytes of UTF-8, as it is sent and as
+ * the server counts planner_message_bytes.
+ * @param {string} text
+ */
+export function utf8Length(text) {
+  return utf8.encode(text).length;
+}
+
+/**
+ * plannerMessageLimit returns the LimitError that refuses a planner.send
+ * text longer than the advertised planner_message_bytes, or null.
+ * @param {Limits|null} limits @param {string} text
+ * @returns {LimitError|null}
+ */
+export function plannerMessageLimit(limits, text) {
+  const max = limits?.planner_message_bytes;
+  if (typeof max !== 'number' || max <= 0 || utf8Length(text) <= max) return null;
+  return new LimitError(Limit.PlannerMessageBytes, max);
 }
 
 /**

@@ -2,6 +2,7 @@
 // planner.send with an idempotency key, sent again after a lost answer.
 
 import { ClosedError, ConnectionLostError, OverflowError, RpcError } from './errors.js';
+import { plannerMessageLimit } from './limits.js';
 import { Entry } from './subscription.js';
 
 /**
@@ -351,6 +352,12 @@ export async function plannerSend(client, session, text, opts = {}) {
   const params = { session, text, idempotency_key: opts.idempotencyKey || newKey() };
   for (;;) {
     const cn = await client._waitConn(opts.signal);
+    // The limit of the connection the text would go on.
+    const refused = plannerMessageLimit(cn.limits, text);
+    if (refused) {
+      refused.message = `planner.send: ${refused.message}`;
+      throw refused;
+    }
     try {
       return await cn.request('planner.send', params, { signal: opts.signal, retries: client.o.rateLimitRetries });
     } catch (err) {

@@ -43,7 +43,11 @@ export const CloseCode: Readonly<{
     /** The subject has too many connections (after a -32029 answer to auth). */
     LimitExceeded: 4029;
 }>;
-/** The limits a server refuses with -32029, as LimitError.limit says. */
+/**
+ * The limits of LimitError.limit: those a server refuses with -32029, and
+ * PlannerMessageBytes, which the client refuses itself (the server's
+ * refusal of a longer text is -32602 without data).
+ */
 export const Limit: Readonly<{
     /** stream subscriptions and planner watches of a connection */
     Subscriptions: "subscriptions";
@@ -55,6 +59,10 @@ export const Limit: Readonly<{
     Replay: "replay";
     /** connections of one subject on a replica */
     ConnectionsPerSubject: "connections_per_subject";
+    /** planner turns of one subject running at once, on all replicas */
+    PlannerTurns: "planner_turns";
+    /** bytes (UTF-8) of a planner.send text; refused by the client only */
+    PlannerMessageBytes: "planner_message_bytes";
 }>;
 /** An error answered by the server; code is one of Code. */
 export class RpcError extends Error {
@@ -69,9 +77,12 @@ export class RpcError extends Error {
 }
 /**
  * A server limit was reached: the server's -32029 answer, or the client's
- * own refusal of a subscription beyond the limit the server advertised
- * (then nothing was sent). It is an RpcError with code Code.LimitExceeded;
- * limit is one of Limit, max its value, retryAfterMs (for the rates:
+ * own refusal of what would go beyond a limit the server advertised (then
+ * nothing was sent): a subscription beyond Limit.Subscriptions, a planner
+ * message beyond Limit.PlannerMessageBytes. It is an RpcError with the
+ * code the server answers beyond the limit: Code.InvalidParams for
+ * Limit.PlannerMessageBytes, Code.LimitExceeded for the others. limit is
+ * one of Limit, max its value, retryAfterMs (for the rates:
  * Limit.Requests, Limit.SubjectRequests, Limit.Replay) when the server
  * takes the request again.
  */

@@ -1,7 +1,6 @@
 export { Subscription } from "./subscription.js";
 export { Backoff } from "./backoff.js";
 export { refreshDelay } from "./conn.js";
-export { heartbeats } from "./limits.js";
 export type ClientOptions = import("./client.js").ClientOptions;
 export type CallOptions = import("./client.js").CallOptions;
 export type Logger = import("./client.js").Logger;
@@ -17,4 +16,5 @@ export type SendOptions = import("./watch.js").SendOptions;
 export { Client, dial } from "./client.js";
 export { Watch, Position } from "./watch.js";
 export { msgpack, json, codecFor } from "./codec.js";
+export { heartbeats, utf8Length } from "./limits.js";
 export { Code, CloseCode, Limit, RpcError, LimitError, ClosedError, ConnectionLostError, HeartbeatTimeoutError, SocketClosedError, ConnectTimeoutError, SubprotocolError, FrameError, StreamClosedError, OverflowError, errorCode } from "./errors.js";

@@ -32,6 +32,19 @@ export function retryWait(afterMs: number, attempt: number, random?: () => numbe
  */
 export function subscriptionLimit(limits: Limits | null, count: number): LimitError | null;
 /**
+ * utf8Length is the length of text in bytes of UTF-8, as it is sent and as
+ * the server counts planner_message_bytes.
+ * @param {string} text
+ */
+export function utf8Length(text: string): number;
+/**
+ * plannerMessageLimit returns the LimitError that refuses a planner.send
+ * text longer than the advertised planner_message_bytes, or null.
+ * @param {Limits|null} limits @param {string} text
+ * @returns {LimitError|null}
+ */
+export function plannerMessageLimit(limits: Limits | null, text: string): LimitError | null;
+/**
  * isSubjectLimit reports whether err says that the subject has too many
  * connections: the auth refused with -32029, or a close with 4029.
  * @param {unknown} err
@@ -43,10 +56,13 @@ export function isSubjectLimit(err: unknown): boolean;
  * @property {number} [requests_per_second] requests per second per connection, in bursts of twice that
  * @property {number} [subject_requests_per_second] requests per second of the subject's connections on a replica together, in bursts of twice that
  * @property {number} [message_bytes] the largest message the server reads
+ * @property {number} [queued_bytes] bytes the server queues for the connection, not yet written; beyond, it closes the connection (1013)
  * @property {number} [replay] events replayed at most; more is -32010
  * @property {number} [replay_events_per_second] events replayed per second for the subject on a replica
  * @property {number} [connections_per_subject] connections of one subject on a replica
  * @property {number} [heartbeat_ms] the server's heartbeat interval
+ * @property {number} [planner_message_bytes] the longest planner.send text, in bytes of UTF-8 (from a server that runs the planner)
+ * @property {number} [planner_turns] planner turns of the subject running at once, on all replicas (from a server that runs the planner)
  */
 /** The heartbeat interval when neither the options nor the server say one: the spec's. */
 export const DEFAULT_HEARTBEAT_MS: 15000;
@@ -71,6 +87,10 @@ export type Limits = {
      */
     message_bytes?: number | undefined;
     /**
+     * bytes the server queues for the connection, not yet written; beyond, it closes the connection (1013)
+     */
+    queued_bytes?: number | undefined;
+    /**
      * events replayed at most; more is -32010
      */
     replay?: number | undefined;
@@ -86,5 +106,13 @@ export type Limits = {
      * the server's heartbeat interval
      */
     heartbeat_ms?: number | undefined;
+    /**
+     * the longest planner.send text, in bytes of UTF-8 (from a server that runs the planner)
+     */
+    planner_message_bytes?: number | undefined;
+    /**
+     * planner turns of the subject running at once, on all replicas (from a server that runs the planner)
+     */
+    planner_turns?: number | undefined;
 };
 import { LimitError } from './errors.js';
