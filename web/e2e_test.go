@@ -26,6 +26,14 @@ import (
 // so that an outage can outlast it cheaply (the e2e script knows it too).
 const replayLimit = 40
 
+// plannerMessageBytes and titleChars are the gateway's BALLET_MAX_PLANNER_MESSAGE_BYTES and
+// BALLET_MAX_TITLE_CHARS in the browser test, low so that the board meets them cheaply (the
+// e2e script knows them too).
+const (
+	plannerMessageBytes = 200
+	titleChars          = 60
+)
+
 // raceEnabled is set when the tests run with -race; the gateway is then
 // built with it too.
 var raceEnabled bool
@@ -89,6 +97,8 @@ func TestBrowserBoard(t *testing.T) {
 		"ARTIFACTS="+artifacts,
 		"REPLAY_LIMIT="+fmt.Sprint(replayLimit),
 		"STORY="+strings.Join(story, ""),
+		"PLANNER_MESSAGE_BYTES="+fmt.Sprint(plannerMessageBytes),
+		"TITLE_CHARS="+fmt.Sprint(titleChars),
 	)
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
@@ -159,7 +169,8 @@ func startGateway(t *testing.T, script string) *gateway {
 	}
 	cmd := exec.Command(bin, "dev")
 	cmd.Env = append(os.Environ(), "BALLET_ADDR=127.0.0.1:0", "BALLET_ADMIN_ADDR=127.0.0.1:0",
-		"BALLET_REPLAY_LIMIT="+fmt.Sprint(replayLimit), "BALLET_DRAIN_WINDOW=1s", "BALLET_PLANNER_SCRIPT="+script)
+		"BALLET_REPLAY_LIMIT="+fmt.Sprint(replayLimit), "BALLET_DRAIN_WINDOW=1s", "BALLET_PLANNER_SCRIPT="+script,
+		"BALLET_MAX_PLANNER_MESSAGE_BYTES="+fmt.Sprint(plannerMessageBytes), "BALLET_MAX_TITLE_CHARS="+fmt.Sprint(titleChars))
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {

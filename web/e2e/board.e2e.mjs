@@ -21,6 +21,9 @@ const WAIT = 30_000;
 const REPLAY_LIMIT = Number(process.env.REPLAY_LIMIT ?? 1000);
 // The planner's slow answer to "tell a story" (see e2e_test.go).
 const STORY = process.env.STORY ?? '';
+// The gateway's BALLET_MAX_PLANNER_MESSAGE_BYTES and BALLET_MAX_TITLE_CHARS (see e2e_test.go).
+const PLANNER_MESSAGE_BYTES = Number(process.env.PLANNER_MESSAGE_BYTES ?? 32768);
+const TITLE_CHARS = Number(process.env.TITLE_CHARS ?? 200);
 
 let passed = 0;
 let failed = 0;
@@ -238,6 +241,36 @@ try {
     for (const page of [a, b]) {
       await page.locator('#columns .column[data-state="ready"] .card', { hasText: 'Typed into the form' }).waitFor({ timeout: WAIT });
     }
+  });
+
+  await step('the create form shows the server’s problem for a title beyond BALLET_MAX_TITLE_CHARS', async () => {
+    const title = a.getByLabel('Title of the new item');
+    const long = 'x'.repeat(TITLE_CHARS + 1); // within the field's default maxlength
+    await title.fill(long);
+    await a.getByRole('button', { name: 'Add item' }).click();
+    await a.locator('.toast', { hasText: `Not created: title: longer than ${TITLE_CHARS} characters` }).waitFor({ timeout: WAIT });
+    assert.equal(await title.inputValue(), long, 'the title is kept to be shortened');
+    assert.equal(await title.evaluate((el) => /** @type {HTMLInputElement} */ (el).maxLength), TITLE_CHARS, 'the problem’s max bounds the field');
+    await title.fill('');
+  });
+
+  await step('the planner box counts bytes against planner_message_bytes and sends nothing longer', async () => {
+    const box = a.getByLabel('Message to the planner');
+    const count = a.locator('#planner-count');
+    const sent = await a.locator('#planner .msg.human').count();
+    const over = 'é'.repeat(PLANNER_MESSAGE_BYTES / 2 + 1); // fewer characters than the limit, more bytes
+    await box.fill(over);
+    await a.locator('#planner-count.over', { hasText: `${PLANNER_MESSAGE_BYTES + 2} / ${PLANNER_MESSAGE_BYTES} bytes` }).waitFor({ timeout: WAIT });
+    assert.equal(await box.evaluate((el) => /** @type {HTMLTextAreaElement} */ (el).validity.valid), false);
+    await a.locator('#planner').getByRole('button', { name: 'Send' }).click();
+    await box.press('Enter');
+    assert.equal(await a.locator('#planner .msg.human').count(), sent, 'a message beyond the limit was sent');
+    assert.equal(await box.inputValue(), over);
+    await box.fill('é'.repeat(PLANNER_MESSAGE_BYTES / 2));
+    await a.locator('#planner-count:not(.over)', { hasText: `${PLANNER_MESSAGE_BYTES} / ${PLANNER_MESSAGE_BYTES} bytes` }).waitFor({ timeout: WAIT });
+    assert.equal(await box.evaluate((el) => /** @type {HTMLTextAreaElement} */ (el).validity.valid), true);
+    await box.fill('');
+    assert.equal(await count.textContent(), '');
   });
 
   await step('the planner streams its answer and its tool creates an item on both boards', async () => {

@@ -24,11 +24,15 @@ const server = createServer((req, res) => {
       res.end(JSON.stringify({ token: `t${minted}`, subject: url.searchParams.get('subject'), expires_at: Math.floor(Date.now() / 1000) + ttl }));
       return;
     }
-    const problem = (/** @type {number} */ status, /** @type {string} */ title, /** @type {string} */ detail) => {
+    const problem = (/** @type {number} */ status, /** @type {string} */ title, /** @type {string} */ detail, extra = {}) => {
       res.statusCode = status;
       res.setHeader('Content-Type', 'application/problem+json');
-      res.end(JSON.stringify({ type: 'about:blank', title, status, detail }));
+      res.end(JSON.stringify({ type: 'about:blank', title, status, detail, ...extra }));
     };
+    if (url.pathname === '/api/v1/projects/P/items' && req.method === 'POST') {
+      problem(422, 'Unprocessable Entity', 'title: longer than 5 characters', { limit: 'title_chars', max: 5 });
+      return;
+    }
     if (req.headers.authorization === 'Bearer t1' && url.pathname === '/api/v1/items/P-401') {
       problem(401, 'Unauthorized', 'the access token is not valid (expired)');
       return;
@@ -111,7 +115,20 @@ describe('Api', () => {
       assert.equal(err.detail, 'P-1 is at version 3');
       return true;
     });
-    await assert.rejects(api.item('P-2'), (err) => err instanceof ApiError && err.status === 502 && err.detail === 'bad gateway');
+    await assert.rejects(api.item('P-2'), (err) => err instanceof ApiError && err.status === 502 && err.detail === 'bad gateway'
+      && err.limit === '' && err.max === 0);
+  });
+
+  it('keeps the limit and max of a problem that names them', async () => {
+    const api = new Api({ base, token: async () => 'tok' });
+    await assert.rejects(api.createItem('P', { title: 'too long' }), (err) => {
+      assert.ok(err instanceof ApiError);
+      assert.equal(err.status, 422);
+      assert.equal(err.detail, 'title: longer than 5 characters');
+      assert.equal(err.limit, 'title_chars');
+      assert.equal(err.max, 5);
+      return true;
+    });
   });
 
   it('follows next to load every page of a listing', async () => {

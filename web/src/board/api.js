@@ -2,15 +2,24 @@
 // planner sessions. Errors are RFC 7807 problems; listings come in pages,
 // which are followed to their end.
 
-/** An HTTP error answered as application/problem+json (or anything else). */
+/**
+ * An HTTP error answered as application/problem+json (or anything else).
+ * limit and max name the limit a request went beyond, when the problem
+ * does (a title's "title_chars" on 422, "planner_sessions" on 429).
+ */
 export class ApiError extends Error {
-  /** @param {number} status @param {string} title @param {string} [detail] */
-  constructor(status, title, detail) {
+  /**
+   * @param {number} status @param {string} title @param {string} [detail]
+   * @param {{limit?: string, max?: number}} [limited]
+   */
+  constructor(status, title, detail, limited = {}) {
     super(detail ? `${title}: ${detail}` : title);
     this.name = 'ApiError';
     this.status = status;
     this.title = title;
     this.detail = detail ?? '';
+    this.limit = limited.limit ?? '';
+    this.max = limited.max ?? 0;
   }
 }
 
@@ -58,7 +67,8 @@ export class Api {
       }
       if (!res.ok) {
         const p = body && typeof body === 'object' ? body : {};
-        throw new ApiError(res.status, String(p.title ?? res.statusText ?? 'Error'), p.detail ?? (typeof body === 'string' ? body : ''));
+        const limited = typeof p.limit === 'string' && typeof p.max === 'number' ? { limit: p.limit, max: p.max } : {};
+        throw new ApiError(res.status, String(p.title ?? res.statusText ?? 'Error'), p.detail ?? (typeof body === 'string' ? body : ''), limited);
       }
       return { status: res.status, body, etag: res.headers.get('ETag') };
     }

@@ -234,7 +234,10 @@ async function start() {
       title.value = '';
       announce(`${it.key} created`);
     } catch (err) {
-      toast(`Not created: ${/** @type {Error} */ (err).message}`, 'error');
+      // The server's problem says what was wrong (a title beyond BALLET_MAX_TITLE_CHARS: 422
+      // naming title_chars and its max, which then bounds the field too).
+      if (err instanceof ApiError && err.limit === 'title_chars' && err.max > 0) title.maxLength = err.max;
+      toast(`Not created: ${err instanceof ApiError && err.detail ? err.detail : /** @type {Error} */ (err).message}`, 'error');
     } finally {
       btn.disabled = false;
       title.focus();

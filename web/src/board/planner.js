@@ -4,7 +4,7 @@
 // a running turn and resumes where it was after a dropped connection, so
 // the live answer is shown whole, once.
 
-import { Code, errorCode } from '../client/index.js';
+import { Code, errorCode, utf8Length } from '../client/index.js';
 import { ApiError } from './api.js';
 import { h, relativeTime } from './dom.js';
 
@@ -60,9 +60,13 @@ export class PlannerPanel {
 
     this.select = /** @type {HTMLSelectElement} */ (h('select', { id: 'planner-session', onchange: () => this.choose(this.select.value || null) }));
     this.transcript = h('ol', { class: 'transcript', role: 'log', 'aria-live': 'polite', 'aria-label': 'Conversation' });
+    // The server's planner_message_bytes bounds the message, in bytes of UTF-8: checkLength,
+    // not maxlength, which counts UTF-16 code units.
+    this.count = h('span', { id: 'planner-count', class: 'planner-count' });
     this.input = /** @type {HTMLTextAreaElement} */ (h('textarea', {
-      id: 'planner-input', name: 'text', rows: 2, required: true, maxlength: 32768,
+      id: 'planner-input', name: 'text', rows: 2, required: true, 'aria-describedby': 'planner-count',
       placeholder: 'Ask the planner, e.g. “create Write the release notes” or “list”',
+      oninput: () => this.checkLength(),
       onkeydown: (/** @type {KeyboardEvent} */ e) => {
         if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
           e.preventDefault();
@@ -82,7 +86,7 @@ export class PlannerPanel {
     },
     h('label', { for: 'planner-input', class: 'visually-hidden' }, 'Message to the planner'),
     this.input,
-    h('div', { class: 'planner-buttons' }, this.stopBtn, this.sendBtn)));
+    h('div', { class: 'planner-buttons' }, this.count, this.stopBtn, this.sendBtn)));
     this.root.append(
       h('div', { class: 'planner-head' },
         h('h2', { id: 'planner-title' }, 'Planner'),
@@ -311,10 +315,30 @@ export class PlannerPanel {
     this.transcript.scrollTop = this.transcript.scrollHeight;
   }
 
+  /**
+   * checkLength holds the message to the server's planner_message_bytes (none from a server
+   * that advertises none): near it the box shows the message's bytes of UTF-8, and past it
+   * the box is invalid, so the form does not submit, and says so.
+   * @returns {boolean} whether the message is within the limit
+   */
+  checkLength() {
+    const max = this.client.limits?.planner_message_bytes;
+    const bytes = max ? utf8Length(this.input.value.trim()) : 0;
+    const over = !!max && bytes > max;
+    this.input.setCustomValidity(over ? `Too long for the planner: ${bytes} bytes, at most ${max}.` : '');
+    this.count.textContent = max && bytes > max * 0.8 ? `${bytes} / ${max} bytes` : '';
+    this.count.classList.toggle('over', over);
+    return !over;
+  }
+
   /** @param {string} raw */
   async send(raw) {
     const text = raw.trim();
     if (!text || this.running || !this.available) return;
+    if (!this.checkLength()) {
+      this.input.reportValidity();
+      return;
+    }
     this.sendBtn.disabled = true;
     try {
       if (!this.current) {
@@ -327,6 +351,7 @@ export class PlannerPanel {
       this.transcript.append(h('li', { class: 'msg human pending' }, h('span', { class: 'who' }, 'You'), h('p', {}, text)));
       this.scroll();
       this.input.value = '';
+      this.checkLength();
       this.setRunning(true);
       await this.client.plannerSend(id, text);
     } catch (err) {
@@ -337,6 +362,7 @@ export class PlannerPanel {
       else if (code === Code.MethodNotFound) this.unavailable('This server does not run the planner.');
       else this.toast(`Not sent: ${/** @type {Error} */ (err).message}`, 'error');
       if (!this.input.value) this.input.value = text;
+      this.checkLength();
     } finally {
       if (!this.running && this.available) this.sendBtn.disabled = false;
     }
