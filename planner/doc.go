@@ -11,7 +11,8 @@
 // LimitSessions, the sessions they created in the last minute here (CreateSession, 429).
 //
 // A turn: the model answers (streamed as text and tool_call outputs), its answer is stored,
-// the tools it called run for the human who sent the message (tracker.Actor{Kind: "agent"},
+// the tools it called (Service.Tools; their schemas bound titles and descriptions by the
+// tracker's limits) run for the human who sent the message (tracker.Actor{Kind: "agent"},
 // that human's permissions checked at each call; failures go back to the model as error
 // results), their results are stored, and so on until the model stops or MaxRounds. Each
 // stored message emits "message" and appends a planner.message event in the same transaction.

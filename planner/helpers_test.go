@@ -123,6 +123,12 @@ func ctxT(t testing.TB) context.Context {
 
 func newBackend(t testing.TB, kind string) *backend {
 	t.Helper()
+	return newBackendWith(t, kind, nil)
+}
+
+// newBackendWith is newBackend with the tracker's options (its admin is "root" whatever they say).
+func newBackendWith(t testing.TB, kind string, to *tracker.Options) *backend {
+	t.Helper()
 	b := &backend{kind: kind}
 	var ts tracker.Store
 	switch kind {
@@ -141,7 +147,12 @@ func newBackend(t testing.TB, kind string) *backend {
 	default:
 		t.Fatalf("unknown backend %q", kind)
 	}
-	b.trk = tracker.NewService(ts, &tracker.Options{AdminSubjects: []string{"root"}})
+	var opts tracker.Options
+	if to != nil {
+		opts = *to
+	}
+	opts.AdminSubjects = []string{"root"}
+	b.trk = tracker.NewService(ts, &opts)
 	ctx := ctxT(t)
 	root := tracker.Actor{Kind: tracker.ActorHuman, Subject: "root"}
 	for _, key := range []string{"WEB", "OPS"} {

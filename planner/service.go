@@ -136,6 +136,7 @@ type Service struct {
 	maxText     int
 	turnsPer    int
 	sessionRate *windowLimit
+	tools       []provider.Tool // with the tracker's limits
 
 	unsubscribe func()
 	keeperStop  context.CancelFunc
@@ -185,7 +186,7 @@ func New(store Store, trk *tracker.Service, opts *Options) *Service {
 		lease: o.Lease, maxRounds: o.MaxRounds, budget: o.ContextBudget, maxTokens: o.MaxTokens,
 		system: o.SystemPrompt, watchQueue: o.WatchQueue, toolTimeout: o.ToolTimeout, replica: o.ReplicaID,
 		window: o.ResumeWindow, keepOutputs: o.TurnOutputs, keepBytes: o.TurnOutputBytes,
-		maxText: o.MaxMessageBytes, turnsPer: o.TurnsPerSubject,
+		maxText: o.MaxMessageBytes, turnsPer: o.TurnsPerSubject, tools: toolDefs(trk.Limits()),
 		turns: map[string]*turn{}, watches: map[string]map[*watch]struct{}{}, syncs: map[string]chan struct{}{},
 		keeperDone: make(chan struct{}),
 	}

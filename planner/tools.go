@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/ballet/gateway/planner/provider"
@@ -30,7 +31,7 @@ func newToolbox(s *Service, t *turn) *toolbox {
 	return &toolbox{
 		svc: s, trk: s.trk, project: t.session.Project,
 		actor: tracker.Actor{Kind: tracker.ActorAgent, Subject: t.human},
-		defs:  toolDefs,
+		defs:  s.tools,
 	}
 }
 
@@ -44,6 +45,17 @@ type toolSpec struct {
 
 const keyProp = `{"type": "string", "description": "An item key of this project, like WEB-12."}`
 
+// The tracker's limits in the schemas are placeholders named by the tracker's names of them,
+// which toolDefs fills in with the limits of the Service's tracker: the model is told what the
+// tracker takes. JSON Schema counts characters, so a description's bound in bytes is a
+// maxLength it may not reach, and said in words too.
+var (
+	titleChars       = "{{" + tracker.LimitTitleChars + "}}"
+	descriptionBytes = "{{" + tracker.LimitDescriptionBytes + "}}"
+	titleProp        = `{"type": "string", "minLength": 1, "maxLength": ` + titleChars + `}`
+	descriptionProp  = `{"type": "string", "maxLength": ` + descriptionBytes + `, "description": "At most ` + descriptionBytes + ` bytes of UTF-8."}`
+)
+
 var toolSpecs = []toolSpec{
 	{provider.Tool{Name: "list_items", Description: "List the project's items, by number: key, title, state and the keys of the items blocking each. " +
 		"Filter by state and by a text that must appear in the title or description (case-insensitive). At most 100 items are returned.",
@@ -55,14 +67,14 @@ var toolSpecs = []toolSpec{
 		InputSchema: json.RawMessage(`{"type": "object", "properties": {"key": ` + keyProp + `}, "required": ["key"], "additionalProperties": false}`)}, getItem},
 	{provider.Tool{Name: "create_item", Description: "Create an item in the project. The state defaults to backlog.",
 		InputSchema: json.RawMessage(`{"type": "object", "properties": {
-			"title": {"type": "string", "minLength": 1, "maxLength": 200},
-			"description": {"type": "string", "maxLength": 20000},
+			"title": ` + titleProp + `,
+			"description": ` + descriptionProp + `,
 			"state": {"type": "string", "enum": ["backlog", "ready", "in_progress", "done"]}},
 			"required": ["title"], "additionalProperties": false}`)}, createItem},
 	{provider.Tool{Name: "update_item", Description: "Change an item's title and/or description.",
 		InputSchema: json.RawMessage(`{"type": "object", "properties": {"key": ` + keyProp + `,
-			"title": {"type": "string", "minLength": 1, "maxLength": 200},
-			"description": {"type": "string", "maxLength": 20000}},
+			"title": ` + titleProp + `,
+			"description": ` + descriptionProp + `},
 			"required": ["key"], "additionalProperties": false}`)}, updateItem},
 	{provider.Tool{Name: "set_state", Description: "Move an item to another state.",
 		InputSchema: json.RawMessage(`{"type": "object", "properties": {"key": ` + keyProp + `,
@@ -76,25 +88,33 @@ var toolSpecs = []toolSpec{
 			"required": ["key", "blocker"], "additionalProperties": false}`)}, removeDependency},
 }
 
-var (
-	toolDefs  = make([]provider.Tool, len(toolSpecs))
-	toolIndex = make(map[string]toolFunc, len(toolSpecs))
-)
+// toolIndex is the tools' handlers by name.
+var toolIndex = make(map[string]toolFunc, len(toolSpecs))
 
 func init() {
-	for i, t := range toolSpecs {
-		var compact bytes.Buffer
-		if err := json.Compact(&compact, t.def.InputSchema); err != nil {
-			panic("planner: tool " + t.def.Name + " schema: " + err.Error())
-		}
-		t.def.InputSchema = compact.Bytes()
-		toolDefs[i] = t.def
+	for _, t := range toolSpecs {
 		toolIndex[t.def.Name] = t.run
 	}
 }
 
-// Tools returns the definitions of the planner's tools.
-func Tools() []provider.Tool { return append([]provider.Tool(nil), toolDefs...) }
+// toolDefs returns the definitions of the tools, with the tracker's limits l in their schemas.
+func toolDefs(l tracker.Limits) []provider.Tool {
+	limits := strings.NewReplacer(titleChars, strconv.Itoa(l.TitleChars), descriptionBytes, strconv.Itoa(l.DescriptionBytes))
+	defs := make([]provider.Tool, len(toolSpecs))
+	for i, t := range toolSpecs {
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, []byte(limits.Replace(string(t.def.InputSchema)))); err != nil {
+			panic("planner: tool " + t.def.Name + " schema: " + err.Error())
+		}
+		defs[i] = t.def
+		defs[i].InputSchema = compact.Bytes()
+	}
+	return defs
+}
+
+// Tools returns the definitions of the planner's tools, as the Service gives them to the
+// model: their schemas bound titles and descriptions by its tracker's limits.
+func (s *Service) Tools() []provider.Tool { return append([]provider.Tool(nil), s.tools...) }
 
 // call runs one tool call and returns its result; failures are error results for the model.
 func (tb *toolbox) call(ctx context.Context, c ToolCall) ToolResult {
