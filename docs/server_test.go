@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -101,6 +102,38 @@ func mapKeys(t *testing.T, dir, name string) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// jsonFields returns the JSON names of the fields of the struct type name in dir, each with
+// whether it is omitempty.
+func jsonFields(t *testing.T, dir, name string) map[string]bool {
+	t.Helper()
+	fields := map[string]bool{}
+	for _, f := range parseDir(t, dir) {
+		ast.Inspect(f, func(n ast.Node) bool {
+			ts, ok := n.(*ast.TypeSpec)
+			if !ok || ts.Name.Name != name {
+				return true
+			}
+			st, ok := ts.Type.(*ast.StructType)
+			if !ok {
+				t.Fatalf("%s.%s is not a struct", dir, name)
+			}
+			for _, fld := range st.Fields.List {
+				tag, ok := stringLit(fld.Tag)
+				if fld.Tag == nil || !ok {
+					t.Fatalf("%s.%s: a field without a tag", dir, name)
+				}
+				opts := strings.Split(reflect.StructTag(tag).Get("json"), ",")
+				fields[opts[0]] = slices.Contains(opts[1:], "omitempty")
+			}
+			return false
+		})
+	}
+	if len(fields) == 0 {
+		t.Fatalf("no struct %s in %s", name, dir)
+	}
+	return fields
 }
 
 // serverMethods is the method table: what the gateway answers (gateway/methods.go).
