@@ -154,6 +154,8 @@ func TestUsageAndConfigErrors(t *testing.T) {
 			[]string{`BALLET_PRESENCE_WINDOW="soon"`, `BALLET_PRESENCE_MAX_MEMBERS="0"`}},
 		{[]string{"dev"}, []string{"BALLET_SUBJECT_REQUEST_RATE=0", "BALLET_REPLAY_RATE=lots"}, 1,
 			[]string{`BALLET_SUBJECT_REQUEST_RATE="0"`, `BALLET_REPLAY_RATE="lots"`}},
+		{[]string{"dev"}, []string{"BALLET_CONNECTION_QUEUE_BYTES=1000", "BALLET_REPLICA_QUEUE_BYTES=lots"}, 1,
+			[]string{`BALLET_CONNECTION_QUEUE_BYTES="1000": want an integer of at least 65536`, `BALLET_REPLICA_QUEUE_BYTES="lots": want an integer of at least 1048576`}},
 		{[]string{"dev"}, []string{"BALLET_ADDR=nonsense"}, 1, []string{`BALLET_ADDR="nonsense"`}},
 		{[]string{"dev"}, []string{"BALLET_PLANNER_PROVIDER=gpt"}, 1, []string{"BALLET_PLANNER_PROVIDER"}},
 		{[]string{"dev"}, []string{"BALLET_LOG_LEVEL=chatty"}, 1, []string{"BALLET_LOG_LEVEL"}},
