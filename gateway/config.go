@@ -48,6 +48,7 @@ type Config struct {
 	MaxConnections           int // BALLET_MAX_CONNECTIONS: sockets on the client port per replica, of any kind
 	MaxConnectionsPerIP      int // BALLET_MAX_CONNECTIONS_PER_IP: sockets and /rpc connections of one address not yet authenticated
 	ConnectionQueueBytes     int // BALLET_CONNECTION_QUEUE_BYTES: bytes queued for one connection and not yet written
+	ReplicaQueueBytes        int // BALLET_REPLICA_QUEUE_BYTES: bytes queued for all connections together; 0: a quarter of the Go memory limit, or 1 GiB without one
 	RecentEventsBytes        int // BALLET_RECENT_EVENTS_BYTES: memory of the recent events kept for replays
 
 	// BALLET_TRUSTED_PROXIES: the peers whose X-Forwarded-For names the client's address.
@@ -205,6 +206,7 @@ func LoadConfig(base Config, getenv func(string) string) (Config, error) {
 	integer("BALLET_MAX_CONNECTIONS", &c.MaxConnections, 1)
 	integer("BALLET_MAX_CONNECTIONS_PER_IP", &c.MaxConnectionsPerIP, 1)
 	integer("BALLET_CONNECTION_QUEUE_BYTES", &c.ConnectionQueueBytes, 64<<10)
+	integer("BALLET_REPLICA_QUEUE_BYTES", &c.ReplicaQueueBytes, 1<<20)
 	integer("BALLET_RECENT_EVENTS_BYTES", &c.RecentEventsBytes, 1<<20)
 	if v := getenv("BALLET_TRUSTED_PROXIES"); v != "" {
 		if ps, err := parsePrefixes(v); err != nil {

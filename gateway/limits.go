@@ -19,13 +19,15 @@ const StatusLimitExceeded websocket.StatusCode = 4029
 // The limit label of ballet_gateway_limit_rejections_total and the "limit"
 // of -32029's data.
 const (
-	limitSubscriptions  = "subscriptions"
-	limitRequests       = "requests"
-	limitSubjectConns   = "connections_per_subject"
-	limitConnections    = "connections"
-	limitAddrConns      = "connections_per_ip"
-	limitQueuedBytes    = "queued_bytes"
-	limitRejectionsHelp = "Requests, pings, replays, subscriptions, connections and sockets refused by a limit, by limit."
+	limitSubscriptions = "subscriptions"
+	limitRequests      = "requests"
+	limitSubjectConns  = "connections_per_subject"
+	limitConnections   = "connections"
+	limitAddrConns     = "connections_per_ip"
+	limitQueuedBytes   = "queued_bytes"
+	// A connection closed as one of the replica's most behind (BALLET_REPLICA_QUEUE_BYTES).
+	limitReplicaQueuedBytes = "replica_queued_bytes"
+	limitRejectionsHelp     = "Requests, pings, replays, subscriptions, connections and sockets refused by a limit, by limit."
 )
 
 // overloadRetryAfter is the Retry-After of the 503 a full replica answers:

@@ -140,7 +140,7 @@ func NewMetrics() *Metrics {
 	for _, st := range []string{sockNew, sockActive, sockIdle, sockSession} {
 		m.Sockets.WithLabelValues(st)
 	}
-	for _, l := range []string{limitSubscriptions, limitRequests, limitSubjectConns, limitConnections, limitAddrConns, limitQueuedBytes,
+	for _, l := range []string{limitSubscriptions, limitRequests, limitSubjectConns, limitConnections, limitAddrConns, limitQueuedBytes, limitReplicaQueuedBytes,
 		limitPings, limitSubjectRequests, limitReplay} {
 		m.LimitRejections.WithLabelValues(l)
 	}

@@ -107,6 +107,10 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}
+
+	queued   *rpc.Total    // what the sessions' connections have queued (shed.go)
+	shedMu   sync.Mutex    // guards shedDone
+	shedDone chan struct{} // the running shedder's; nil when none runs
 	wg       sync.WaitGroup
 
 	conns    atomic.Int64 // connections being opened or open (BALLET_MAX_CONNECTIONS)
@@ -196,6 +200,7 @@ func NewServer(o *Options) (*Server, error) {
 	})
 	s.sockets = newSockets(s)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.queued = s.newQueuedTotal()
 	return s, nil
 }
 
@@ -400,6 +405,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 		s.cancel()
+		s.stopShedding()
 		s.workers.Close()
 		s.presence.Close()
 		return nil
@@ -407,6 +413,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.cancel()
 		s.abortAll() // ends every session now
 		<-done
+		s.stopShedding()
 		s.workers.Close()
 		s.presence.Close()
 		return ctx.Err()

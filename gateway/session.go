@@ -100,6 +100,7 @@ func newSession(srv *Server, ws *websocket.Conn, lw *leanWriter, c codec.Codec, 
 		OnDone:         func(error) { s.closeWith(0, "") },
 		MaxQueuedBytes: int64(srv.cfg.ConnectionQueueBytes),
 		OnOverflow:     s.overflowed,
+		Total:          srv.queued,
 		Logger:         srv.logger,
 	})
 	return s
@@ -161,6 +162,7 @@ func (s *session) closeWith(code websocket.StatusCode, reason string) {
 func (s *session) overflowed() {
 	s.srv.metrics.LimitRejections.WithLabelValues(limitQueuedBytes).Inc()
 	s.lg().Info("connection closed: the client does not keep up", "queued_bytes_max", s.srv.cfg.ConnectionQueueBytes)
+	s.conn.Shed()
 	s.closeWith(websocket.StatusTryAgainLater, "too far behind: "+strconv.Itoa(s.srv.cfg.ConnectionQueueBytes)+" bytes queued")
 }
 

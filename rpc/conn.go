@@ -32,6 +32,9 @@ type Options struct {
 	// OnOverflow is called once, on a goroutine of its own, when MaxQueuedBytes refuses a
 	// frame: the peer does not keep up, and the owner closes the connection.
 	OnOverflow func()
+	// Total, when set, is told the bytes this connection has queued, as a server's
+	// connections share one to know what they hold together (see Total).
+	Total *Total
 	// Inline reports whether a request method is handled on the reader
 	// goroutine, so that later messages are processed only after it (auth).
 	Inline func(method string) bool
@@ -90,6 +93,7 @@ type Conn struct {
 	nextID    atomic.Int64
 	maxBytes  int64
 	overflow  func()
+	total     *Total
 	overOnce  sync.Once
 
 	mu      sync.Mutex
@@ -99,9 +103,11 @@ type Conn struct {
 	spare   []outFrame // the writer's previous batch, reused
 	tryLen  int
 	bytes   int64                         // queued and not yet written: frameBytes of each
+	told    int64                         // what total was last told of bytes
 	writing bool                          // the writer role is held (write.go)
 	pending map[int64]chan *codec.Message // made by the first Call
 	closed  bool
+	shed    bool // Shed was called: frames with bytes are refused
 }
 
 // NewConn returns a connection over t speaking c. Call Start to run it.
@@ -143,7 +149,7 @@ func NewConn(t Transport, c codec.Codec, opts *Options) *Conn {
 		maxConc:  o.MaxConcurrent,
 		outQueue: o.OutQueue,
 		maxTry:   o.MaxTrySend,
-		maxBytes: o.MaxQueuedBytes, overflow: o.OnOverflow,
+		maxBytes: o.MaxQueuedBytes, overflow: o.OnOverflow, total: o.Total,
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cn.ctx = ctx

@@ -157,7 +157,7 @@ func (c *Conn) enqueue(fs []outFrame, try bool, room int) bool {
 		b += frameBytes(&fs[i])
 	}
 	c.mu.Lock()
-	if c.closed || (try && c.tryLen+len(fs) > c.maxTry) || len(fs) > room {
+	if c.closed || (c.shed && b > 0) || (try && c.tryLen+len(fs) > c.maxTry) || len(fs) > room {
 		c.mu.Unlock()
 		return false
 	}
@@ -171,6 +171,7 @@ func (c *Conn) enqueue(fs []outFrame, try bool, room int) bool {
 		return false
 	}
 	c.bytes += b
+	c.tellLocked()
 	if try {
 		c.tryLen += len(fs)
 	}
@@ -405,6 +406,7 @@ func (c *Conn) finish(f outFrame) {
 			c.tryLen--
 		}
 		c.bytes -= b
+		c.tellLocked()
 		c.mu.Unlock()
 	}
 	if f.done != nil {

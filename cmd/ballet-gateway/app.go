@@ -120,6 +120,15 @@ func (a *app) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ballet_gateway_queued_bytes",
+		Help: "Bytes queued for the replica's connections and not yet written (BALLET_REPLICA_QUEUE_BYTES bounds them).",
+	}, func() float64 { return float64(srv.QueuedBytes()) }))
+	metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ballet_gateway_queued_bytes_budget",
+		Help: "BALLET_REPLICA_QUEUE_BYTES as applied: past it the connections with the most queued are closed.",
+	}, func() float64 { return float64(srv.QueuedBytesBudget()) }))
+	a.logger.Info("queued bytes budget", "replica_queue_bytes", srv.QueuedBytesBudget())
 	mux := http.NewServeMux()
 	if a.routes != nil {
 		a.routes(mux)

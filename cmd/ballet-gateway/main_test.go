@@ -154,6 +154,8 @@ func TestUsageAndConfigErrors(t *testing.T) {
 			[]string{`BALLET_PRESENCE_WINDOW="soon"`, `BALLET_PRESENCE_MAX_MEMBERS="0"`}},
 		{[]string{"dev"}, []string{"BALLET_SUBJECT_REQUEST_RATE=0", "BALLET_REPLAY_RATE=lots"}, 1,
 			[]string{`BALLET_SUBJECT_REQUEST_RATE="0"`, `BALLET_REPLAY_RATE="lots"`}},
+		{[]string{"dev"}, []string{"BALLET_CONNECTION_QUEUE_BYTES=1000", "BALLET_REPLICA_QUEUE_BYTES=lots"}, 1,
+			[]string{`BALLET_CONNECTION_QUEUE_BYTES="1000": want an integer of at least 65536`, `BALLET_REPLICA_QUEUE_BYTES="lots": want an integer of at least 1048576`}},
 		{[]string{"dev"}, []string{"BALLET_ADDR=nonsense"}, 1, []string{`BALLET_ADDR="nonsense"`}},
 		{[]string{"dev"}, []string{"BALLET_PLANNER_PROVIDER=gpt"}, 1, []string{"BALLET_PLANNER_PROVIDER"}},
 		{[]string{"dev"}, []string{"BALLET_LOG_LEVEL=chatty"}, 1, []string{"BALLET_LOG_LEVEL"}},
@@ -474,6 +476,21 @@ func TestMemoryLimitFromTheContainer(t *testing.T) {
 		return ""
 	}, []string{v2}); got != 0 || debug.SetMemoryLimit(-1) != prev {
 		t.Fatalf("GOMEMLIMIT set: limit %d", got)
+	}
+	// A systemd unit's cgroup is named by /proc/self/cgroup; a container's is "/".
+	unit := write("cgroup", "0::/system.slice/ballet-gateway.service\n")
+	if got := cgroupMemoryFiles(unit)[0]; got != "/sys/fs/cgroup/system.slice/ballet-gateway.service/memory.max" {
+		t.Fatalf("the unit's memory.max: %s", got)
+	}
+	if got := cgroupMemoryFiles(write("cgroup", "0::/\n"))[0]; got != "/sys/fs/cgroup/memory.max" {
+		t.Fatalf("a container's memory.max: %s", got)
+	}
+	v1 := cgroupMemoryFiles(write("cgroup", "4:memory:/machine/gw\n3:cpu,cpuacct:/machine/gw\n"))
+	if v1[0] != "/sys/fs/cgroup/memory/machine/gw/memory.limit_in_bytes" || len(v1) != 3 {
+		t.Fatalf("cgroup v1: %v", v1)
+	}
+	if got := cgroupMemoryFiles(filepath.Join(dir, "absent")); len(got) != 2 {
+		t.Fatalf("without /proc/self/cgroup: %v", got)
 	}
 	for _, none := range []string{"max\n", "9223372036854771712\n", "junk"} {
 		if got := applyMemoryLimit(noEnv, []string{write("m", none)}); got != 0 {

@@ -54,8 +54,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
-	if limit := applyMemoryLimit(getenv, cgroupMemoryFiles); limit > 0 {
-		logger.Info("memory limit from the container's", "go_memory_limit_bytes", limit)
+	if limit := applyMemoryLimit(getenv, cgroupMemoryFiles("/proc/self/cgroup")); limit > 0 {
+		logger.Info("memory limit from the cgroup's", "go_memory_limit_bytes", limit)
 	}
 	pool, err := openPool(ctx, &cfg)
 	if err != nil {
