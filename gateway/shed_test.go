@@ -50,6 +50,8 @@ func TestReplicaShedsTheMostBehind(t *testing.T) {
 	const budget = 8 << 20
 	env := gatewaytest.Start(t, &gatewaytest.Options{Postgres: true, Config: gateway.Config{
 		ReplicaQueueBytes: budget, RecentEventsBytes: 8 << 20, RequestRate: 100_000,
+		// The fast reader only reads: no heartbeat timeout however long a loaded machine takes.
+		HeartbeatInterval: 10 * time.Minute,
 	}})
 	env.Project(t, "WEB", "alice", "viewer")
 	if got := env.Server.QueuedBytesBudget(); got != budget {
