@@ -215,6 +215,38 @@ func (k *wsClient) await(id int64, result any) *codec.Error {
 	}
 }
 
+// pipeline sends a request of method for each of params, all before any answer, and returns
+// the answers in the order of params. Notifications that arrive meanwhile are kept for later
+// reads.
+func (k *wsClient) pipeline(method string, params []any) []*codec.Message {
+	k.t.Helper()
+	ids := make(map[int64]int, len(params))
+	for i, p := range params {
+		ids[k.send(method, p)] = i
+	}
+	answers := make([]*codec.Message, len(params))
+	var held []*codec.Message
+	defer func() { k.held = append(held, k.held...) }()
+	for n := 0; n < len(params); {
+		m := k.mustNext()
+		if i, ok := ids[m.ID]; ok && m.IsResponse() && m.HasID && answers[i] == nil {
+			answers[i] = m
+			n++
+			continue
+		}
+		held = append(held, m)
+	}
+	return answers
+}
+
+// hangUp closes the connection from the client's end, waits for its reader and lets go of
+// what it read and did not consume, so that what the test measures next is the server's.
+func (k *wsClient) hangUp() {
+	k.ws.CloseNow()
+	<-k.done
+	k.msgs, k.held = nil, nil
+}
+
 func (k *wsClient) mustCall(method string, params, result any) {
 	k.t.Helper()
 	if e := k.call(method, params, result); e != nil {
