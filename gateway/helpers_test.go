@@ -220,16 +220,33 @@ func (k *wsClient) await(id int64, result any) *codec.Error {
 // reads.
 func (k *wsClient) pipeline(method string, params []any) []*codec.Message {
 	k.t.Helper()
-	ids := make(map[int64]int, len(params))
+	return k.answers(k.sendAll(method, params))
+}
+
+// sendAll sends a request of method for each of params and returns their ids.
+func (k *wsClient) sendAll(method string, params []any) []int64 {
+	k.t.Helper()
+	ids := make([]int64, len(params))
 	for i, p := range params {
-		ids[k.send(method, p)] = i
+		ids[i] = k.send(method, p)
 	}
-	answers := make([]*codec.Message, len(params))
+	return ids
+}
+
+// answers waits for the answers to the requests ids, in the order of ids, keeping the
+// notifications that arrive meanwhile for later reads.
+func (k *wsClient) answers(ids []int64) []*codec.Message {
+	k.t.Helper()
+	at := make(map[int64]int, len(ids))
+	for i, id := range ids {
+		at[id] = i
+	}
+	answers := make([]*codec.Message, len(ids))
 	var held []*codec.Message
 	defer func() { k.held = append(held, k.held...) }()
-	for n := 0; n < len(params); {
+	for n := 0; n < len(ids); {
 		m := k.mustNext()
-		if i, ok := ids[m.ID]; ok && m.IsResponse() && m.HasID && answers[i] == nil {
+		if i, ok := at[m.ID]; ok && m.IsResponse() && m.HasID && answers[i] == nil {
 			answers[i] = m
 			n++
 			continue
