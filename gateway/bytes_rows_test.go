@@ -108,7 +108,7 @@ func TestSameStreamOncePerConnection(t *testing.T) {
 		params[i] = map[string]any{"subscription": fmt.Sprint("s", i), "stream": "project:WEB"}
 	}
 
-	base := heapAfterGC()
+	base := settledHeap(t)
 	peak := heapPeak(20 * time.Millisecond)
 	ks := make([]*wsClient, sameConns)
 	readers := make([]*eventReader, sameConns)
