@@ -215,6 +215,55 @@ func (k *wsClient) await(id int64, result any) *codec.Error {
 	}
 }
 
+// pipeline sends a request of method for each of params, all before any answer, and returns
+// the answers in the order of params. Notifications that arrive meanwhile are kept for later
+// reads.
+func (k *wsClient) pipeline(method string, params []any) []*codec.Message {
+	k.t.Helper()
+	return k.answers(k.sendAll(method, params))
+}
+
+// sendAll sends a request of method for each of params and returns their ids.
+func (k *wsClient) sendAll(method string, params []any) []int64 {
+	k.t.Helper()
+	ids := make([]int64, len(params))
+	for i, p := range params {
+		ids[i] = k.send(method, p)
+	}
+	return ids
+}
+
+// answers waits for the answers to the requests ids, in the order of ids, keeping the
+// notifications that arrive meanwhile for later reads.
+func (k *wsClient) answers(ids []int64) []*codec.Message {
+	k.t.Helper()
+	at := make(map[int64]int, len(ids))
+	for i, id := range ids {
+		at[id] = i
+	}
+	answers := make([]*codec.Message, len(ids))
+	var held []*codec.Message
+	defer func() { k.held = append(held, k.held...) }()
+	for n := 0; n < len(ids); {
+		m := k.mustNext()
+		if i, ok := at[m.ID]; ok && m.IsResponse() && m.HasID && answers[i] == nil {
+			answers[i] = m
+			n++
+			continue
+		}
+		held = append(held, m)
+	}
+	return answers
+}
+
+// hangUp closes the connection from the client's end, waits for its reader and lets go of
+// what it read and did not consume, so that what the test measures next is the server's.
+func (k *wsClient) hangUp() {
+	k.ws.CloseNow()
+	<-k.done
+	k.msgs, k.held = nil, nil
+}
+
 func (k *wsClient) mustCall(method string, params, result any) {
 	k.t.Helper()
 	if e := k.call(method, params, result); e != nil {

@@ -58,15 +58,18 @@ func TestReplicaShedsTheMostBehind(t *testing.T) {
 		t.Fatalf("QueuedBytesBudget = %d, want the setting's %d", got, budget)
 	}
 	for range slowConns {
-		slowReader(t, env, "alice", "project:WEB")
+		pausedClient(t, env, "alice", []string{request(2, "stream.subscribe", map[string]any{"subscription": "s", "stream": "project:WEB"})}).wantNoErrors()
 	}
 	fast := login(t, env, codec.MsgPack, "alice")
 	fast.mustCall("stream.subscribe", map[string]any{"subscription": "f", "stream": "project:WEB"}, nil)
-	r := readInOrder(fast, events)
+	reader := readEvents(fast, events)
 	stop := queuedPeak(env.Server)
-	appendPaced(t, env, r, events, payload, func(int) string { return "WEB-1" })
-	r.wait(t)
+	commitPaced(t, env, events, payload, func(int) string { return "WEB-1" }, reader)
+	err := reader.wait()
 	peak := stop()
+	if err != nil {
+		t.Fatalf("the fast reader: %v", err)
+	}
 	shed, own := limitRejections(t, env.Server, "replica_queued_bytes"), limitRejections(t, env.Server, "queued_bytes")
 	t.Logf("queued bytes peaked at %.1f MiB (budget %.0f MiB; the connections' own bounds add up to %d MiB); %v connections shed, %v closed at their own bound",
 		float64(peak)/(1<<20), float64(budget)/(1<<20), slowConns*4, shed, own)

@@ -6,32 +6,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ballet/gateway/auth/authtest"
+	"github.com/ballet/gateway/internal/heaptest"
 	"github.com/ballet/gateway/tracker"
 )
-
-// heldWriter holds a response at its first write until release is closed, so that the heap
-// can be measured while every listing holds its page.
-type heldWriter struct {
-	http.ResponseWriter
-	once    sync.Once
-	arrived chan<- struct{}
-	release <-chan struct{}
-}
-
-func (w *heldWriter) Write(b []byte) (int, error) {
-	w.once.Do(func() {
-		w.arrived <- struct{}{}
-		<-w.release
-	})
-	return w.ResponseWriter.Write(b)
-}
 
 const mib = 1 << 20
 
@@ -40,68 +22,37 @@ const mib = 1 << 20
 // each answer held: its items and whether it had a next.
 func heapWhileListing(t *testing.T, e *restEnv, n int, path string) (growth int64, items []int, next []bool) {
 	t.Helper()
-	arrived, release := make(chan struct{}, n), make(chan struct{})
-	h := tracker.NewHandler(e.svc, authtest.NewVerifier(t, e.iss, audience), nil)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(&heldWriter{ResponseWriter: w, arrived: arrived, release: release}, r)
-	}))
+	held := heaptest.NewHolder(n)
+	srv := httptest.NewServer(held.Wrap(tracker.NewHandler(e.svc, authtest.NewVerifier(t, e.iss, audience), nil)))
 	defer srv.Close()
 	tok, err := e.token("vic")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var before, held runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
 	items, next = make([]int, n), make([]bool, n)
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+path, nil)
-			req.Header.Set("Authorization", "Bearer "+tok)
-			resp, err := srv.Client().Do(req)
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer resp.Body.Close()
-			var page struct {
-				Items []struct {
-					Key string `json:"key"`
-				} `json:"items"`
-				Next *string `json:"next"`
-			}
-			if err := json.NewDecoder(resp.Body).Decode(&page); err != nil || resp.StatusCode != 200 {
-				errs <- fmt.Errorf("GET %s: %d %v", path, resp.StatusCode, err)
-				return
-			}
-			items[i], next[i] = len(page.Items), page.Next != nil
-		})
-	}
-	deadline := time.After(5 * time.Minute)
-	for range n {
-		select {
-		case <-arrived:
-		case err := <-errs:
-			close(release)
-			t.Fatal(err)
-		case <-deadline:
-			close(release)
-			t.Fatalf("the %d listings did not all start answering within 5 minutes", n)
+	growth = held.Growth(t, n, 5*time.Minute, func(i int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			return err
 		}
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&held)
-	close(release)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	return int64(held.HeapAlloc) - int64(before.HeapAlloc), items, next
+		defer resp.Body.Close()
+		var page struct {
+			Items []struct {
+				Key string `json:"key"`
+			} `json:"items"`
+			Next *string `json:"next"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&page); err != nil || resp.StatusCode != 200 {
+			return fmt.Errorf("GET %s: %d %v", path, resp.StatusCode, err)
+		}
+		items[i], next[i] = len(page.Items), page.Next != nil
+		return nil
+	})
+	return growth, items, next
 }
 
 // TestListingHeap: a project of 1,000 items of 64 KiB (descriptions of 16,384 four-byte
