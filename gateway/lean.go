@@ -77,6 +77,10 @@ type corkConn struct {
 	drained  chan struct{} // closed as the flusher ends; made by a waiter
 	stall    time.Duration // flushStall; shorter in tests
 
+	closeMu sync.Mutex
+	closer  *time.Timer // closeWithin's earliest, stopped by Close (closeMu)
+	closeAt time.Time   // when closer fires (closeMu)
+
 	// The reader's; see Read.
 	rbuf  *[]byte
 	roff  int
@@ -205,6 +209,11 @@ func (c *corkConn) Write(p []byte) (int, error) {
 // what arrives is read and dropped for up to closeGrace before it is closed, so that the
 // peer reads the close frame rather than a reset.
 func (c *corkConn) Close() error {
+	c.closeMu.Lock()
+	if c.closer != nil {
+		c.closer.Stop() // the socket and its session need not be held until it fires
+	}
+	c.closeMu.Unlock()
 	cw, ok := c.Conn.(interface{ CloseWrite() error })
 	if c.guard == nil || !c.guard.refused.Load() || !ok {
 		return c.Conn.Close()
@@ -220,10 +229,21 @@ func (c *corkConn) Close() error {
 
 // closeWithin closes the socket d from now, whatever is reading or writing it then: the
 // bound of a close handshake with a peer that does not answer (the WebSocket library waits
-// for the rest of a frame the peer began, with no deadline). A socket closed before then is
-// left alone.
+// for the rest of a frame the peer began, with no deadline). Close stops it: a socket closed
+// before then is left alone, and not held until d has passed.
 func (c *corkConn) closeWithin(d time.Duration) {
-	time.AfterFunc(d, func() { _ = c.Conn.Close() })
+	c.closeMu.Lock()
+	defer c.closeMu.Unlock()
+	at := time.Now().Add(d)
+	switch {
+	case c.closer == nil:
+		c.closer = time.AfterFunc(d, func() { _ = c.Conn.Close() })
+	case at.Before(c.closeAt):
+		c.closer.Reset(d)
+	default:
+		return // the earlier bound holds
+	}
+	c.closeAt = at
 }
 
 // Cork starts gathering writes.
