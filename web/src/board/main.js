@@ -98,7 +98,7 @@ async function start() {
   const canWrite = project.role !== 'viewer';
 
   // What the connection went through, for the debug hook.
-  const stats = { tokens: 0, refreshes: 0, connects: 0, states: /** @type {string[]} */ ([]) };
+  const stats = { tokens: 0, refreshes: 0, connects: 0, resyncs: 0, states: /** @type {string[]} */ ([]) };
   const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
   const client = new Client(`${scheme}//${location.host}/rpc`, {
     token: () => {
@@ -274,6 +274,7 @@ async function start() {
       onPresence: (present) => showPresent(present, subject),
       onItemPresence: (items) => view.setViewers(items, subject),
       onResync: () => {
+        stats.resyncs++;
         toast('The board missed too much while offline; reloading it.');
         void reload();
       },
