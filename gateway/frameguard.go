@@ -22,8 +22,8 @@ type frameGuard struct {
 	limit   int64                              // BALLET_READ_LIMIT: the longest message
 	refuse  func(websocket.StatusCode, string) // closes the session with the code
 	hdr     [14]byte
-	hn      int         // header bytes read
-	need    int         // the header's length, once its second byte is read
+	hn      uint8       // header bytes read
+	need    uint8       // the header's length, once its second byte is read
 	payload int64       // payload bytes of the current frame still to come
 	msg     int64       // bytes of the current data message so far
 	refused atomic.Bool // once refused, every later read fails; read by Close

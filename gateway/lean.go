@@ -77,9 +77,8 @@ type corkConn struct {
 	drained  chan struct{} // closed as the flusher ends; made by a waiter
 	stall    time.Duration // flushStall; shorter in tests
 
-	closeMu sync.Mutex
-	closer  *time.Timer // closeWithin's earliest, stopped by Close (closeMu)
-	closeAt time.Time   // when closer fires (closeMu)
+	closer  *time.Timer // closeWithin's earliest, stopped by Close (mu)
+	closeAt int64       // when closer fires, Unix ns (mu)
 
 	// The reader's; see Read.
 	rbuf  *[]byte
@@ -209,11 +208,11 @@ func (c *corkConn) Write(p []byte) (int, error) {
 // what arrives is read and dropped for up to closeGrace before it is closed, so that the
 // peer reads the close frame rather than a reset.
 func (c *corkConn) Close() error {
-	c.closeMu.Lock()
+	c.mu.Lock()
 	if c.closer != nil {
 		c.closer.Stop() // the socket and its session need not be held until it fires
 	}
-	c.closeMu.Unlock()
+	c.mu.Unlock()
 	cw, ok := c.Conn.(interface{ CloseWrite() error })
 	if c.guard == nil || !c.guard.refused.Load() || !ok {
 		return c.Conn.Close()
@@ -232,13 +231,13 @@ func (c *corkConn) Close() error {
 // for the rest of a frame the peer began, with no deadline). Close stops it: a socket closed
 // before then is left alone, and not held until d has passed.
 func (c *corkConn) closeWithin(d time.Duration) {
-	c.closeMu.Lock()
-	defer c.closeMu.Unlock()
-	at := time.Now().Add(d)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at := time.Now().Add(d).UnixNano()
 	switch {
 	case c.closer == nil:
 		c.closer = time.AfterFunc(d, func() { _ = c.Conn.Close() })
-	case at.Before(c.closeAt):
+	case at < c.closeAt:
 		c.closer.Reset(d)
 	default:
 		return // the earlier bound holds

@@ -167,7 +167,7 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 			closed(o.Text)
 			return false
 		}
-		body, err := s.codec.Marshal(o)
+		body, err := s.conn.Codec().Marshal(o)
 		if err != nil {
 			return true
 		}

@@ -94,7 +94,7 @@ func (k *presenceSink) PresenceChanged(n *presence.Notice) bool {
 		frameSlices.Put(fs)
 	}()
 	for _, x := range notices {
-		bodies, err := x.Bodies(k.s.codec)
+		bodies, err := x.Bodies(k.s.conn.Codec())
 		if err != nil {
 			k.s.lg().Error("presence.changed not encodable", "err", err)
 			return true

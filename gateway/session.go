@@ -28,9 +28,7 @@ const (
 // subscriptions, and method routing.
 type session struct {
 	srv    *Server
-	ws     *websocket.Conn
-	codec  codec.Codec
-	conn   *rpc.Conn
+	conn   *rpc.Conn // its Codec is the session's
 	t      *wsTransport
 	id     string
 	remote string
@@ -46,7 +44,6 @@ type session struct {
 	mu        sync.Mutex
 	principal *auth.Principal // nil until auth succeeds
 	subs      subTable
-	closed    bool // subs is closed to new entries
 
 	// Timers instead of a goroutine per session: an idle connection costs
 	// only its reader.
@@ -57,9 +54,10 @@ type session struct {
 	ticking   bool           // heartbeats started
 	started   bool           // start has run: until then finish waits (closeWith leaves it to start)
 	closeSet  bool           // closeWith has been called: closeCode and closeMsg are final
-	expAt     int64          // the token's expiry, Unix ns; zero until authenticated
-	lastSent  int64          // last heartbeat sent, Unix ns
+	closed    bool           // subs is closed to new entries
 	finished  bool
+	expAt     int64   // the token's expiry, Unix ns; zero until authenticated
+	lastSent  int64   // last heartbeat sent, Unix ns
 	counted   string  // the subject counted against BALLET_MAX_CONNECTIONS_PER_SUBJECT
 	addr      addrKey // the address counted against BALLET_MAX_CONNECTIONS_PER_IP until auth
 }
@@ -75,7 +73,7 @@ type clientSub struct {
 
 func newSession(srv *Server, ws *websocket.Conn, lw *leanWriter, c codec.Codec, r *http.Request, addr addrKey) *session {
 	s := &session{
-		srv: srv, ws: ws, codec: c, id: newConnID(), addr: addr,
+		srv: srv, id: newConnID(), addr: addr,
 	}
 	s.remote = r.RemoteAddr
 	s.trace = traceID(r.Header.Get("traceparent"))
@@ -226,11 +224,11 @@ func (s *session) sendHeartbeat() {
 }
 
 func (s *session) notification(method string, params any) ([]byte, error) {
-	raw, err := s.codec.Marshal(params)
+	raw, err := s.conn.Codec().Marshal(params)
 	if err != nil {
 		return nil, err
 	}
-	return s.codec.Encode(nil, &codec.Message{Method: method, Params: raw})
+	return s.conn.Codec().Encode(nil, &codec.Message{Method: method, Params: raw})
 }
 
 // finish closes the WebSocket (after flushing what is queued when the
@@ -258,7 +256,7 @@ func (s *session) finish() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = s.conn.Flush(ctx)
 		cancel()
-		_ = s.ws.Close(code, reason)
+		_ = s.t.ws.Close(code, reason)
 	} else {
 		// The peer closed, or the transport failed.
 		code = websocket.CloseStatus(s.conn.Err())
@@ -272,7 +270,7 @@ func (s *session) finish() {
 				code = websocket.StatusAbnormalClosure
 			}
 		}
-		_ = s.ws.CloseNow()
+		_ = s.t.ws.CloseNow()
 	}
 	_ = s.conn.Close()
 	s.mu.Lock()
@@ -346,7 +344,7 @@ func (s *session) abort() {
 
 // codecLabel is the codec's metrics label.
 func (s *session) codecLabel() string {
-	if s.codec.Binary() {
+	if s.conn.Codec().Binary() {
 		return "msgpack"
 	}
 	return "json"

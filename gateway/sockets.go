@@ -88,9 +88,9 @@ type socket struct {
 	reg     *sockets
 	addr    addrKey // the peer's address, counted while the socket is new
 	counted bool    // addr is counted
+	closed  atomic.Bool
 	state   string
 	idleAt  *list.Element // in reg.idle while idle
-	closed  atomic.Bool
 }
 
 // SyscallConn gives the socket's raw connection, for writes that do not wait.

@@ -136,7 +136,7 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 	// before, a revocation dispatched in between would never close it.
 	var denied error
 	sub, head, err := s.srv.hub.Subscribe(ctx, s.srv.log, streams.SubscribeRequest{
-		ID: sp.Subscription, Subject: p.Subject, Stream: st, Codec: s.codec, Out: s,
+		ID: sp.Subscription, Subject: p.Subject, Stream: st, Codec: s.conn.Codec(), Out: s,
 		FromSeq: sp.FromSeq, Types: types, QueueLimit: s.srv.cfg.SubscriberQueue, ReplayLimit: s.srv.cfg.ReplayLimit,
 		ReplayBytes: s.srv.cfg.ConnectionQueueBytes / 4,
 		OnClosed:    s.subClosed, Replay: replay,

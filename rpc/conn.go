@@ -98,16 +98,16 @@ type Conn struct {
 
 	mu      sync.Mutex
 	started bool        // Start has been called
+	writing bool        // the writer role is held (write.go)
+	closed  bool        // no frame is taken any more
+	shed    bool        // Shed was called: frames with bytes are refused
 	unwatch func() bool // stops watching Start's ctx
 	queue   []outFrame
 	spare   []outFrame // the writer's previous batch, reused
 	tryLen  int
 	bytes   int64                         // queued and not yet written: frameBytes of each
 	told    int64                         // what total was last told of bytes
-	writing bool                          // the writer role is held (write.go)
 	pending map[int64]chan *codec.Message // made by the first Call
-	closed  bool
-	shed    bool // Shed was called: frames with bytes are refused
 }
 
 // NewConn returns a connection over t speaking c. Call Start to run it.
