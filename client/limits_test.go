@@ -281,7 +281,10 @@ func TestRequestRateRetryWithinDeadline(t *testing.T) {
 // wait and are sent again rather than ending their subscriptions, even
 // with RateLimitRetries off.
 func TestResubscribeWaitsForRate(t *testing.T) {
-	const rate, subs = 5, 15 // a new connection's budget is 10 requests
+	// A new connection's budget is 4 requests, refilled at 2 a second: the 15 resubscribes of
+	// a reconnect would have to take more than 5 s to stay within it, which even a loaded
+	// machine does not make them take (at 5 a second and bursts of 10, a second sufficed).
+	const rate, subs = 2, 15
 	env := startEnv(t, true, gateway.Config{RequestRate: rate})
 	p := startProxy(t, env.HTTP.Listener.Addr().String())
 	var st states
