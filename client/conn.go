@@ -26,18 +26,19 @@ const closeGrace = time.Second
 // conn is one authenticated WebSocket connection with its heartbeat and
 // token refresh goroutines.
 type conn struct {
-	c        *Client
-	gen      uint64 // the client's connection counter, from 1
-	ws       *websocket.Conn
-	rpc      *rpc.Conn
-	ctx      context.Context
-	cancel   context.CancelFunc
-	subject  string
-	limits   Limits        // advertised by the auth result
-	beat     time.Duration // how often to send $/heartbeat
-	silence  time.Duration // three of these without a frame end the connection
-	lastRecv atomic.Int64  // Unix ns of the last frame from the server
-	wg       sync.WaitGroup
+	rpc.NoHooks // but OnMessage
+	c           *Client
+	gen         uint64 // the client's connection counter, from 1
+	ws          *websocket.Conn
+	rpc         *rpc.Conn
+	ctx         context.Context
+	cancel      context.CancelFunc
+	subject     string
+	limits      Limits        // advertised by the auth result
+	beat        time.Duration // how often to send $/heartbeat
+	silence     time.Duration // three of these without a frame end the connection
+	lastRecv    atomic.Int64  // Unix ns of the last frame from the server
+	wg          sync.WaitGroup
 
 	mu    sync.Mutex
 	cause error // why the client ended the connection, when it did
@@ -110,11 +111,11 @@ func (c *Client) connect(ctx context.Context, gen uint64) (*conn, error) {
 	cn := &conn{c: c, gen: gen, ws: ws}
 	cn.ctx, cn.cancel = context.WithCancel(c.ctx)
 	cn.rpc = rpc.NewConn(&wsTransport{ws: ws, typ: typ}, c.o.Codec, &rpc.Options{
-		Handler:   rpc.HandlerFunc(func(ctx context.Context, req *rpc.Request) (any, error) { return c.route(cn, req) }),
-		OnMessage: cn.touch,
-		Logger:    c.log,
+		Handler: rpc.HandlerFunc(func(ctx context.Context, req *rpc.Request) (any, error) { return c.route(cn, req) }),
+		Hooks:   cn,
+		Logger:  c.log,
 	})
-	cn.touch()
+	cn.OnMessage()
 	cn.rpc.Start(cn.ctx)
 	sent := time.Now()
 	var ar authResult
@@ -131,7 +132,8 @@ func (c *Client) connect(ctx context.Context, gen uint64) (*conn, error) {
 	return cn, nil
 }
 
-func (cn *conn) touch() { cn.lastRecv.Store(time.Now().UnixNano()) }
+// OnMessage notes when the server last sent a frame, for heartbeats (rpc.Hooks).
+func (cn *conn) OnMessage() { cn.lastRecv.Store(time.Now().UnixNano()) }
 
 // call sends a request, and again after a refusal for the request rate,
 // up to Options.RateLimitRetries times.

@@ -139,15 +139,15 @@ func (c *Config) defaultBudgets(def *Config) {
 	}
 }
 
-// admit runs on the reader before a frame is decoded (rpc.Options.Admit):
+// Admit runs on the reader before a frame is decoded (rpc.Hooks):
 // a closing session reads no more messages, and an authenticated one
 // spends its connection's request budget, then its subject's.
-func (s *session) admit(ctx context.Context) error {
+func (s *session) Admit(ctx context.Context) error {
 	if s.closing.Load() {
 		return rpc.ErrSkip
 	}
 	if !s.authed.Load() {
-		return nil // only an auth request is served: see inline and invalid
+		return nil // only an auth request is served: see Inline and invalid
 	}
 	limit, rate := limitRequests, s.srv.cfg.RequestRate
 	ok, wait, retry := s.rate.take(rate)

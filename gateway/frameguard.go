@@ -19,8 +19,7 @@ var errFrameRefused = errors.New("gateway: frame refused at its header")
 // library ends the connection without a close frame). It sees every byte once, in order: it
 // is called by the connection's one reader.
 type frameGuard struct {
-	limit   int64                              // BALLET_READ_LIMIT: the longest message
-	refuse  func(websocket.StatusCode, string) // closes the session with the code
+	sess    *session // closed with the code a refusal chooses; its BALLET_READ_LIMIT is the longest message
 	hdr     [14]byte
 	hn      uint8       // header bytes read
 	need    uint8       // the header's length, once its second byte is read
@@ -78,7 +77,7 @@ func (g *frameGuard) scan(p []byte) error {
 			if op != 0 {
 				g.msg = 0
 			}
-			if g.msg += n; g.msg > g.limit {
+			if g.msg += n; g.msg > int64(g.sess.srv.cfg.ReadLimit) {
 				return g.fail(websocket.StatusMessageTooBig, "message too big")
 			}
 		}
@@ -88,6 +87,6 @@ func (g *frameGuard) scan(p []byte) error {
 
 func (g *frameGuard) fail(code websocket.StatusCode, reason string) error {
 	g.refused.Store(true)
-	g.refuse(code, reason)
+	g.sess.closeWith(code, reason)
 	return errFrameRefused
 }

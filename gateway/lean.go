@@ -69,9 +69,9 @@ type corkConn struct {
 
 	mu       sync.Mutex
 	corked   bool
+	flushing bool          // a flusher goroutine sends out
 	buf      *[]byte       // gathered while corked
 	out      *[]byte       // accepted, not yet sent: the flusher's (non-nil while flushing)
-	flushing bool          // a flusher goroutine sends out
 	werr     error         // a write failed: so does every later one
 	ctrl     int           // bytes of uncorked writes in out
 	drained  chan struct{} // closed as the flusher ends; made by a waiter

@@ -90,11 +90,11 @@ func (s *Server) advertised() *limits {
 	return l
 }
 
-// screen sees each message as decoded (rpc.Options.Screen). Before auth,
+// Screen sees each message as decoded (rpc.Hooks). Before auth,
 // only a request goes on (an auth request, or another that is answered
 // -32001 and closes the connection); anything else closes the connection
 // at once.
-func (s *session) screen(m *codec.Message, err *codec.DecodeError) bool {
+func (s *session) Screen(m *codec.Message, err *codec.DecodeError) bool {
 	if s.authed.Load() || (err == nil && m.IsRequest()) {
 		return true
 	}

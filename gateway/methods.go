@@ -34,8 +34,8 @@ type method struct {
 
 // methods is every method the gateway serves. Every message, request or
 // notification, also spends the connection's BALLET_REQUEST_RATE budget
-// and its subject's BALLET_SUBJECT_REQUEST_RATE (session.admit); before
-// auth only an auth request is read (session.screen).
+// and its subject's BALLET_SUBJECT_REQUEST_RATE (session.Admit); before
+// auth only an auth request is read (session.Screen).
 var methods = map[string]method{
 	"auth":               {serve: (*session).auth, anonymous: true},
 	"auth.refresh":       {serve: (*session).refresh},

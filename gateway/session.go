@@ -27,12 +27,11 @@ const (
 // session is one /rpc connection: authentication, heartbeats,
 // subscriptions, and method routing.
 type session struct {
-	srv    *Server
-	conn   *rpc.Conn // its Codec is the session's
-	t      *wsTransport
-	id     string
-	remote string
-	trace  string // W3C trace id of the upgrade request, if any
+	srv   *Server
+	conn  *rpc.Conn // its Codec is the session's
+	t     *wsTransport
+	id    string
+	trace string // W3C trace id of the upgrade request, if any
 
 	lastRecv atomic.Int64 // Unix ns of the last frame from the peer
 	authed   atomic.Bool  // principal is set
@@ -75,7 +74,6 @@ func newSession(srv *Server, ws *websocket.Conn, lw *leanWriter, c codec.Codec, 
 	s := &session{
 		srv: srv, id: newConnID(), addr: addr,
 	}
-	s.remote = r.RemoteAddr
 	s.trace = traceID(r.Header.Get("traceparent"))
 	typ := websocket.MessageText
 	if c.Binary() {
@@ -83,21 +81,13 @@ func newSession(srv *Server, ws *websocket.Conn, lw *leanWriter, c codec.Codec, 
 	}
 	t := &wsTransport{ws: ws, typ: typ, cork: lw.conn, br: lw.br, sess: s}
 	t.pc = srv.idle.conn(lw.conn.raw)
-	lw.conn.guard = &frameGuard{limit: srv.cfg.ReadLimit, refuse: s.closeWith}
+	lw.conn.guard = &frameGuard{sess: s}
 	s.t = t
 	s.conn = rpc.NewConn(t, c, &rpc.Options{
-		Handler: s,
-		// Before auth, a message is served before the next one is read:
-		// anything but an auth request closes the connection at once.
-		Inline:    func(m string) bool { return m == "auth" || !s.authed.Load() },
-		OnMessage: func() { s.lastRecv.Store(time.Now().UnixNano()) },
-		Admit:     s.admit,
-		Workers:   srv.workers,
-		Screen:    s.screen,
-		// When the peer closes or the transport fails, finish without a code.
-		OnDone:         func(error) { s.closeWith(0, "") },
+		Handler:        s,
+		Hooks:          s,
+		Workers:        srv.workers,
 		MaxQueuedBytes: int64(srv.cfg.ConnectionQueueBytes),
-		OnOverflow:     s.overflowed,
 		Total:          srv.queued,
 		Logger:         srv.logger,
 	})
@@ -156,8 +146,19 @@ func (s *session) closeWith(code websocket.StatusCode, reason string) {
 	}
 }
 
-// overflowed closes a connection whose client fell BALLET_CONNECTION_QUEUE_BYTES behind.
-func (s *session) overflowed() {
+// Inline: before auth, a message is served before the next one is read, and anything but an
+// auth request closes the connection at once (rpc.Hooks).
+func (s *session) Inline(method string) bool { return method == "auth" || !s.authed.Load() }
+
+// OnMessage notes when the peer last sent a frame, for heartbeats (rpc.Hooks).
+func (s *session) OnMessage() { s.lastRecv.Store(time.Now().UnixNano()) }
+
+// OnDone: when the peer closes or the transport fails, finish without a code (rpc.Hooks).
+func (s *session) OnDone(error) { s.closeWith(0, "") }
+
+// OnOverflow closes a connection whose client fell BALLET_CONNECTION_QUEUE_BYTES behind
+// (rpc.Hooks).
+func (s *session) OnOverflow() {
 	s.srv.metrics.LimitRejections.WithLabelValues(limitQueuedBytes).Inc()
 	s.lg().Info("connection closed: the client does not keep up", "queued_bytes_max", s.srv.cfg.ConnectionQueueBytes)
 	s.conn.Shed()
@@ -350,11 +351,20 @@ func (s *session) codecLabel() string {
 	return "json"
 }
 
+// remoteAddr is the peer's address, as the upgrade request gave it (read from the socket rather
+// than kept).
+func (s *session) remoteAddr() string {
+	if a := s.t.cork.RemoteAddr(); a != nil {
+		return a.String()
+	}
+	return ""
+}
+
 // lg returns a logger with the connection's attributes. It is built on use
 // (logging is rare) rather than kept: an idle connection should not hold one.
 func (s *session) lg() *slog.Logger {
 	attrs := make([]any, 0, 10)
-	attrs = append(attrs, "conn", s.id, "codec", s.codecLabel(), "remote", s.remote)
+	attrs = append(attrs, "conn", s.id, "codec", s.codecLabel(), "remote", s.remoteAddr())
 	if s.trace != "" {
 		attrs = append(attrs, "trace_id", s.trace)
 	}

@@ -23,18 +23,20 @@ func TestAdmitAndScreen(t *testing.T) {
 					served <- r.Method
 					return "ok", nil
 				}),
-				Admit: func(context.Context) error {
-					frames++
-					switch frames {
-					case 2:
-						return refuse
-					case 3:
-						return ErrSkip
-					}
-					return nil
-				},
-				Screen: func(m *codec.Message, err *codec.DecodeError) bool {
-					return err != nil || m.Method != "dropped"
+				Hooks: &hookFuncs{
+					admit: func(context.Context) error {
+						frames++
+						switch frames {
+						case 2:
+							return refuse
+						case 3:
+							return ErrSkip
+						}
+						return nil
+					},
+					screen: func(m *codec.Message, err *codec.DecodeError) bool {
+						return err != nil || m.Method != "dropped"
+					},
 				},
 			}, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -26,34 +26,14 @@ type Options struct {
 	// MaxQueuedBytes bounds the bytes of the frames queued and not yet written: every frame
 	// (responses, notifications, TrySend's), its encoded bytes and FrameOverhead. A frame that
 	// would take the queue past it is refused (TrySend reports false, a response or Notify is
-	// dropped) and OnOverflow is called, once; a frame is always taken into an empty queue,
+	// dropped) and Hooks.OnOverflow is called, once; a frame is always taken into an empty queue,
 	// whatever its size. 0: no bound.
 	MaxQueuedBytes int64
-	// OnOverflow is called once, on a goroutine of its own, when MaxQueuedBytes refuses a
-	// frame: the peer does not keep up, and the owner closes the connection.
-	OnOverflow func()
 	// Total, when set, is told the bytes this connection has queued, as a server's
 	// connections share one to know what they hold together (see Total).
 	Total *Total
-	// Inline reports whether a request method is handled on the reader
-	// goroutine, so that later messages are processed only after it (auth).
-	Inline func(method string) bool
-	// OnMessage is called for every frame received, before decoding.
-	OnMessage func()
-	// Admit, when set, is called on the reader for every frame after
-	// OnMessage and before decoding. It may block: the reader then reads
-	// no further, and the transport's flow control holds the peer back.
-	// nil serves the frame; ErrSkip drops it undecoded; any other error
-	// answers a request in the frame instead of serving it (a
-	// notification is then dropped; a response is still delivered).
-	Admit func(ctx context.Context) error
-	// Screen, when set, sees each admitted frame as decoded, on the reader
-	// (err is set when it does not decode), and reports whether it is
-	// processed; false drops it, unanswered.
-	Screen func(m *codec.Message, err *codec.DecodeError) bool
-	// OnDone, when set, is called once as the connection ends, with the
-	// reason (see Err), on a goroutine of its own.
-	OnDone func(err error)
+	// Hooks see what the connection reads and how it ends. Default NoHooks.
+	Hooks Hooks
 	// Logger receives internal errors. Default slog.Default().
 	Logger *slog.Logger
 	// Workers run the connection's writer and resumed reader. Default a
@@ -62,26 +42,58 @@ type Options struct {
 	Workers *Workers
 }
 
+// Hooks let a connection's owner see and steer what it reads and learn how it ends: one value
+// for all of them, so that a server's connection holds one reference to its owner rather than a
+// closure each. Embed NoHooks to implement only some.
+type Hooks interface {
+	// Inline reports whether a request method is handled on the reader goroutine, so that later
+	// messages are processed only after it (auth).
+	Inline(method string) bool
+	// OnMessage is called for every frame received, before decoding.
+	OnMessage()
+	// Admit is called on the reader for every frame after OnMessage and before decoding. It may
+	// block: the reader then reads no further, and the transport's flow control holds the peer
+	// back. nil serves the frame; ErrSkip drops it undecoded; any other error answers a request
+	// in the frame instead of serving it (a notification is then dropped; a response is still
+	// delivered).
+	Admit(ctx context.Context) error
+	// Screen sees each admitted frame as decoded, on the reader (err is set when it does not
+	// decode), and reports whether it is processed; false drops it, unanswered.
+	Screen(m *codec.Message, err *codec.DecodeError) bool
+	// OnDone is called once as the connection ends, with the reason (see Err), on a goroutine
+	// of its own.
+	OnDone(err error)
+	// OnOverflow is called once, on a goroutine of its own, when MaxQueuedBytes refuses a
+	// frame: the peer does not keep up, and the owner closes the connection.
+	OnOverflow()
+}
+
+// NoHooks is Hooks that change nothing: no method is inline, every frame is admitted and
+// processed, and the ends go unobserved.
+type NoHooks struct{}
+
+func (NoHooks) Inline(string) bool                             { return false }
+func (NoHooks) OnMessage()                                     {}
+func (NoHooks) Admit(context.Context) error                    { return nil }
+func (NoHooks) Screen(*codec.Message, *codec.DecodeError) bool { return true }
+func (NoHooks) OnDone(error)                                   {}
+func (NoHooks) OnOverflow()                                    {}
+
 // Conn is one JSON-RPC connection.
 type Conn struct {
 	t       Transport
 	tw      TryWriter // nil: every frame goes through the writer
 	codec   codec.Codec
 	handler Handler
-	inline  func(string) bool
-	onMsg   func()
-	admit   func(context.Context) error
-	screen  func(*codec.Message, *codec.DecodeError) bool
-	onDone  func(error)
+	hooks   Hooks
 	log     *slog.Logger
 	workers *Workers
 
 	// The context exists from NewConn on, so that every method is safe
-	// before and during Start; cancel also runs ended, once.
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
-	endOnce sync.Once
-	wg      sync.WaitGroup
+	// before and during Start; see end.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup
 
 	maxConc   int
 	active    int           // requests being handled (mu)
@@ -92,15 +104,15 @@ type Conn struct {
 	maxTry    int
 	nextID    atomic.Int64
 	maxBytes  int64
-	overflow  func()
 	total     *Total
-	overOnce  sync.Once
 
 	mu      sync.Mutex
 	started bool        // Start has been called
 	writing bool        // the writer role is held (write.go)
 	closed  bool        // no frame is taken any more
 	shed    bool        // Shed was called: frames with bytes are refused
+	over    bool        // MaxQueuedBytes refused a frame: OnOverflow has been called
+	ending  bool        // end has run ended
 	unwatch func() bool // stops watching Start's ctx
 	queue   []outFrame
 	spare   []outFrame // the writer's previous batch, reused
@@ -130,11 +142,8 @@ func NewConn(t Transport, c codec.Codec, opts *Options) *Conn {
 			return nil, Errorf(ErrMethodNotFound, "method %s not found", r.Method)
 		})
 	}
-	if o.Inline == nil {
-		o.Inline = func(string) bool { return false }
-	}
-	if o.OnMessage == nil {
-		o.OnMessage = func() {}
+	if o.Hooks == nil {
+		o.Hooks = NoHooks{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -144,19 +153,13 @@ func NewConn(t Transport, c codec.Codec, opts *Options) *Conn {
 	}
 	tw, _ := t.(TryWriter)
 	cn := &Conn{
-		t: t, tw: tw, codec: c, handler: o.Handler, inline: o.Inline, onMsg: o.OnMessage, admit: o.Admit, screen: o.Screen,
-		onDone: o.OnDone, log: o.Logger, workers: o.Workers,
+		t: t, tw: tw, codec: c, handler: o.Handler, hooks: o.Hooks, log: o.Logger, workers: o.Workers,
 		maxConc:  o.MaxConcurrent,
 		outQueue: o.OutQueue,
 		maxTry:   o.MaxTrySend,
-		maxBytes: o.MaxQueuedBytes, overflow: o.OnOverflow, total: o.Total,
+		maxBytes: o.MaxQueuedBytes, total: o.Total,
 	}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	cn.ctx = ctx
-	cn.cancel = func(err error) {
-		cancel(err)
-		cn.endOnce.Do(func() { go cn.ended() })
-	}
+	cn.ctx, cn.cancel = context.WithCancelCause(context.Background())
 	return cn
 }
 
@@ -178,10 +181,22 @@ func (c *Conn) Start(ctx context.Context) {
 		return
 	}
 	if ctx.Done() != nil {
-		c.unwatch = context.AfterFunc(ctx, func() { c.cancel(context.Cause(ctx)) })
+		c.unwatch = context.AfterFunc(ctx, func() { c.end(context.Cause(ctx)) })
 	}
 	c.wg.Add(1) // before Close can wait: it sets closed under mu first
 	go c.readLoop(false)
+}
+
+// end cancels the connection's context with err as its cause and, the first time, runs ended.
+func (c *Conn) end(err error) {
+	c.cancel(err)
+	c.mu.Lock()
+	first := !c.ending
+	c.ending = true
+	c.mu.Unlock()
+	if first {
+		go c.ended()
+	}
 }
 
 // ended runs once when the connection's context is done.
@@ -190,9 +205,7 @@ func (c *Conn) ended() {
 	if cl, ok := c.t.(io.Closer); ok {
 		_ = cl.Close()
 	}
-	if c.onDone != nil {
-		c.onDone(context.Cause(c.ctx))
-	}
+	c.hooks.OnDone(context.Cause(c.ctx))
 }
 
 // Context is cancelled when the connection ends.
@@ -212,19 +225,19 @@ func (c *Conn) Err() error {
 // Close ends the connection and waits for its goroutines, including running
 // handlers, to return. It is safe to call more than once, and before Start.
 func (c *Conn) Close() error {
-	c.cancel(ErrClosed)
+	c.end(ErrClosed)
 	c.failPending() // neither Start nor a writer starts a goroutine after this
 	c.wg.Wait()
 	return nil
 }
 
 // Abort ends the connection with err as its reason, without waiting.
-func (c *Conn) Abort(err error) { c.cancel(err) }
+func (c *Conn) Abort(err error) { c.end(err) }
 
 // Wait blocks until every goroutine of the connection has returned.
 func (c *Conn) Wait() { c.wg.Wait() }
 
-func (c *Conn) fail(err error) { c.cancel(err) }
+func (c *Conn) fail(err error) { c.end(err) }
 
 func (c *Conn) failPending() {
 	c.mu.Lock()

@@ -196,7 +196,7 @@ func TestInlineRequestHoldsLaterMessages(t *testing.T) {
 				return "ok", nil
 			}
 		})
-		_, k := pair(t, c, &Options{Handler: h, Inline: func(m string) bool { return m == "auth" }}, nil)
+		_, k := pair(t, c, &Options{Handler: h, Hooks: &hookFuncs{inline: func(m string) bool { return m == "auth" }}}, nil)
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() {

@@ -29,19 +29,17 @@ func (c *Conn) readLoop(resumed bool) {
 			c.fail(fmt.Errorf("rpc: read: %w", err))
 			return
 		}
-		c.onMsg()
-		var refused error
-		if c.admit != nil {
-			if refused = c.admit(c.ctx); errors.Is(refused, ErrSkip) {
-				continue
-			}
+		c.hooks.OnMessage()
+		refused := c.hooks.Admit(c.ctx)
+		if errors.Is(refused, ErrSkip) {
+			continue
 		}
 		var m codec.Message
 		var de *codec.DecodeError
 		if err := c.codec.Decode(data, &m); err != nil && !errors.As(err, &de) {
 			de = &codec.DecodeError{Code: codec.CodeParseError, Msg: "parse error"}
 		}
-		if c.screen != nil && !c.screen(&m, de) {
+		if !c.hooks.Screen(&m, de) {
 			continue
 		}
 		if de != nil {
@@ -60,7 +58,7 @@ func (c *Conn) readLoop(resumed bool) {
 			c.serve(&Request{Conn: c, Method: m.Method, Notification: true, Params: m.Params})
 		default:
 			req := &Request{Conn: c, Method: m.Method, ID: m.ID, Params: m.Params}
-			if c.inline(m.Method) {
+			if c.hooks.Inline(m.Method) {
 				// Served before reading on, but on its own goroutine, so
 				// that the reader's stack stays small for the idle life
 				// of the connection.

@@ -84,7 +84,7 @@ func TestParkedReader(t *testing.T) {
 				return nil, nil
 			}
 			return p, nil
-		}), Inline: func(m string) bool { return m == "inline" }})
+		}), Hooks: &hookFuncs{inline: func(m string) bool { return m == "inline" }}})
 		k := NewConn(&wakeEnd{PipeEnd: b, peer: pa}, c, nil)
 		ctx := context.Background()
 		s.Start(ctx)

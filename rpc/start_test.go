@@ -18,7 +18,7 @@ func TestMethodsConcurrentWithStart(t *testing.T) {
 		for i := 0; i < 300; i++ {
 			a, b := NewPipe(64)
 			var dones atomic.Int32
-			k := NewConn(a, c, &Options{OnDone: func(error) { dones.Add(1) }})
+			k := NewConn(a, c, &Options{Hooks: &hookFuncs{done: func(error) { dones.Add(1) }}})
 			ops := []func(){
 				func() { k.Start(context.Background()) },
 				func() { _ = k.Close() },
@@ -66,7 +66,7 @@ func TestMethodsConcurrentWithStart(t *testing.T) {
 func TestCloseBeforeStart(t *testing.T) {
 	a, b := NewPipe(1)
 	var dones atomic.Int32
-	k := NewConn(a, codec.JSON, &Options{OnDone: func(error) { dones.Add(1) }})
+	k := NewConn(a, codec.JSON, &Options{Hooks: &hookFuncs{done: func(error) { dones.Add(1) }}})
 	if k.Err() != nil {
 		t.Fatalf("Err before Start: %v", k.Err())
 	}

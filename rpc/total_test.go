@@ -47,3 +47,42 @@ func TestTotalSumsWhatConnectionsQueue(t *testing.T) {
 		t.Fatalf("Total.Bytes = %d after every connection ended, want 0", got)
 	}
 }
+
+// TestMaxQueuedBytesOverflowsOnce: a connection whose peer does not read takes frames until
+// the next would take its queue past MaxQueuedBytes; that one and every later one is refused,
+// and OnOverflow is called once, however many are refused.
+func TestMaxQueuedBytesOverflowsOnce(t *testing.T) {
+	const size, limit = 1 << 10, 16 << 10
+	overs := make(chan struct{}, 8)
+	a, _ := NewPipe(0) // the other end never reads
+	c := NewConn(a, codec.JSON, &Options{
+		MaxQueuedBytes: limit,
+		Hooks:          &hookFuncs{over: func() { overs <- struct{}{} }},
+	})
+	c.Start(context.Background())
+	defer c.Close()
+	frame := make([]byte, size)
+	taken := 0
+	for c.TrySend(frame, nil) {
+		taken++
+		if taken > limit/size {
+			t.Fatalf("%d frames of %d bytes taken under a bound of %d bytes", taken, size, limit)
+		}
+	}
+	if taken == 0 {
+		t.Fatal("no frame taken into an empty queue")
+	}
+	for range 10 {
+		if c.TrySend(frame, nil) {
+			t.Fatal("a frame taken past MaxQueuedBytes")
+		}
+	}
+	if got := c.QueuedBytes(); got > limit {
+		t.Fatalf("QueuedBytes = %d, over the bound %d", got, limit)
+	}
+	<-overs // called on a goroutine of its own: wait for it
+	c.Close()
+	if n := len(overs); n != 0 {
+		t.Fatalf("OnOverflow called %d more times, want once in all", n)
+	}
+}

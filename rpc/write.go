@@ -162,12 +162,12 @@ func (c *Conn) enqueue(fs []outFrame, try bool, room int) bool {
 		return false
 	}
 	if c.maxBytes > 0 && c.bytes > 0 && c.bytes+b > c.maxBytes {
+		first := !c.over
+		c.over = true
 		c.mu.Unlock()
-		c.overOnce.Do(func() {
-			if c.overflow != nil {
-				go c.overflow()
-			}
-		})
+		if first {
+			go c.hooks.OnOverflow()
+		}
 		return false
 	}
 	c.bytes += b
