@@ -137,8 +137,8 @@ func NewMetrics() *Metrics {
 		m.Connections.WithLabelValues(c)
 		m.Connects.WithLabelValues(c)
 	}
-	for _, st := range []string{sockNew, sockActive, sockIdle, sockSession} {
-		m.Sockets.WithLabelValues(st)
+	for st := sockNew; st <= sockSession; st++ {
+		m.Sockets.WithLabelValues(st.String())
 	}
 	for _, l := range []string{limitSubscriptions, limitRequests, limitSubjectConns, limitConnections, limitAddrConns, limitQueuedBytes, limitReplicaQueuedBytes,
 		limitPings, limitSubjectRequests, limitReplay} {

@@ -33,13 +33,20 @@ const (
 	closeGrace = 2 * time.Second
 )
 
-// Socket states, the label of ballet_gateway_sockets.
+// sockState is where a socket is; its name is the label of ballet_gateway_sockets.
+type sockState uint8
+
 const (
-	sockNew     = "new"     // accepted, no request read yet
-	sockActive  = "active"  // an HTTP request being served
-	sockIdle    = "idle"    // keep-alive, waiting for the next request
-	sockSession = "session" // a /rpc WebSocket
+	sockGone    sockState = iota // not counted: refused, or closed and forgotten
+	sockNew                      // accepted, no request read yet
+	sockActive                   // an HTTP request being served
+	sockIdle                     // keep-alive, waiting for the next request
+	sockSession                  // a /rpc WebSocket
 )
+
+var sockStateNames = [...]string{sockNew: "new", sockActive: "active", sockIdle: "idle", sockSession: "session"}
+
+func (st sockState) String() string { return sockStateNames[st] }
 
 // maxRefusing bounds the refused sockets being answered 503 at once; past it a refused
 // socket is closed without an answer.
@@ -88,8 +95,8 @@ type socket struct {
 	reg     *sockets
 	addr    addrKey // the peer's address, counted while the socket is new
 	counted bool    // addr is counted
+	state   sockState
 	closed  atomic.Bool
-	state   string
 	idleAt  *list.Element // in reg.idle while idle
 }
 
@@ -155,7 +162,7 @@ func (l *listener) Accept() (net.Conn, error) {
 
 // admit counts c, or names the limit it is beyond.
 func (r *sockets) admit(c net.Conn) (*socket, string) {
-	sc := &socket{Conn: c, reg: r, state: sockNew}
+	sc := &socket{Conn: c, reg: r}
 	peer := peerAddr(c.RemoteAddr())
 	trusted := !peer.IsValid() || r.srv.trustedProxy(peer)
 	r.mu.Lock()
@@ -236,17 +243,17 @@ func (r *sockets) forget(sc *socket) {
 	defer r.mu.Unlock()
 	r.uncountLocked(sc)
 	r.unidleLocked(sc)
-	r.setStateLocked(sc, "")
+	r.setStateLocked(sc, sockGone)
 	r.open--
 }
 
-func (r *sockets) setStateLocked(sc *socket, st string) {
-	if sc.state != "" {
-		r.srv.metrics.Sockets.WithLabelValues(sc.state).Dec()
+func (r *sockets) setStateLocked(sc *socket, st sockState) {
+	if sc.state != sockGone {
+		r.srv.metrics.Sockets.WithLabelValues(sc.state.String()).Dec()
 	}
 	sc.state = st
-	if st != "" {
-		r.srv.metrics.Sockets.WithLabelValues(st).Inc()
+	if st != sockGone {
+		r.srv.metrics.Sockets.WithLabelValues(st.String()).Inc()
 	}
 }
 
