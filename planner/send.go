@@ -131,8 +131,26 @@ func checkKey(key string) error {
 // meanwhile it gives the lease back and returns -seq with errSentBefore.
 func (s *Service) begin(ctx context.Context, c Caller, t *turn, text, key string) (int64, error) {
 	id := t.session.ID
+	if s.atLimitHere(t.human) {
+		return 0, s.refuseTurn()
+	}
 	s.reapSession(ctx, id) // a dead turn's watchers hear of it before the next turn starts
+	leave, err := s.enterGate(ctx, t.human)
+	if err != nil {
+		return 0, err
+	}
+	if s.atLimitHere(t.human) {
+		leave()
+		return 0, s.refuseTurn()
+	}
 	taken, stale, err := s.store.Acquire(ctx, id, t.owner, t.human, s.turnsPer, s.lease)
+	if err == nil && taken {
+		s.mu.Lock() // before the next send of the person's counts the turns here
+		t.leased = true
+		t.renewedAt = time.Now()
+		s.mu.Unlock()
+	}
+	leave()
 	if errors.Is(err, ErrLimit) {
 		s.obs.Refused(LimitTurns)
 		return 0, err
@@ -147,10 +165,6 @@ func (s *Service) begin(ctx context.Context, c Caller, t *turn, text, key string
 		}
 		return 0, err
 	}
-	s.mu.Lock()
-	t.leased = true
-	t.renewedAt = time.Now()
-	s.mu.Unlock()
 	if stale {
 		// Replaced between reapSession and Acquire: its turn is unknown here.
 		s.logger.Warn("planner: a turn's replica stopped without ending it", "session", id)

@@ -147,7 +147,8 @@ type Service struct {
 	mu        sync.Mutex
 	closed    bool
 	killed    bool
-	turns     map[string]*turn // by session: turns started here
+	turns     map[string]*turn        // by session: turns started here
+	gates     map[string]*subjectGate // by subject: made by the first send (turnlimit.go)
 	watches   map[string]map[*watch]struct{}
 	syncs     map[string]chan struct{}
 	closeOnce sync.Once
