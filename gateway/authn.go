@@ -62,7 +62,7 @@ func (s *session) auth(ctx context.Context, req *rpc.Request, _ *auth.Principal)
 			req.AfterReply(func() { s.closeWith(StatusLimitExceeded, "too many connections of this subject") })
 			return nil, s.srv.limitError(limitSubjectConns, max, 0)
 		}
-		s.counted = p.Subject
+		s.counted = true
 		s.budget.Store(b)
 	}
 	s.principal = p

@@ -177,9 +177,9 @@ func (s *session) Admit(ctx context.Context) error {
 // too, the connection is closed 4029, and the reader reads no further
 // (TCP holds the peer back) until the session has ended or ctx (the
 // library's bound on one control frame) ends.
-func (s *session) pinged(ctx context.Context) bool {
-	if s == nil || s.closing.Load() {
-		return false // no session yet, or a close handshake under way
+func (s *session) pinged(ctx context.Context, _ []byte) bool {
+	if s.conn == nil || s.closing.Load() {
+		return false // not set up yet, or a close handshake under way
 	}
 	ok, wait, _ := s.rate.take(s.srv.cfg.RequestRate)
 	if ok {

@@ -42,9 +42,9 @@ func (s *session) joinPresence(st streams.Stream, id, subject string, cs *client
 	var leave []func()
 	if present {
 		k := s.newPresenceSink(id, cs, pending, false)
-		leave = append(leave, reg.Join(st.String(), subject, s.id, k).Leave)
+		leave = append(leave, reg.Join(st.String(), subject, s.connID(), k).Leave)
 		if st.Kind == streams.StreamItem {
-			leave = append(leave, reg.Enter(itemsStream(st.Project()), presence.GroupSubject(st.Key, subject), s.id).Leave)
+			leave = append(leave, reg.Enter(itemsStream(st.Project()), presence.GroupSubject(st.Key, subject), s.connID()).Leave)
 		}
 	}
 	if items {

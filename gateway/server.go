@@ -3,7 +3,7 @@ package gateway
 import (
 	"context"
 	crand "crypto/rand"
-	"encoding/hex"
+	"encoding/binary"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
@@ -273,12 +273,12 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lw := &leanWriter{ResponseWriter: w}
-	var sess *session // set before anything is read
+	sess := &session{srv: s} // set up by init before anything is read
 	ws, err := websocket.Accept(lw, r, &websocket.AcceptOptions{
 		Subprotocols:    []string{codec.NameMsgPack, codec.NameJSON},
 		OriginPatterns:  s.cfg.AllowedOrigins,
 		CompressionMode: websocket.CompressionDisabled,
-		OnPingReceived:  func(ctx context.Context, _ []byte) bool { return sess.pinged(ctx) },
+		OnPingReceived:  sess.pinged,
 	})
 	if err != nil {
 		// Accept has already answered (403 for a foreign Origin, 400/426 for a bad handshake).
@@ -297,7 +297,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws.SetReadLimit(s.cfg.ReadLimit)
-	sess = newSession(s, ws, lw, c, r, addr)
+	sess.init(ws, lw, c, r, addr)
 	if !s.track(sess) {
 		lw.conn.closeWithin(closeGrace)
 		_ = ws.Close(websocket.StatusGoingAway, "the gateway is shutting down")
@@ -440,10 +440,11 @@ func (s *Server) openSessions() []*session {
 	return open
 }
 
-func newConnID() string {
+// newConnID is a connection's random id (see session.connID).
+func newConnID() uint64 {
 	var b [8]byte
 	_, _ = crand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return binary.BigEndian.Uint64(b[:])
 }
 
 // accessLog bounds each REST request's time (RESTTimeout) and logs it with

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -30,7 +31,7 @@ type session struct {
 	srv   *Server
 	conn  *rpc.Conn // its Codec is the session's
 	t     *wsTransport
-	id    string
+	id    uint64 // random: connID
 	trace string // W3C trace id of the upgrade request, if any
 
 	lastRecv atomic.Int64 // Unix ns of the last frame from the peer
@@ -55,9 +56,9 @@ type session struct {
 	closeSet  bool           // closeWith has been called: closeCode and closeMsg are final
 	closed    bool           // subs is closed to new entries
 	finished  bool
+	counted   bool    // the principal's subject is counted against BALLET_MAX_CONNECTIONS_PER_SUBJECT
 	expAt     int64   // the token's expiry, Unix ns; zero until authenticated
 	lastSent  int64   // last heartbeat sent, Unix ns
-	counted   string  // the subject counted against BALLET_MAX_CONNECTIONS_PER_SUBJECT
 	addr      addrKey // the address counted against BALLET_MAX_CONNECTIONS_PER_IP until auth
 }
 
@@ -70,10 +71,10 @@ type clientSub struct {
 	target string                // what it follows (a stream and filter, a planner session): once per connection
 }
 
-func newSession(srv *Server, ws *websocket.Conn, lw *leanWriter, c codec.Codec, r *http.Request, addr addrKey) *session {
-	s := &session{
-		srv: srv, id: newConnID(), addr: addr,
-	}
+// init sets up s, made with its server before the upgrade (which binds its ping hook).
+func (s *session) init(ws *websocket.Conn, lw *leanWriter, c codec.Codec, r *http.Request, addr addrKey) {
+	srv := s.srv
+	s.id, s.addr = newConnID(), addr
 	s.trace = traceID(r.Header.Get("traceparent"))
 	typ := websocket.MessageText
 	if c.Binary() {
@@ -91,7 +92,6 @@ func newSession(srv *Server, ws *websocket.Conn, lw *leanWriter, c codec.Codec, 
 		Total:          srv.queued,
 		Logger:         srv.logger,
 	})
-	return s
 }
 
 func (s *session) start() {
@@ -243,8 +243,10 @@ func (s *session) finish() {
 		s.authTimer.Stop()
 	}
 	s.srv.timers.remove(s)
-	counted := s.counted
-	s.counted = ""
+	var counted string
+	if s.counted {
+		counted, s.counted = s.principal.Subject, false
+	}
 	s.mu.Unlock()
 	if counted != "" {
 		s.srv.releaseSubject(counted)
@@ -351,6 +353,9 @@ func (s *session) codecLabel() string {
 	return "json"
 }
 
+// connID is the connection's id in logs and presence: 16 hex digits.
+func (s *session) connID() string { return fmt.Sprintf("%016x", s.id) }
+
 // remoteAddr is the peer's address, as the upgrade request gave it (read from the socket rather
 // than kept).
 func (s *session) remoteAddr() string {
@@ -364,7 +369,7 @@ func (s *session) remoteAddr() string {
 // (logging is rare) rather than kept: an idle connection should not hold one.
 func (s *session) lg() *slog.Logger {
 	attrs := make([]any, 0, 10)
-	attrs = append(attrs, "conn", s.id, "codec", s.codecLabel(), "remote", s.remoteAddr())
+	attrs = append(attrs, "conn", s.connID(), "codec", s.codecLabel(), "remote", s.remoteAddr())
 	if s.trace != "" {
 		attrs = append(attrs, "trace_id", s.trace)
 	}

@@ -64,14 +64,17 @@ type alreadyData struct {
 }
 
 // streamTarget is what a stream subscription follows: the stream and its type filter, in a
-// canonical order.
-func streamTarget(st streams.Stream, types []string) string {
+// canonical order. Without a filter it is the stream's name as the request gave it (which
+// ParseStream accepts only in its canonical form, and whose key the subscription keeps
+// anyway): no string is made for the common case. A name has no space, unlike the other
+// targets, so none is mistaken for another.
+func streamTarget(name string, types []string) string {
 	if types == nil {
-		return "stream " + st.String()
+		return name
 	}
 	sorted := slices.Clone(types)
 	slices.Sort(sorted)
-	return "stream " + st.String() + " types " + strings.Join(slices.Compact(sorted), "\x00")
+	return name + " types " + strings.Join(slices.Compact(sorted), "\x00")
 }
 
 type subscribeParams struct {
@@ -127,7 +130,7 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 		replay = s.replayGate(b, &refused)
 	}
 	kind := st.Kind.String()
-	cs := &clientSub{kind: kind, target: streamTarget(st, sp.Types)}
+	cs := &clientSub{kind: kind, target: streamTarget(sp.Stream, sp.Types)}
 	if err := s.reserve(sp.Subscription, cs); err != nil {
 		return nil, err
 	}
