@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 )
 
@@ -61,7 +62,7 @@ type orphan struct {
 
 // Dial connects to url (ws:// or wss://, the gateway's /rpc) and
 // authenticates. It returns the first connection's error, such as a refused
-// token (errors.Is(err, rpc.ErrUnauthenticated)); once it has returned a
+// token (errors.Is(err, protocol.ErrUnauthenticated)); once it has returned a
 // Client, later disconnects are repaired in the background until Close. ctx
 // bounds this first connection only.
 func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
@@ -300,7 +301,7 @@ func (c *Client) dropOrphans(cn *conn) {
 		ctx, cancel := context.WithTimeout(c.ctx, c.o.ConnectTimeout)
 		err := cn.callPatient(ctx, "stream.unsubscribe", unsubscribeParams{Subscription: o.id}, nil)
 		cancel()
-		if err != nil && !errors.Is(err, rpc.ErrNotFound) {
+		if err != nil && !errors.Is(err, protocol.ErrNotFound) {
 			c.log.Debug("stream.unsubscribe failed", "subscription", o.id, "err", err)
 		}
 	}
@@ -388,7 +389,7 @@ func (c *Client) waitConn(ctx context.Context) (*conn, error) {
 // (when non-nil). While the client is reconnecting it waits for the next
 // connection, up to ctx. A call whose connection ends before the answer is
 // not repeated: it fails with ErrConnectionLost. Errors from the server are
-// *rpc.Error, matching the rpc.ErrXxx sentinels.
+// *rpc.Error, matching the rpc.ErrXxx and protocol.ErrXxx codes.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
 	if err := c.call(ctx, method, params, result); err != nil {
 		return fmt.Errorf("%s: %w", method, err)

@@ -20,6 +20,7 @@ import (
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/gateway/gatewaytest"
 	"github.com/ballet/gateway/planner/provider"
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 )
 
@@ -31,8 +32,8 @@ func limitErr(t testing.TB, err error) *client.LimitError {
 	if !errors.As(err, &le) {
 		t.Fatalf("%v: not a *client.LimitError", err)
 	}
-	if !errors.Is(err, rpc.ErrLimitExceeded) || rpc.Code(err) != rpc.ErrLimitExceeded.Code {
-		t.Fatalf("%v does not match rpc.ErrLimitExceeded", err)
+	if !errors.Is(err, protocol.ErrLimitExceeded) || rpc.Code(err) != int(protocol.ErrLimitExceeded) {
+		t.Fatalf("%v does not match protocol.ErrLimitExceeded", err)
 	}
 	return le
 }

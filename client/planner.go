@@ -64,7 +64,7 @@ type sendResult struct {
 // PlannerSend stores the human's message text in session and starts the
 // planner's turn (planner.send); seq is the message's position in the
 // transcript. Watch the session first to see the turn's output. While
-// another turn runs the error matches rpc.ErrConflict. A text longer than
+// another turn runs the error matches protocol.ErrConflict. A text longer than
 // the server's Limits().PlannerMessageBytes is not sent: the error is a
 // *LimitError (LimitPlannerMessageBytes), which matches
 // rpc.ErrInvalidParams as the server's refusal would.

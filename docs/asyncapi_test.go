@@ -181,24 +181,25 @@ func TestRealtimeMethods(t *testing.T) {
 	}
 }
 
-// TestErrorCodes: the codes of rpc/errors.go are exactly those of asyncapi.yaml's ErrorCode
-// (titled with the same words) and of protocol.md's table (whose meaning starts with them).
+// TestErrorCodes: the codes the gateway answers with (rpc's and protocol's) are exactly those
+// of asyncapi.yaml's ErrorCode (titled with the same words) and of protocol.md's table (whose
+// meaning starts with them).
 func TestErrorCodes(t *testing.T) {
-	server := serverErrorCodes(t)
+	server := serverErrorCodes()
 	async := oneOfConsts(t, descriptions(t).AsyncAPI, "ErrorCode")
 	proto := tableCodes(t, "Error codes")
 	if !slices.Equal(sortedKeys(async), sortedKeys(server)) {
-		t.Errorf("asyncapi.yaml ErrorCode has %v; rpc/errors.go %v", sortedKeys(async), sortedKeys(server))
+		t.Errorf("asyncapi.yaml ErrorCode has %v; rpc and protocol %v", sortedKeys(async), sortedKeys(server))
 	}
 	if !slices.Equal(sortedKeys(proto), sortedKeys(server)) {
-		t.Errorf("protocol.md's error codes are %v; rpc/errors.go's %v", sortedKeys(proto), sortedKeys(server))
+		t.Errorf("protocol.md's error codes are %v; rpc's and protocol's %v", sortedKeys(proto), sortedKeys(server))
 	}
-	for code, msg := range server {
-		if async[code] != msg {
-			t.Errorf("%d: asyncapi.yaml title %q, rpc/errors.go message %q", code, async[code], msg)
+	for code, name := range server {
+		if async[code] != name {
+			t.Errorf("%d: asyncapi.yaml title %q, the code's name %q", code, async[code], name)
 		}
-		if !strings.HasPrefix(proto[code], msg) {
-			t.Errorf("%d: protocol.md says %q, rpc/errors.go %q", code, proto[code], msg)
+		if !strings.HasPrefix(proto[code], name) {
+			t.Errorf("%d: protocol.md says %q, the code's name %q", code, proto[code], name)
 		}
 	}
 }

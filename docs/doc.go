@@ -5,7 +5,7 @@
 //   - openapi.yaml, the REST API; operations.md and benchmarks.md are prose only.
 //
 // The tests compare the method table (gateway/methods.go), the notifications the gateway sends,
-// the error codes (rpc/errors.go) and close codes with both descriptions of the realtime API,
+// the error codes (rpc's and protocol's) and close codes with both descriptions of the realtime API,
 // the fields of the auth result's limits with those and with both clients' Limits, its
 // examples with each other, and the REST routes the server serves (httpapi.Router's
 // Endpoints) with openapi.yaml. The descriptions are validated under Node.js by check.mjs with

@@ -14,6 +14,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ballet/gateway/presence"
+	"github.com/ballet/gateway/protocol"
+	"github.com/ballet/gateway/rpc"
 	"github.com/ballet/gateway/streams"
 )
 
@@ -176,41 +178,15 @@ func serverNotifications(t *testing.T) []string {
 	return out
 }
 
-// serverErrorCodes are the codes of rpc/errors.go's &Error{Code, Message} values, with their
-// messages.
-func serverErrorCodes(t *testing.T) map[int]string {
-	t.Helper()
+// serverErrorCodes are the codes the gateway answers with, each with its name: JSON-RPC's own
+// (package rpc's) and the realtime API's (package protocol's table).
+func serverErrorCodes() map[int]string {
 	codes := map[int]string{}
-	for _, f := range parseDir(t, "rpc") {
-		ast.Inspect(f, func(n ast.Node) bool {
-			cl, ok := n.(*ast.CompositeLit)
-			if !ok {
-				return true
-			}
-			if id, ok := cl.Type.(*ast.Ident); !ok || id.Name != "Error" {
-				return true
-			}
-			code, msg, hasCode := 0, "", false
-			for _, e := range cl.Elts {
-				kv, ok := e.(*ast.KeyValueExpr)
-				if !ok {
-					continue
-				}
-				switch kv.Key.(*ast.Ident).Name {
-				case "Code":
-					code, hasCode = intLit(kv.Value)
-				case "Message":
-					msg, _ = stringLit(kv.Value)
-				}
-			}
-			if hasCode {
-				codes[code] = msg
-			}
-			return true
-		})
+	for _, e := range []*rpc.Error{rpc.ErrParse, rpc.ErrInvalidRequest, rpc.ErrMethodNotFound, rpc.ErrInvalidParams, rpc.ErrInternal} {
+		codes[e.Code] = e.Message
 	}
-	if len(codes) < 10 {
-		t.Fatalf("found only %d error codes in rpc", len(codes))
+	for _, c := range protocol.Codes() {
+		codes[int(c)] = c.Error()
 	}
 	return codes
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 )
 
@@ -69,13 +70,13 @@ func (s *session) Handle(ctx context.Context, req *rpc.Request) (result any, err
 		const msg = "the first message must be an auth request"
 		s.closing.Store(true) // read no further while the answer goes out
 		req.AfterReply(func() { s.closeWith(StatusUnauthenticated, msg) })
-		return nil, rpc.Errorf(rpc.ErrUnauthenticated, msg)
+		return nil, rpc.Errorf(protocol.ErrUnauthenticated, msg)
 	case !found || (m.planner && s.srv.planner == nil):
 		return nil, rpc.Errorf(rpc.ErrMethodNotFound, "method %s not found", shorten(req.Method, 64))
 	case m.anonymous && p != nil:
 		return nil, rpc.Errorf(rpc.ErrInvalidRequest, "already authenticated: use auth.refresh")
 	case m.human && !p.Human:
-		return nil, rpc.Errorf(rpc.ErrForbidden, "%s needs a person's token, not a service's", req.Method)
+		return nil, rpc.Errorf(protocol.ErrForbidden, "%s needs a person's token, not a service's", req.Method)
 	}
 	return m.serve(s, ctx, req, p)
 }

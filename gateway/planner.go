@@ -10,6 +10,7 @@ import (
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/planner"
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 	"github.com/ballet/gateway/streams"
 )
@@ -54,17 +55,17 @@ type watchResult struct {
 // planner's caller-safe detail or else the code's own words; a limit's
 // refusal is -32029 with its data.
 func plannerError(method string, err error) error {
-	var kind *rpc.Error
+	var kind rpc.Coded
 	var limit *planner.LimitError
 	switch {
 	case errors.As(err, &limit):
 		return limitExceeded(limit.Limit, limit.Max, limit.RetryAfter) // counted by the planner's observer
 	case errors.Is(err, planner.ErrNotFound):
-		kind = rpc.ErrNotFound
+		kind = protocol.ErrNotFound
 	case errors.Is(err, planner.ErrForbidden):
-		kind = rpc.ErrForbidden
+		kind = protocol.ErrForbidden
 	case errors.Is(err, planner.ErrConflict):
-		kind = rpc.ErrConflict
+		kind = protocol.ErrConflict
 	case errors.Is(err, planner.ErrInvalid):
 		kind = rpc.ErrInvalidParams
 	default:
@@ -72,7 +73,7 @@ func plannerError(method string, err error) error {
 	}
 	msg := planner.Detail(err)
 	if msg == "" {
-		msg = kind.Message // the error's own text may hold internals
+		msg = kind.Error() // the error's own text may hold internals
 	}
 	return rpc.Errorf(kind, "%s", msg)
 }
