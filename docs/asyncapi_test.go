@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/protocol"
 )
 
 // The realtime API: protocol.md, asyncapi.yaml and the gateway agree on the methods and
@@ -131,9 +132,9 @@ func operations(t *testing.T, doc map[string]any) []operation {
 	return out
 }
 
-// TestRealtimeMethods: asyncapi.yaml receives exactly the methods of the gateway's table and
-// sends exactly the notifications its code sends; requests have replies, notifications none;
-// the metrics label knows them all; protocol.md has an example of each.
+// TestRealtimeMethods: asyncapi.yaml receives exactly the protocol table's Served methods, as
+// requests or notifications as the table says, and sends exactly its Sent notifications;
+// requests have replies, notifications none; protocol.md has an example of each method.
 func TestRealtimeMethods(t *testing.T) {
 	doc := descriptions(t).AsyncAPI
 	var receives, sends []string
@@ -141,6 +142,9 @@ func TestRealtimeMethods(t *testing.T) {
 		switch op.action {
 		case "receive":
 			receives = append(receives, op.method)
+			if m, ok := protocol.Lookup(op.method); ok && op.request == m.Notification {
+				t.Errorf("asyncapi.yaml operation %s: request %v; in the protocol table %s is a notification: %v", op.name, op.request, op.method, m.Notification)
+			}
 		case "send":
 			sends = append(sends, op.method)
 			if op.request {
@@ -155,16 +159,13 @@ func TestRealtimeMethods(t *testing.T) {
 	}
 	slices.Sort(receives)
 	slices.Sort(sends)
-	if want := serverMethods(t); !slices.Equal(receives, want) {
-		t.Errorf("asyncapi.yaml receives %v; the method table (gateway/methods.go) serves %v", receives, want)
+	if want := protocol.Names(protocol.Served); !slices.Equal(receives, want) {
+		t.Errorf("asyncapi.yaml receives %v; the protocol table's Served methods are %v", receives, want)
 	}
-	if want := serverNotifications(t); !slices.Equal(sends, want) {
-		t.Errorf("asyncapi.yaml sends %v; the gateway sends %v", sends, want)
+	if want := protocol.Names(protocol.Sent); !slices.Equal(sends, want) {
+		t.Errorf("asyncapi.yaml sends %v; the protocol table's Sent notifications are %v", sends, want)
 	}
-	all := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(receives), sends...))))
-	if labels := labelledMethods(t); !slices.Equal(all, labels) {
-		t.Errorf("the metrics' method labels (gateway/metrics.go knownMethods) are %v; the API's methods %v", labels, all)
-	}
+	all := protocol.Names(protocol.Served | protocol.Sent)
 	var inProtocol []string
 	for _, ex := range protocolExamples(t) {
 		var m struct{ Method string }
@@ -177,7 +178,7 @@ func TestRealtimeMethods(t *testing.T) {
 	}
 	slices.Sort(inProtocol)
 	if !slices.Equal(inProtocol, all) {
-		t.Errorf("protocol.md has examples of %v; the API's methods are %v", inProtocol, all)
+		t.Errorf("protocol.md has examples of %v; the protocol table's methods are %v", inProtocol, all)
 	}
 }
 

@@ -180,12 +180,12 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 		}
 		pending++
 		mu.Unlock()
-		f := [1]rpc.Frame{{Method: "planner.output", Sub: wp.Subscription, Params: body}}
+		f := [1]rpc.Frame{{Method: protocol.PlannerOutput, Sub: wp.Subscription, Params: body}}
 		if !s.conn.TrySendFrames(f[:], 1, written) {
 			closed(streams.ReasonLagging)
 			return false
 		}
-		s.srv.metrics.MessagesOut.WithLabelValues("planner.output").Inc()
+		s.srv.metrics.MessagesOut.WithLabelValues(protocol.PlannerOutput).Inc()
 		return true
 	}
 	res, stopWatch, err := s.srv.planner.WatchFrom(ctx, planner.CallerFor(p), wp.Session,
@@ -219,11 +219,11 @@ func (s *session) serverClosed(id, reason string) {
 	if reason == streams.ReasonLagging {
 		s.srv.metrics.LaggingCloses.Inc()
 	}
-	frame, err := s.notification("stream.closed", closedParams{Subscription: id, Reason: reason})
+	frame, err := s.notification(protocol.StreamClosed, closedParams{Subscription: id, Reason: reason})
 	if err != nil || !s.conn.TrySend(frame, nil) {
 		// A client that cannot take even this notice is hopelessly behind.
 		s.closeWith(websocket.StatusTryAgainLater, "client too slow")
 		return
 	}
-	s.srv.metrics.MessagesOut.WithLabelValues("stream.closed").Inc()
+	s.srv.metrics.MessagesOut.WithLabelValues(protocol.StreamClosed).Inc()
 }
