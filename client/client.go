@@ -299,7 +299,7 @@ func (c *Client) dropOrphans(cn *conn) {
 			continue // that connection, and the subscription with it, is gone
 		}
 		ctx, cancel := context.WithTimeout(c.ctx, c.o.ConnectTimeout)
-		err := cn.callPatient(ctx, "stream.unsubscribe", unsubscribeParams{Subscription: o.id}, nil)
+		err := cn.callPatient(ctx, protocol.StreamUnsubscribe, unsubscribeParams{Subscription: o.id}, nil)
 		cancel()
 		if err != nil && !errors.Is(err, protocol.ErrNotFound) {
 			c.log.Debug("stream.unsubscribe failed", "subscription", o.id, "err", err)
@@ -433,7 +433,7 @@ type PingResult struct {
 // Ping checks the connection end to end with system.ping.
 func (c *Client) Ping(ctx context.Context) (PingResult, error) {
 	var r PingResult
-	err := c.Call(ctx, "system.ping", struct{}{}, &r)
+	err := c.Call(ctx, protocol.SystemPing, struct{}{}, &r)
 	return r, err
 }
 
@@ -445,9 +445,9 @@ type closedParams struct {
 // route serves what the server sends on cn.
 func (c *Client) route(cn *conn, req *rpc.Request) (any, error) {
 	switch req.Method {
-	case "$/heartbeat":
+	case protocol.Heartbeat:
 		return nil, nil
-	case "stream.event":
+	case protocol.StreamEvent:
 		var ev Event
 		if err := req.Decode(&ev); err != nil {
 			return nil, err
@@ -456,7 +456,7 @@ func (c *Client) route(cn *conn, req *rpc.Request) (any, error) {
 			s.deliver(cn.gen, ev)
 		}
 		return nil, nil
-	case "presence.changed":
+	case protocol.PresenceChanged:
 		var ch presenceChange
 		if err := req.Decode(&ch); err != nil {
 			return nil, err
@@ -465,7 +465,7 @@ func (c *Client) route(cn *conn, req *rpc.Request) (any, error) {
 			s.presence.apply(ch)
 		}
 		return nil, nil
-	case "planner.output":
+	case protocol.PlannerOutput:
 		var out PlannerOutput
 		if err := req.Decode(&out); err != nil {
 			return nil, err
@@ -474,7 +474,7 @@ func (c *Client) route(cn *conn, req *rpc.Request) (any, error) {
 			w.deliver(cn.gen, out)
 		}
 		return nil, nil
-	case "stream.closed":
+	case protocol.StreamClosed:
 		var p closedParams
 		if err := req.Decode(&p); err != nil {
 			return nil, err

@@ -148,7 +148,7 @@ func (b *core[T]) settled(ctx context.Context, cn *conn, epoch uint64) bool {
 	}
 	b.mu.Unlock()
 	if done {
-		_ = cn.callPatient(ctx, "stream.unsubscribe", unsubscribeParams{Subscription: b.id}, nil)
+		_ = cn.callPatient(ctx, protocol.StreamUnsubscribe, unsubscribeParams{Subscription: b.id}, nil)
 	}
 	return !done
 }
@@ -209,7 +209,7 @@ func (c *Client) Unsubscribe(ctx context.Context, id string) error {
 	}
 	// The client has forgotten it: an unsubscribe refused for the rate is
 	// sent again until ctx ends, or the server would keep counting it.
-	err := cn.callPatient(ctx, "stream.unsubscribe", unsubscribeParams{Subscription: id}, nil)
+	err := cn.callPatient(ctx, protocol.StreamUnsubscribe, unsubscribeParams{Subscription: id}, nil)
 	if err == nil || rpc.Code(err) == int(protocol.ErrNotFound) || rpc.Code(err) == 0 && !isCtxErr(ctx) {
 		return nil // done, or the server dropped it with the connection
 	}

@@ -172,7 +172,7 @@ func (s *Subscription) first(ctx context.Context) error {
 		epoch := s.epoch
 		s.mu.Unlock()
 		var res subscribeResult
-		err = cn.call(ctx, "stream.subscribe", p, &res)
+		err = cn.call(ctx, protocol.StreamSubscribe, p, &res)
 		if errors.Is(err, ErrConnectionLost) && ctx.Err() == nil && !s.c.isClosed() {
 			continue
 		}
@@ -228,7 +228,7 @@ func (s *Subscription) restore(ctx context.Context, cn *conn) error {
 	s.mu.Unlock()
 	p := s.params()
 	p.FromSeq = &from
-	err := cn.callPatient(ctx, "stream.subscribe", p, nil)
+	err := cn.callPatient(ctx, protocol.StreamSubscribe, p, nil)
 	switch {
 	case err == nil:
 		s.settled(ctx, cn, epoch)
@@ -250,7 +250,7 @@ func (s *Subscription) resync(ctx context.Context, cn *conn) error {
 	s.feed.hold = true
 	s.mu.Unlock()
 	var res subscribeResult
-	err := cn.callPatient(ctx, "stream.subscribe", s.params(), &res)
+	err := cn.callPatient(ctx, protocol.StreamSubscribe, s.params(), &res)
 	if err != nil {
 		s.mu.Lock()
 		s.feed.hold, s.feed.held, s.last = false, nil, old
