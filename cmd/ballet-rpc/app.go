@@ -122,7 +122,7 @@ func done(ctx context.Context) error {
 
 func (a *app) ping(ctx context.Context, c *client.Client) error {
 	var res codec.RawJSON
-	if err := c.Call(ctx, "system.ping", struct{}{}, &res); err != nil {
+	if err := c.Call(ctx, protocol.SystemPing, struct{}{}, &res); err != nil {
 		return err
 	}
 	return a.printRaw(res)
