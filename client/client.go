@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 )
 
@@ -61,7 +62,7 @@ type orphan struct {
 
 // Dial connects to url (ws:// or wss://, the gateway's /rpc) and
 // authenticates. It returns the first connection's error, such as a refused
-// token (errors.Is(err, rpc.ErrUnauthenticated)); once it has returned a
+// token (errors.Is(err, protocol.ErrUnauthenticated)); once it has returned a
 // Client, later disconnects are repaired in the background until Close. ctx
 // bounds this first connection only.
 func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
@@ -298,9 +299,9 @@ func (c *Client) dropOrphans(cn *conn) {
 			continue // that connection, and the subscription with it, is gone
 		}
 		ctx, cancel := context.WithTimeout(c.ctx, c.o.ConnectTimeout)
-		err := cn.callPatient(ctx, "stream.unsubscribe", unsubscribeParams{Subscription: o.id}, nil)
+		err := cn.callPatient(ctx, protocol.StreamUnsubscribe, unsubscribeParams{Subscription: o.id}, nil)
 		cancel()
-		if err != nil && !errors.Is(err, rpc.ErrNotFound) {
+		if err != nil && !errors.Is(err, protocol.ErrNotFound) {
 			c.log.Debug("stream.unsubscribe failed", "subscription", o.id, "err", err)
 		}
 	}
@@ -388,7 +389,7 @@ func (c *Client) waitConn(ctx context.Context) (*conn, error) {
 // (when non-nil). While the client is reconnecting it waits for the next
 // connection, up to ctx. A call whose connection ends before the answer is
 // not repeated: it fails with ErrConnectionLost. Errors from the server are
-// *rpc.Error, matching the rpc.ErrXxx sentinels.
+// *rpc.Error, matching the rpc.ErrXxx and protocol.ErrXxx codes.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
 	if err := c.call(ctx, method, params, result); err != nil {
 		return fmt.Errorf("%s: %w", method, err)
@@ -432,7 +433,7 @@ type PingResult struct {
 // Ping checks the connection end to end with system.ping.
 func (c *Client) Ping(ctx context.Context) (PingResult, error) {
 	var r PingResult
-	err := c.Call(ctx, "system.ping", struct{}{}, &r)
+	err := c.Call(ctx, protocol.SystemPing, struct{}{}, &r)
 	return r, err
 }
 
@@ -444,9 +445,9 @@ type closedParams struct {
 // route serves what the server sends on cn.
 func (c *Client) route(cn *conn, req *rpc.Request) (any, error) {
 	switch req.Method {
-	case "$/heartbeat":
+	case protocol.Heartbeat:
 		return nil, nil
-	case "stream.event":
+	case protocol.StreamEvent:
 		var ev Event
 		if err := req.Decode(&ev); err != nil {
 			return nil, err
@@ -455,7 +456,7 @@ func (c *Client) route(cn *conn, req *rpc.Request) (any, error) {
 			s.deliver(cn.gen, ev)
 		}
 		return nil, nil
-	case "presence.changed":
+	case protocol.PresenceChanged:
 		var ch presenceChange
 		if err := req.Decode(&ch); err != nil {
 			return nil, err
@@ -464,7 +465,7 @@ func (c *Client) route(cn *conn, req *rpc.Request) (any, error) {
 			s.presence.apply(ch)
 		}
 		return nil, nil
-	case "planner.output":
+	case protocol.PlannerOutput:
 		var out PlannerOutput
 		if err := req.Decode(&out); err != nil {
 			return nil, err
@@ -473,7 +474,7 @@ func (c *Client) route(cn *conn, req *rpc.Request) (any, error) {
 			w.deliver(cn.gen, out)
 		}
 		return nil, nil
-	case "stream.closed":
+	case protocol.StreamClosed:
 		var p closedParams
 		if err := req.Decode(&p); err != nil {
 			return nil, err

@@ -10,6 +10,7 @@ import (
 	"github.com/ballet/gateway/codec"
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/gateway/gatewaytest"
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 	"github.com/ballet/gateway/streams"
 )
@@ -67,12 +68,12 @@ func TestDialErrors(t *testing.T) {
 		t.Fatal("Dial without options succeeded")
 	}
 	_, err := client.Dial(ctx, env.URL, &client.Options{Token: client.StaticToken("not a token")})
-	if !errors.Is(err, rpc.ErrUnauthenticated) {
+	if !errors.Is(err, protocol.ErrUnauthenticated) {
 		t.Fatalf("bad token: %v", err)
 	}
 	expired := mintExpired(t, env, "alice")
 	_, err = client.Dial(ctx, env.URL, &client.Options{Token: client.StaticToken(expired)})
-	if !errors.Is(err, rpc.ErrUnauthenticated) {
+	if !errors.Is(err, protocol.ErrUnauthenticated) {
 		t.Fatalf("expired token: %v", err)
 	}
 	boom := errors.New("no token today")
@@ -185,7 +186,7 @@ func TestSubscribeDeliversEvents(t *testing.T) {
 			if sub.Err() != nil {
 				t.Fatalf("Err after Unsubscribe: %v", sub.Err())
 			}
-			if err := c.Unsubscribe(ctx, sub.ID()); !errors.Is(err, rpc.ErrNotFound) {
+			if err := c.Unsubscribe(ctx, sub.ID()); !errors.Is(err, protocol.ErrNotFound) {
 				t.Fatalf("second Unsubscribe: %v", err)
 			}
 			waitFor(t, "the server to drop the subscription", 30*time.Second, func() bool {
@@ -248,10 +249,10 @@ func TestSubscribeErrors(t *testing.T) {
 		opts   *client.SubscribeOptions
 		want   error
 	}{
-		{"unknown project", alice, "project:NOPE", nil, rpc.ErrNotFound},
-		{"not a member", carol, "project:WEB", nil, rpc.ErrForbidden},
+		{"unknown project", alice, "project:NOPE", nil, protocol.ErrNotFound},
+		{"not a member", carol, "project:WEB", nil, protocol.ErrForbidden},
 		{"bad stream", alice, "nonsense", nil, rpc.ErrInvalidParams},
-		{"from_seq too old", alice, "project:WEB", &client.SubscribeOptions{FromSeq: &zero}, rpc.ErrResyncRequired},
+		{"from_seq too old", alice, "project:WEB", &client.SubscribeOptions{FromSeq: &zero}, protocol.ErrResyncRequired},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tc.c.Subscribe(ctx, tc.stream, tc.opts)
@@ -280,13 +281,13 @@ func TestRevokedAccessEndsSubscription(t *testing.T) {
 	for range sub.Events() {
 	}
 	var ce *client.ClosedError
-	if !errors.Is(sub.Err(), rpc.ErrForbidden) || !errors.As(sub.Err(), &ce) || ce.Reason != "forbidden" {
+	if !errors.Is(sub.Err(), protocol.ErrForbidden) || !errors.As(sub.Err(), &ce) || ce.Reason != "forbidden" {
 		t.Fatalf("Err: %v", sub.Err())
 	}
 	if _, err := c.Ping(ctx); err != nil {
 		t.Fatalf("the connection should go on: %v", err)
 	}
-	if err := sub.Unsubscribe(ctx); !errors.Is(err, rpc.ErrNotFound) {
+	if err := sub.Unsubscribe(ctx); !errors.Is(err, protocol.ErrNotFound) {
 		t.Fatalf("Unsubscribe of an ended subscription: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 )
 
@@ -119,7 +120,7 @@ func (c *Client) connect(ctx context.Context, gen uint64) (*conn, error) {
 	cn.rpc.Start(cn.ctx)
 	sent := time.Now()
 	var ar authResult
-	if err := cn.call(ctx, "auth", tokenParams{Token: tok}, &ar); err != nil {
+	if err := cn.call(ctx, protocol.Auth, tokenParams{Token: tok}, &ar); err != nil {
 		cn.shutdown()
 		return nil, fmt.Errorf("client: auth: %w", err)
 	}
@@ -242,7 +243,7 @@ func (cn *conn) keepalive() {
 			if now.Sub(lastSent) >= iv {
 				lastSent = now
 				ctx, cancel := context.WithTimeout(cn.ctx, iv)
-				_ = cn.rpc.Notify(ctx, "$/heartbeat", heartbeat{Time: now.UnixMilli()})
+				_ = cn.rpc.Notify(ctx, protocol.Heartbeat, heartbeat{Time: now.UnixMilli()})
 				cancel()
 			}
 		}
@@ -286,7 +287,7 @@ func (cn *conn) refresh() (authResult, error) {
 	if err != nil {
 		return ar, fmt.Errorf("client: token: %w", err)
 	}
-	err = cn.call(ctx, "auth.refresh", tokenParams{Token: tok}, &ar)
+	err = cn.call(ctx, protocol.AuthRefresh, tokenParams{Token: tok}, &ar)
 	if err == nil && ar.Limits != nil {
 		cn.c.setLimits(cn, ar.Limits.limits())
 	}

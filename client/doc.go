@@ -44,8 +44,9 @@
 //
 // Entry points: Dial, Client.Subscribe (events on a bounded channel),
 // Client.PlannerWatch, Client.PlannerSend, Client.PlannerCancel, Client.Ping,
-// Client.Call for any method, Client.Close. Errors from the server are
-// *rpc.Error values that match the rpc.ErrXxx sentinels with errors.Is.
+// Client.Call for any method (package protocol names them), Client.Close.
+// Errors from the server are *rpc.Error values that match, with errors.Is,
+// JSON-RPC's codes (rpc.ErrXxx) and the API's (protocol.ErrXxx).
 //
 // Caveat: an application that does not read a subscription's channel loses
 // that subscription (it ends with ErrSlowConsumer) rather than stalling the

@@ -8,6 +8,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 )
 
@@ -33,8 +34,8 @@ var (
 )
 
 // ClosedError ends a subscription that the server closed (stream.closed)
-// with a reason other than lagging. It matches rpc.ErrForbidden for
-// "forbidden" and rpc.ErrNotFound for "not_found".
+// with a reason other than lagging. It matches protocol.ErrForbidden for
+// "forbidden" and protocol.ErrNotFound for "not_found".
 type ClosedError struct {
 	Subscription string
 	Reason       string
@@ -48,9 +49,9 @@ func (e *ClosedError) Error() string {
 func (e *ClosedError) Is(target error) bool {
 	switch e.Reason {
 	case "forbidden":
-		return errors.Is(rpc.ErrForbidden, target)
+		return errors.Is(protocol.ErrForbidden, target)
 	case "not_found":
-		return errors.Is(rpc.ErrNotFound, target)
+		return errors.Is(protocol.ErrNotFound, target)
 	}
 	return false
 }
@@ -74,7 +75,7 @@ const (
 // LimitSubscriptions or a planner message beyond LimitPlannerMessageBytes.
 // It matches the error the server answers beyond the limit, and rpc.Code
 // reports its code: rpc.ErrInvalidParams (-32602) for
-// LimitPlannerMessageBytes, rpc.ErrLimitExceeded (-32029) for the others.
+// LimitPlannerMessageBytes, protocol.ErrLimitExceeded (-32029) for the others.
 type LimitError struct {
 	Limit      string        // one of the Limit constants
 	Max        int           // the limit's value
@@ -95,7 +96,7 @@ func (e *LimitError) Unwrap() error {
 	if e.err != nil {
 		return e.err
 	}
-	code := rpc.ErrLimitExceeded.Code
+	code := int(protocol.ErrLimitExceeded)
 	if e.Limit == LimitPlannerMessageBytes {
 		code = rpc.ErrInvalidParams.Code
 	}
@@ -113,7 +114,7 @@ type limitData struct {
 // are returned as they are.
 func asLimitError(err error) error {
 	var re *rpc.Error
-	if !errors.As(err, &re) || re.Code != rpc.ErrLimitExceeded.Code {
+	if !errors.As(err, &re) || re.Code != int(protocol.ErrLimitExceeded) {
 		return err
 	}
 	le := &LimitError{err: re}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 )
 
@@ -147,7 +148,7 @@ func (b *core[T]) settled(ctx context.Context, cn *conn, epoch uint64) bool {
 	}
 	b.mu.Unlock()
 	if done {
-		_ = cn.callPatient(ctx, "stream.unsubscribe", unsubscribeParams{Subscription: b.id}, nil)
+		_ = cn.callPatient(ctx, protocol.StreamUnsubscribe, unsubscribeParams{Subscription: b.id}, nil)
 	}
 	return !done
 }
@@ -193,11 +194,11 @@ type unsubscribeParams struct {
 }
 
 // Unsubscribe ends the stream subscription or planner watch with this id.
-// An id the client does not know is an error matching rpc.ErrNotFound.
+// An id the client does not know is an error matching protocol.ErrNotFound.
 func (c *Client) Unsubscribe(ctx context.Context, id string) error {
 	e := c.lookup(id)
 	if e == nil || !c.drop(id, e) {
-		return fmt.Errorf("unsubscribe %s: %w", id, rpc.Errorf(rpc.ErrNotFound, "subscription %q not found", id))
+		return fmt.Errorf("unsubscribe %s: %w", id, rpc.Errorf(protocol.ErrNotFound, "subscription %q not found", id))
 	}
 	gen := e.end(nil)
 	c.mu.Lock()
@@ -208,8 +209,8 @@ func (c *Client) Unsubscribe(ctx context.Context, id string) error {
 	}
 	// The client has forgotten it: an unsubscribe refused for the rate is
 	// sent again until ctx ends, or the server would keep counting it.
-	err := cn.callPatient(ctx, "stream.unsubscribe", unsubscribeParams{Subscription: id}, nil)
-	if err == nil || rpc.Code(err) == rpc.ErrNotFound.Code || rpc.Code(err) == 0 && !isCtxErr(ctx) {
+	err := cn.callPatient(ctx, protocol.StreamUnsubscribe, unsubscribeParams{Subscription: id}, nil)
+	if err == nil || rpc.Code(err) == int(protocol.ErrNotFound) || rpc.Code(err) == 0 && !isCtxErr(ctx) {
 		return nil // done, or the server dropped it with the connection
 	}
 	return fmt.Errorf("unsubscribe %s: %w", id, err)

@@ -1,9 +1,12 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +18,8 @@ import (
 	"github.com/ballet/gateway/codec"
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/gateway/gatewaytest"
+	"github.com/ballet/gateway/protocol"
+	"github.com/ballet/gateway/rpc"
 	"github.com/ballet/gateway/streams"
 )
 
@@ -261,3 +266,37 @@ func payloadN(t testing.TB, ev client.Event) int {
 	}
 	return p.N
 }
+
+// limitErr returns err's *client.LimitError, failing the test when there
+// is none.
+func limitErr(t testing.TB, err error) *client.LimitError {
+	t.Helper()
+	var le *client.LimitError
+	if !errors.As(err, &le) {
+		t.Fatalf("%v: not a *client.LimitError", err)
+	}
+	if !errors.Is(err, protocol.ErrLimitExceeded) || rpc.Code(err) != int(protocol.ErrLimitExceeded) {
+		t.Fatalf("%v does not match protocol.ErrLimitExceeded", err)
+	}
+	return le
+}
+
+// logBuffer collects a client's log lines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }

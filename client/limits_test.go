@@ -1,13 +1,11 @@
 package client_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -22,20 +20,6 @@ import (
 	"github.com/ballet/gateway/planner/provider"
 	"github.com/ballet/gateway/rpc"
 )
-
-// limitErr returns err's *client.LimitError, failing the test when there
-// is none.
-func limitErr(t testing.TB, err error) *client.LimitError {
-	t.Helper()
-	var le *client.LimitError
-	if !errors.As(err, &le) {
-		t.Fatalf("%v: not a *client.LimitError", err)
-	}
-	if !errors.Is(err, rpc.ErrLimitExceeded) || rpc.Code(err) != rpc.ErrLimitExceeded.Code {
-		t.Fatalf("%v does not match rpc.ErrLimitExceeded", err)
-	}
-	return le
-}
 
 func rejections(env *gatewaytest.Env, limit string) float64 {
 	mfs, err := env.Server.Metrics().Registry.Gather()
@@ -56,26 +40,6 @@ func rejections(env *gatewaytest.Env, limit string) float64 {
 	}
 	return 0
 }
-
-// logBuffer collects a client's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
 
 // The client takes its heartbeat interval from the auth result: an idle
 // connection to a server with a short interval stays up, and a silent one

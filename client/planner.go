@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/protocol"
 )
 
 // Types of planner.output.
@@ -64,7 +65,7 @@ type sendResult struct {
 // PlannerSend stores the human's message text in session and starts the
 // planner's turn (planner.send); seq is the message's position in the
 // transcript. Watch the session first to see the turn's output. While
-// another turn runs the error matches rpc.ErrConflict. A text longer than
+// another turn runs the error matches protocol.ErrConflict. A text longer than
 // the server's Limits().PlannerMessageBytes is not sent: the error is a
 // *LimitError (LimitPlannerMessageBytes), which matches
 // rpc.ErrInvalidParams as the server's refusal would.
@@ -90,7 +91,7 @@ func (c *Client) PlannerSend(ctx context.Context, session, text string, opts *Se
 			err = c.checkPlannerMessage(text)
 		}
 		if err == nil {
-			err = cn.call(ctx, "planner.send", p, &r)
+			err = cn.call(ctx, protocol.PlannerSend, p, &r)
 		}
 		if errors.Is(err, ErrConnectionLost) && ctx.Err() == nil && !c.isClosed() {
 			c.log.Info("planner.send: connection lost before the answer: sending again", "session", session, "err", err)
@@ -138,5 +139,5 @@ type cancelParams struct {
 
 // PlannerCancel stops the session's running turn, if any (planner.cancel).
 func (c *Client) PlannerCancel(ctx context.Context, session string) error {
-	return c.Call(ctx, "planner.cancel", cancelParams{Session: session}, nil)
+	return c.Call(ctx, protocol.PlannerCancel, cancelParams{Session: session}, nil)
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/ballet/gateway/codec"
 	"github.com/ballet/gateway/gateway/gatewaytest"
 	"github.com/ballet/gateway/planner/provider"
-	"github.com/ballet/gateway/rpc"
+	"github.com/ballet/gateway/protocol"
 )
 
 // TestPlannerEndToEnd drives the planner helpers against a real gateway and
@@ -78,7 +78,7 @@ func TestPlannerEndToEnd(t *testing.T) {
 		if _, err := cl.PlannerSend(ctx, sess.ID, "slow", nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cl.PlannerSend(ctx, sess.ID, "again", nil); !errors.Is(err, rpc.ErrConflict) {
+		if _, err := cl.PlannerSend(ctx, sess.ID, "again", nil); !errors.Is(err, protocol.ErrConflict) {
 			t.Fatalf("%s: second send: %v, want -32009", c.Name(), err)
 		}
 		if err := cl.PlannerCancel(ctx, sess.ID); err != nil {

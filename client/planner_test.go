@@ -16,6 +16,7 @@ import (
 
 	"github.com/ballet/gateway/client"
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 )
 
@@ -122,7 +123,7 @@ func (pp *plannerPeer) handle(pc *peerConn, req *rpc.Request) (any, error) {
 		busy := pp.busy
 		pp.mu.Unlock()
 		if busy {
-			return nil, rpc.Errorf(rpc.ErrConflict, "the planner is still answering")
+			return nil, rpc.Errorf(protocol.ErrConflict, "the planner is still answering")
 		}
 		return map[string]any{"seq": 7}, nil
 	case "planner.cancel", "stream.unsubscribe":
@@ -239,7 +240,7 @@ func TestPlannerWireForm(t *testing.T) {
 			pp.mu.Lock()
 			pp.busy = true
 			pp.mu.Unlock()
-			if _, err := c.PlannerSend(ctx, "sess-1", "again", nil); !errors.Is(err, rpc.ErrConflict) {
+			if _, err := c.PlannerSend(ctx, "sess-1", "again", nil); !errors.Is(err, protocol.ErrConflict) {
 				t.Fatalf("send while busy: %v", err)
 			}
 			// Without a key of its own, every send gets a random one.
@@ -336,7 +337,7 @@ func TestPlannerWatchResumes(t *testing.T) {
 	}
 	for range w.Output() {
 	}
-	if !errors.Is(w.Err(), rpc.ErrForbidden) {
+	if !errors.Is(w.Err(), protocol.ErrForbidden) {
 		t.Fatalf("Err %v", w.Err())
 	}
 	if n := st.count(client.StateConnected); n != 2 {

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/ballet/gateway/protocol"
 )
 
 // PresenceSubject names a subject in a presence change.
@@ -165,7 +167,7 @@ type ItemMembers struct {
 // their connection counts. It needs tracker.read on the project.
 func (c *Client) PresenceGet(ctx context.Context, stream string) (PresenceMembers, error) {
 	var m PresenceMembers
-	err := c.Call(ctx, "presence.get", map[string]string{"stream": stream}, &m)
+	err := c.Call(ctx, protocol.PresenceGet, map[string]string{"stream": stream}, &m)
 	return m, err
 }
 
@@ -173,6 +175,6 @@ func (c *Client) PresenceGet(ctx context.Context, stream string) (PresenceMember
 // answers who has each of its items open (Items).
 func (c *Client) PresenceGetItems(ctx context.Context, project string) (PresenceMembers, error) {
 	var m PresenceMembers
-	err := c.Call(ctx, "presence.get", map[string]any{"stream": project, "items": true}, &m)
+	err := c.Call(ctx, protocol.PresenceGet, map[string]any{"stream": project, "items": true}, &m)
 	return m, err
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/ballet/gateway/client"
 	"github.com/ballet/gateway/gateway"
-	"github.com/ballet/gateway/rpc"
+	"github.com/ballet/gateway/protocol"
 )
 
 // A connection outlives several short-lived tokens because the client
@@ -63,7 +63,7 @@ func TestExpiredTokenEndsConnection(t *testing.T) {
 	dial(t, env.URL, &client.Options{Token: client.StaticToken(tok), OnStateChange: st.record})
 	waitFor(t, "a refused reconnect", 30*time.Second, func() bool {
 		for _, err := range st.errs(client.StateReconnecting) {
-			if errors.Is(err, rpc.ErrUnauthenticated) {
+			if errors.Is(err, protocol.ErrUnauthenticated) {
 				return true
 			}
 		}
@@ -175,7 +175,7 @@ func TestResyncHook(t *testing.T) {
 
 			if !withHook {
 				<-col.done
-				if !errors.Is(sub.Err(), rpc.ErrResyncRequired) {
+				if !errors.Is(sub.Err(), protocol.ErrResyncRequired) {
 					t.Fatalf("Err: %v", sub.Err())
 				}
 				checkExactlyOnce(t, col.seqs(), before)

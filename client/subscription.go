@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 )
 
@@ -39,7 +40,7 @@ func (e *Event) Time() time.Time { return time.UnixMilli(e.OccurredAt) }
 type SubscribeOptions struct {
 	// FromSeq, when set, asks for the stream's events after it first (the
 	// server replays them, then continues live). Too old a FromSeq fails
-	// Subscribe with an error matching rpc.ErrResyncRequired; start again
+	// Subscribe with an error matching protocol.ErrResyncRequired; start again
 	// without it and reload the snapshot.
 	FromSeq *int64
 	// Types, when set, asks for only the events of these types, live and
@@ -69,7 +70,7 @@ type SubscribeOptions struct {
 	// events idempotently. OnResync runs on the client's own goroutine and
 	// must return quickly (signal the application, do not reload inside).
 	// When nil, such a subscription ends with an error matching
-	// rpc.ErrResyncRequired instead.
+	// protocol.ErrResyncRequired instead.
 	OnResync func(seq int64)
 }
 
@@ -108,8 +109,8 @@ type subscribeResult struct {
 
 // Subscribe subscribes to stream ("project:<KEY>" or "item:<KEY>"). While
 // the client is reconnecting it waits for the next connection, up to ctx.
-// Errors from the server match rpc.ErrForbidden, rpc.ErrNotFound,
-// rpc.ErrInvalidParams or rpc.ErrResyncRequired, and rpc.ErrConflict when
+// Errors from the server match protocol.ErrForbidden, protocol.ErrNotFound,
+// rpc.ErrInvalidParams or protocol.ErrResyncRequired, and protocol.ErrConflict when
 // this client already follows the stream with the same Types (a connection
 // follows each once: share that Subscription instead).
 func (c *Client) Subscribe(ctx context.Context, stream string, opts *SubscribeOptions) (*Subscription, error) {
@@ -171,7 +172,7 @@ func (s *Subscription) first(ctx context.Context) error {
 		epoch := s.epoch
 		s.mu.Unlock()
 		var res subscribeResult
-		err = cn.call(ctx, "stream.subscribe", p, &res)
+		err = cn.call(ctx, protocol.StreamSubscribe, p, &res)
 		if errors.Is(err, ErrConnectionLost) && ctx.Err() == nil && !s.c.isClosed() {
 			continue
 		}
@@ -227,14 +228,14 @@ func (s *Subscription) restore(ctx context.Context, cn *conn) error {
 	s.mu.Unlock()
 	p := s.params()
 	p.FromSeq = &from
-	err := cn.callPatient(ctx, "stream.subscribe", p, nil)
+	err := cn.callPatient(ctx, protocol.StreamSubscribe, p, nil)
 	switch {
 	case err == nil:
 		s.settled(ctx, cn, epoch)
 		return nil
 	case rpc.Code(err) == 0:
 		return err
-	case errors.Is(err, rpc.ErrResyncRequired) && s.onResync != nil:
+	case errors.Is(err, protocol.ErrResyncRequired) && s.onResync != nil:
 		return s.resync(ctx, cn)
 	}
 	s.fail(fmt.Errorf("resubscribe %s from seq %d: %w", s.stream, from, err))
@@ -249,7 +250,7 @@ func (s *Subscription) resync(ctx context.Context, cn *conn) error {
 	s.feed.hold = true
 	s.mu.Unlock()
 	var res subscribeResult
-	err := cn.callPatient(ctx, "stream.subscribe", s.params(), &res)
+	err := cn.callPatient(ctx, protocol.StreamSubscribe, s.params(), &res)
 	if err != nil {
 		s.mu.Lock()
 		s.feed.hold, s.feed.held, s.last = false, nil, old

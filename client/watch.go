@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 )
 
@@ -67,7 +68,7 @@ type watchResult struct {
 
 // PlannerWatch watches a planner session's output (planner.watch); it runs
 // until Unsubscribe. Needs tracker.read on the session's project. A client
-// watches a session once: a second watch of it fails with rpc.ErrConflict
+// watches a session once: a second watch of it fails with protocol.ErrConflict
 // until the first is unsubscribed.
 func (c *Client) PlannerWatch(ctx context.Context, session string, opts *WatchOptions) (*Watch, error) {
 	var o WatchOptions
@@ -125,7 +126,7 @@ func (w *Watch) first(ctx context.Context) error {
 		}
 		p, epoch := w.begin(w.fromStart)
 		var res watchResult
-		err = cn.call(ctx, "planner.watch", p, &res)
+		err = cn.call(ctx, protocol.PlannerWatch, p, &res)
 		if err != nil {
 			w.abort()
 		}
@@ -171,7 +172,7 @@ func (w *Watch) restore(ctx context.Context, cn *conn) error {
 	if stale {
 		// The id is still taken on the server: free it first (not found
 		// means the server had ended that watch itself).
-		err := cn.callPatient(ctx, "stream.unsubscribe", unsubscribeParams{Subscription: w.id}, nil)
+		err := cn.callPatient(ctx, protocol.StreamUnsubscribe, unsubscribeParams{Subscription: w.id}, nil)
 		if err != nil && rpc.Code(err) == 0 {
 			return err
 		}
@@ -183,7 +184,7 @@ func (w *Watch) restore(ctx context.Context, cn *conn) error {
 	}
 	p, epoch := w.begin(true)
 	var res watchResult
-	err := cn.callPatient(ctx, "planner.watch", p, &res)
+	err := cn.callPatient(ctx, protocol.PlannerWatch, p, &res)
 	if err != nil {
 		w.abort()
 		if rpc.Code(err) == 0 {

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/protocol"
 )
 
 // The realtime API: protocol.md, asyncapi.yaml and the gateway agree on the methods and
@@ -131,9 +132,9 @@ func operations(t *testing.T, doc map[string]any) []operation {
 	return out
 }
 
-// TestRealtimeMethods: asyncapi.yaml receives exactly the methods of the gateway's table and
-// sends exactly the notifications its code sends; requests have replies, notifications none;
-// the metrics label knows them all; protocol.md has an example of each.
+// TestRealtimeMethods: asyncapi.yaml receives exactly the protocol table's Served methods, as
+// requests or notifications as the table says, and sends exactly its Sent notifications;
+// requests have replies, notifications none; protocol.md has an example of each method.
 func TestRealtimeMethods(t *testing.T) {
 	doc := descriptions(t).AsyncAPI
 	var receives, sends []string
@@ -141,6 +142,9 @@ func TestRealtimeMethods(t *testing.T) {
 		switch op.action {
 		case "receive":
 			receives = append(receives, op.method)
+			if m, ok := protocol.Lookup(op.method); ok && op.request == m.Notification {
+				t.Errorf("asyncapi.yaml operation %s: request %v; in the protocol table %s is a notification: %v", op.name, op.request, op.method, m.Notification)
+			}
 		case "send":
 			sends = append(sends, op.method)
 			if op.request {
@@ -155,16 +159,13 @@ func TestRealtimeMethods(t *testing.T) {
 	}
 	slices.Sort(receives)
 	slices.Sort(sends)
-	if want := serverMethods(t); !slices.Equal(receives, want) {
-		t.Errorf("asyncapi.yaml receives %v; the method table (gateway/methods.go) serves %v", receives, want)
+	if want := protocol.Names(protocol.Served); !slices.Equal(receives, want) {
+		t.Errorf("asyncapi.yaml receives %v; the protocol table's Served methods are %v", receives, want)
 	}
-	if want := serverNotifications(t); !slices.Equal(sends, want) {
-		t.Errorf("asyncapi.yaml sends %v; the gateway sends %v", sends, want)
+	if want := protocol.Names(protocol.Sent); !slices.Equal(sends, want) {
+		t.Errorf("asyncapi.yaml sends %v; the protocol table's Sent notifications are %v", sends, want)
 	}
-	all := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(receives), sends...))))
-	if labels := labelledMethods(t); !slices.Equal(all, labels) {
-		t.Errorf("the metrics' method labels (gateway/metrics.go knownMethods) are %v; the API's methods %v", labels, all)
-	}
+	all := protocol.Names(protocol.Served | protocol.Sent)
 	var inProtocol []string
 	for _, ex := range protocolExamples(t) {
 		var m struct{ Method string }
@@ -177,28 +178,29 @@ func TestRealtimeMethods(t *testing.T) {
 	}
 	slices.Sort(inProtocol)
 	if !slices.Equal(inProtocol, all) {
-		t.Errorf("protocol.md has examples of %v; the API's methods are %v", inProtocol, all)
+		t.Errorf("protocol.md has examples of %v; the protocol table's methods are %v", inProtocol, all)
 	}
 }
 
-// TestErrorCodes: the codes of rpc/errors.go are exactly those of asyncapi.yaml's ErrorCode
-// (titled with the same words) and of protocol.md's table (whose meaning starts with them).
+// TestErrorCodes: the codes the gateway answers with (rpc's and protocol's) are exactly those
+// of asyncapi.yaml's ErrorCode (titled with the same words) and of protocol.md's table (whose
+// meaning starts with them).
 func TestErrorCodes(t *testing.T) {
-	server := serverErrorCodes(t)
+	server := serverErrorCodes()
 	async := oneOfConsts(t, descriptions(t).AsyncAPI, "ErrorCode")
 	proto := tableCodes(t, "Error codes")
 	if !slices.Equal(sortedKeys(async), sortedKeys(server)) {
-		t.Errorf("asyncapi.yaml ErrorCode has %v; rpc/errors.go %v", sortedKeys(async), sortedKeys(server))
+		t.Errorf("asyncapi.yaml ErrorCode has %v; rpc and protocol %v", sortedKeys(async), sortedKeys(server))
 	}
 	if !slices.Equal(sortedKeys(proto), sortedKeys(server)) {
-		t.Errorf("protocol.md's error codes are %v; rpc/errors.go's %v", sortedKeys(proto), sortedKeys(server))
+		t.Errorf("protocol.md's error codes are %v; rpc's and protocol's %v", sortedKeys(proto), sortedKeys(server))
 	}
-	for code, msg := range server {
-		if async[code] != msg {
-			t.Errorf("%d: asyncapi.yaml title %q, rpc/errors.go message %q", code, async[code], msg)
+	for code, name := range server {
+		if async[code] != name {
+			t.Errorf("%d: asyncapi.yaml title %q, the code's name %q", code, async[code], name)
 		}
-		if !strings.HasPrefix(proto[code], msg) {
-			t.Errorf("%d: protocol.md says %q, rpc/errors.go %q", code, proto[code], msg)
+		if !strings.HasPrefix(proto[code], name) {
+			t.Errorf("%d: protocol.md says %q, the code's name %q", code, proto[code], name)
 		}
 	}
 }

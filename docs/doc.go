@@ -4,11 +4,10 @@
 //   - protocol.md, the realtime API for people; asyncapi.yaml, the same for programs;
 //   - openapi.yaml, the REST API; operations.md and benchmarks.md are prose only.
 //
-// The tests compare the method table (gateway/methods.go), the notifications the gateway sends,
-// the error codes (rpc/errors.go) and close codes with both descriptions of the realtime API,
-// the fields of the auth result's limits with those and with both clients' Limits, its
-// examples with each other, and the REST routes the server serves (httpapi.Router's
-// Endpoints) with openapi.yaml. The descriptions are validated under Node.js by check.mjs with
+// The tests compare the protocol table's methods, notifications and error codes (with rpc's),
+// and the gateway's close codes, with both descriptions of the realtime API, the fields of
+// the auth result's limits with those and with both clients' Limits, its examples with each
+// other, and the REST routes the server serves (httpapi.Router's Endpoints) with openapi.yaml. The descriptions are validated under Node.js by check.mjs with
 // the npm packages of package.json (the AsyncAPI parser, an OpenAPI 3.1 validator, Ajv for
 // the examples); without them the tests skip, except with CI=true, where they fail.
 package docs

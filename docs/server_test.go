@@ -13,12 +13,13 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/ballet/gateway/presence"
-	"github.com/ballet/gateway/streams"
+	"github.com/ballet/gateway/protocol"
+	"github.com/ballet/gateway/rpc"
 )
 
-// What the server says about itself, read from its source: the lists that the descriptions
-// must match are the ones the code runs on, not copies kept beside the tests.
+// What the server says about itself: the lists that the descriptions must match are the ones
+// the code runs on (the protocol table, rpc's codes, and what is read from the gateway's
+// source), not copies kept beside the tests.
 
 // parseDir parses the non-test Go files of a package directory (relative to the repository).
 func parseDir(t *testing.T, dir string) []*ast.File {
@@ -70,40 +71,6 @@ func intLit(e ast.Expr) (int, bool) {
 	return n, err == nil
 }
 
-// mapKeys returns the string keys of the map literal assigned to the package variable name.
-func mapKeys(t *testing.T, dir, name string) []string {
-	t.Helper()
-	var keys []string
-	found := false
-	for _, f := range parseDir(t, dir) {
-		ast.Inspect(f, func(n ast.Node) bool {
-			vs, ok := n.(*ast.ValueSpec)
-			if !ok || len(vs.Names) != 1 || vs.Names[0].Name != name || len(vs.Values) != 1 {
-				return true
-			}
-			cl, ok := vs.Values[0].(*ast.CompositeLit)
-			if !ok {
-				t.Fatalf("%s/%s is not a map literal", dir, name)
-			}
-			found = true
-			for _, e := range cl.Elts {
-				kv := e.(*ast.KeyValueExpr)
-				k, ok := stringLit(kv.Key)
-				if !ok {
-					t.Fatalf("%s/%s: a key that is not a string literal", dir, name)
-				}
-				keys = append(keys, k)
-			}
-			return false
-		})
-	}
-	if !found || len(keys) == 0 {
-		t.Fatalf("no map literal %s in %s", name, dir)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
 // jsonFields returns the JSON names of the fields of the struct type name in dir, each with
 // whether it is omitempty.
 func jsonFields(t *testing.T, dir, name string) map[string]bool {
@@ -136,81 +103,15 @@ func jsonFields(t *testing.T, dir, name string) map[string]bool {
 	return fields
 }
 
-// serverMethods is the method table: what the gateway answers (gateway/methods.go).
-func serverMethods(t *testing.T) []string { return mapKeys(t, "gateway", "methods") }
-
-// labelledMethods bounds the gateway's method label (gateway/metrics.go): every method it
-// receives or sends.
-func labelledMethods(t *testing.T) []string { return mapKeys(t, "gateway", "knownMethods") }
-
-// serverNotifications are the notifications the gateway sends: the method names it passes to
-// its notification helper or puts in an rpc.Frame, and the streams and presence packages'
-// notifications, which it sends under their constants.
-func serverNotifications(t *testing.T) []string {
-	t.Helper()
-	set := map[string]bool{streams.MethodEvent: true, presence.MethodChanged: true}
-	for _, f := range parseDir(t, "gateway") {
-		ast.Inspect(f, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.CallExpr:
-				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "notification" && len(n.Args) > 0 {
-					if s, ok := stringLit(n.Args[0]); ok {
-						set[s] = true
-					}
-				}
-			case *ast.KeyValueExpr:
-				if id, ok := n.Key.(*ast.Ident); ok && id.Name == "Method" {
-					if s, ok := stringLit(n.Value); ok {
-						set[s] = true
-					}
-				}
-			}
-			return true
-		})
-	}
-	out := make([]string, 0, len(set))
-	for m := range set {
-		out = append(out, m)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// serverErrorCodes are the codes of rpc/errors.go's &Error{Code, Message} values, with their
-// messages.
-func serverErrorCodes(t *testing.T) map[int]string {
-	t.Helper()
+// serverErrorCodes are the codes the gateway answers with, each with its name: JSON-RPC's own
+// (package rpc's) and the realtime API's (package protocol's table).
+func serverErrorCodes() map[int]string {
 	codes := map[int]string{}
-	for _, f := range parseDir(t, "rpc") {
-		ast.Inspect(f, func(n ast.Node) bool {
-			cl, ok := n.(*ast.CompositeLit)
-			if !ok {
-				return true
-			}
-			if id, ok := cl.Type.(*ast.Ident); !ok || id.Name != "Error" {
-				return true
-			}
-			code, msg, hasCode := 0, "", false
-			for _, e := range cl.Elts {
-				kv, ok := e.(*ast.KeyValueExpr)
-				if !ok {
-					continue
-				}
-				switch kv.Key.(*ast.Ident).Name {
-				case "Code":
-					code, hasCode = intLit(kv.Value)
-				case "Message":
-					msg, _ = stringLit(kv.Value)
-				}
-			}
-			if hasCode {
-				codes[code] = msg
-			}
-			return true
-		})
+	for _, e := range []*rpc.Error{rpc.ErrParse, rpc.ErrInvalidRequest, rpc.ErrMethodNotFound, rpc.ErrInvalidParams, rpc.ErrInternal} {
+		codes[e.Code] = e.Message
 	}
-	if len(codes) < 10 {
-		t.Fatalf("found only %d error codes in rpc", len(codes))
+	for _, c := range protocol.Codes() {
+		codes[int(c)] = c.Error()
 	}
 	return codes
 }

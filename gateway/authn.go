@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 )
 
@@ -39,7 +40,7 @@ func (s *session) verify(ctx context.Context, req *rpc.Request) (*auth.Principal
 		reason := auth.Reason(err)
 		s.srv.metrics.AuthFailures.WithLabelValues(reason).Inc()
 		s.lg().Info("token rejected", "method", req.Method, "reason", reason)
-		return nil, rpc.Errorf(rpc.ErrUnauthenticated, "invalid token (%s)", reason)
+		return nil, rpc.Errorf(protocol.ErrUnauthenticated, "invalid token (%s)", reason)
 	}
 	return p, nil
 }
@@ -90,7 +91,7 @@ func (s *session) refresh(ctx context.Context, req *rpc.Request, _ *auth.Princip
 	if p.Subject != old.Subject {
 		s.mu.Unlock()
 		s.srv.metrics.AuthFailures.WithLabelValues("subject_changed").Inc()
-		return nil, rpc.Errorf(rpc.ErrUnauthenticated, "auth.refresh must keep the subject %q", old.Subject)
+		return nil, rpc.Errorf(protocol.ErrUnauthenticated, "auth.refresh must keep the subject %q", old.Subject)
 	}
 	s.principal = p
 	s.mu.Unlock()

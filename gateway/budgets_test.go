@@ -18,6 +18,7 @@ import (
 	"github.com/ballet/gateway/codec"
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/gateway/gatewaytest"
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/streams"
 )
 
@@ -222,7 +223,7 @@ func (k *wsClient) exchange(method string, params any) (resp *codec.Message, eve
 		switch {
 		case err != nil:
 			return nil, events, err
-		case m.Method == streams.MethodEvent:
+		case m.Method == protocol.StreamEvent:
 			events++
 		case m.IsResponse() && m.ID == id:
 			return m, events, nil

@@ -9,6 +9,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 )
 
@@ -56,7 +57,7 @@ func limitExceeded(limit string, max int, retryAfter time.Duration) error {
 		d.RetryAfterMs = &ms
 		msg += ", retry after " + strconv.FormatInt(ms, 10) + " ms"
 	}
-	return &rpc.Error{Code: rpc.ErrLimitExceeded.Code, Message: msg, Data: d}
+	return &rpc.Error{Code: int(protocol.ErrLimitExceeded), Message: msg, Data: d}
 }
 
 // limits is what the auth result advertises, so that clients stay within

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 )
 
@@ -32,21 +33,22 @@ type method struct {
 	subscribes bool
 }
 
-// methods is every method the gateway serves. Every message, request or
-// notification, also spends the connection's BALLET_REQUEST_RATE budget
-// and its subject's BALLET_SUBJECT_REQUEST_RATE (session.Admit); before
-// auth only an auth request is read (session.Screen).
+// methods is every method the gateway serves, keyed by the names of the
+// protocol table's Served methods (methods_test.go holds the two together).
+// Every message, request or notification, also spends the connection's
+// BALLET_REQUEST_RATE budget and its subject's BALLET_SUBJECT_REQUEST_RATE
+// (session.Admit); before auth only an auth request is read (session.Screen).
 var methods = map[string]method{
-	"auth":               {serve: (*session).auth, anonymous: true},
-	"auth.refresh":       {serve: (*session).refresh},
-	"$/heartbeat":        {serve: (*session).heartbeatReceived},
-	"system.ping":        {serve: (*session).ping},
-	"stream.subscribe":   {serve: (*session).subscribe, perm: auth.PermRead, subscribes: true},
-	"stream.unsubscribe": {serve: (*session).unsubscribe},
-	"planner.send":       {serve: (*session).plannerSend, planner: true, human: true, perm: auth.PermWrite},
-	"planner.cancel":     {serve: (*session).plannerCancel, planner: true, perm: auth.PermWrite},
-	"planner.watch":      {serve: (*session).plannerWatch, planner: true, perm: auth.PermRead, subscribes: true},
-	"presence.get":       {serve: (*session).presenceGet, perm: auth.PermRead},
+	protocol.Auth:              {serve: (*session).auth, anonymous: true},
+	protocol.AuthRefresh:       {serve: (*session).refresh},
+	protocol.Heartbeat:         {serve: (*session).heartbeatReceived},
+	protocol.SystemPing:        {serve: (*session).ping},
+	protocol.StreamSubscribe:   {serve: (*session).subscribe, perm: auth.PermRead, subscribes: true},
+	protocol.StreamUnsubscribe: {serve: (*session).unsubscribe},
+	protocol.PlannerSend:       {serve: (*session).plannerSend, planner: true, human: true, perm: auth.PermWrite},
+	protocol.PlannerCancel:     {serve: (*session).plannerCancel, planner: true, perm: auth.PermWrite},
+	protocol.PlannerWatch:      {serve: (*session).plannerWatch, planner: true, perm: auth.PermRead, subscribes: true},
+	protocol.PresenceGet:       {serve: (*session).presenceGet, perm: auth.PermRead},
 }
 
 // Handle serves one request or notification (rpc.Handler): it finds the
@@ -69,13 +71,13 @@ func (s *session) Handle(ctx context.Context, req *rpc.Request) (result any, err
 		const msg = "the first message must be an auth request"
 		s.closing.Store(true) // read no further while the answer goes out
 		req.AfterReply(func() { s.closeWith(StatusUnauthenticated, msg) })
-		return nil, rpc.Errorf(rpc.ErrUnauthenticated, msg)
+		return nil, rpc.Errorf(protocol.ErrUnauthenticated, msg)
 	case !found || (m.planner && s.srv.planner == nil):
 		return nil, rpc.Errorf(rpc.ErrMethodNotFound, "method %s not found", shorten(req.Method, 64))
 	case m.anonymous && p != nil:
 		return nil, rpc.Errorf(rpc.ErrInvalidRequest, "already authenticated: use auth.refresh")
 	case m.human && !p.Human:
-		return nil, rpc.Errorf(rpc.ErrForbidden, "%s needs a person's token, not a service's", req.Method)
+		return nil, rpc.Errorf(protocol.ErrForbidden, "%s needs a person's token, not a service's", req.Method)
 	}
 	return m.serve(s, ctx, req, p)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/planner/provider"
+	"github.com/ballet/gateway/protocol"
 )
 
 // Metrics are the gateway's Prometheus metrics, all named ballet_gateway_*.
@@ -49,16 +50,10 @@ type Metrics struct {
 	PlannerTokens       *prometheus.CounterVec   // by provider and kind (input, output)
 }
 
-// knownMethods bounds the method label; anything else counts as "other".
-var knownMethods = map[string]bool{
-	"auth": true, "auth.refresh": true, "$/heartbeat": true, "system.ping": true,
-	"stream.subscribe": true, "stream.unsubscribe": true, "stream.event": true, "stream.closed": true,
-	"planner.send": true, "planner.cancel": true, "planner.watch": true, "planner.output": true,
-	"presence.get": true, "presence.changed": true,
-}
-
+// methodLabel bounds the method label to the protocol table's names; anything else counts
+// as "other".
 func methodLabel(m string) string {
-	if knownMethods[m] {
+	if _, ok := protocol.Lookup(m); ok {
 		return m
 	}
 	return "other"

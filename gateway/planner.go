@@ -10,6 +10,7 @@ import (
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/planner"
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 	"github.com/ballet/gateway/streams"
 )
@@ -54,17 +55,17 @@ type watchResult struct {
 // planner's caller-safe detail or else the code's own words; a limit's
 // refusal is -32029 with its data.
 func plannerError(method string, err error) error {
-	var kind *rpc.Error
+	var kind rpc.Coded
 	var limit *planner.LimitError
 	switch {
 	case errors.As(err, &limit):
 		return limitExceeded(limit.Limit, limit.Max, limit.RetryAfter) // counted by the planner's observer
 	case errors.Is(err, planner.ErrNotFound):
-		kind = rpc.ErrNotFound
+		kind = protocol.ErrNotFound
 	case errors.Is(err, planner.ErrForbidden):
-		kind = rpc.ErrForbidden
+		kind = protocol.ErrForbidden
 	case errors.Is(err, planner.ErrConflict):
-		kind = rpc.ErrConflict
+		kind = protocol.ErrConflict
 	case errors.Is(err, planner.ErrInvalid):
 		kind = rpc.ErrInvalidParams
 	default:
@@ -72,7 +73,7 @@ func plannerError(method string, err error) error {
 	}
 	msg := planner.Detail(err)
 	if msg == "" {
-		msg = kind.Message // the error's own text may hold internals
+		msg = kind.Error() // the error's own text may hold internals
 	}
 	return rpc.Errorf(kind, "%s", msg)
 }
@@ -179,12 +180,12 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 		}
 		pending++
 		mu.Unlock()
-		f := [1]rpc.Frame{{Method: "planner.output", Sub: wp.Subscription, Params: body}}
+		f := [1]rpc.Frame{{Method: protocol.PlannerOutput, Sub: wp.Subscription, Params: body}}
 		if !s.conn.TrySendFrames(f[:], 1, written) {
 			closed(streams.ReasonLagging)
 			return false
 		}
-		s.srv.metrics.MessagesOut.WithLabelValues("planner.output").Inc()
+		s.srv.metrics.MessagesOut.WithLabelValues(protocol.PlannerOutput).Inc()
 		return true
 	}
 	res, stopWatch, err := s.srv.planner.WatchFrom(ctx, planner.CallerFor(p), wp.Session,
@@ -218,11 +219,11 @@ func (s *session) serverClosed(id, reason string) {
 	if reason == streams.ReasonLagging {
 		s.srv.metrics.LaggingCloses.Inc()
 	}
-	frame, err := s.notification("stream.closed", closedParams{Subscription: id, Reason: reason})
+	frame, err := s.notification(protocol.StreamClosed, closedParams{Subscription: id, Reason: reason})
 	if err != nil || !s.conn.TrySend(frame, nil) {
 		// A client that cannot take even this notice is hopelessly behind.
 		s.closeWith(websocket.StatusTryAgainLater, "client too slow")
 		return
 	}
-	s.srv.metrics.MessagesOut.WithLabelValues("stream.closed").Inc()
+	s.srv.metrics.MessagesOut.WithLabelValues(protocol.StreamClosed).Inc()
 }

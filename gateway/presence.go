@@ -13,6 +13,7 @@ import (
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/presence"
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 	"github.com/ballet/gateway/streams"
 )
@@ -100,7 +101,7 @@ func (k *presenceSink) PresenceChanged(n *presence.Notice) bool {
 			return true
 		}
 		for _, b := range bodies {
-			*fs = append(*fs, rpc.Frame{Method: presence.MethodChanged, Sub: k.id, Params: b})
+			*fs = append(*fs, rpc.Frame{Method: protocol.PresenceChanged, Sub: k.id, Params: b})
 		}
 	}
 	n0 := int64(len(*fs))
@@ -117,7 +118,7 @@ func (k *presenceSink) PresenceChanged(n *presence.Notice) bool {
 		return false
 	}
 	k.s.srv.metrics.PresenceChanges.Add(float64(n0))
-	k.s.srv.metrics.MessagesOut.WithLabelValues(presence.MethodChanged).Add(float64(n0))
+	k.s.srv.metrics.MessagesOut.WithLabelValues(protocol.PresenceChanged).Add(float64(n0))
 	return true
 }
 

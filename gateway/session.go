@@ -15,6 +15,7 @@ import (
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 	"github.com/ballet/gateway/streams"
 )
@@ -148,7 +149,7 @@ func (s *session) closeWith(code websocket.StatusCode, reason string) {
 
 // Inline: before auth, a message is served before the next one is read, and anything but an
 // auth request closes the connection at once (rpc.Hooks).
-func (s *session) Inline(method string) bool { return method == "auth" || !s.authed.Load() }
+func (s *session) Inline(method string) bool { return method == protocol.Auth || !s.authed.Load() }
 
 // OnMessage notes when the peer last sent a frame, for heartbeats (rpc.Hooks).
 func (s *session) OnMessage() { s.lastRecv.Store(time.Now().UnixNano()) }
@@ -218,9 +219,9 @@ func (s *session) rescheduleLocked(now time.Time) {
 }
 
 func (s *session) sendHeartbeat() {
-	frame, err := s.notification("$/heartbeat", heartbeat{Time: s.srv.now().UnixMilli()})
+	frame, err := s.notification(protocol.Heartbeat, heartbeat{Time: s.srv.now().UnixMilli()})
 	if err == nil && s.conn.TrySend(frame, nil) {
-		s.srv.metrics.MessagesOut.WithLabelValues("$/heartbeat").Inc()
+		s.srv.metrics.MessagesOut.WithLabelValues(protocol.Heartbeat).Inc()
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 	"github.com/ballet/gateway/streams"
 )
@@ -46,7 +47,7 @@ func (s *session) reserve(id string, cs *clientSub) error {
 		return rpc.Errorf(rpc.ErrInvalidParams, "subscription %q is already in use on this connection", id)
 	}
 	if other, ok := s.subs.find(cs.target); ok {
-		return &rpc.Error{Code: rpc.ErrConflict.Code, Data: alreadyData{Subscription: other},
+		return &rpc.Error{Code: int(protocol.ErrConflict), Data: alreadyData{Subscription: other},
 			Message: fmt.Sprintf("already followed on this connection by subscription %q", other)}
 	}
 	if max := s.srv.cfg.MaxSubscriptions; s.subs.len() >= max {
@@ -156,7 +157,7 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 		case refused != nil:
 			return nil, refused
 		case errors.Is(err, streams.ErrResyncRequired):
-			return nil, rpc.Errorf(rpc.ErrResyncRequired, "resync required: %s", resyncDetail(err))
+			return nil, rpc.Errorf(protocol.ErrResyncRequired, "resync required: %s", resyncDetail(err))
 		}
 		return nil, fmt.Errorf("subscribe %s: %w", st, err)
 	}
@@ -201,17 +202,17 @@ func resyncDetail(err error) string {
 func (s *session) authorize(ctx context.Context, st streams.Stream, p *auth.Principal, perm auth.Perm) error {
 	project := st.Project()
 	if project == "" {
-		return rpc.Errorf(rpc.ErrNotFound, "%s not found", st)
+		return rpc.Errorf(protocol.ErrNotFound, "%s not found", st)
 	}
 	role, exists, err := s.srv.roles.Role(ctx, project, p.Subject)
 	if err != nil {
 		return fmt.Errorf("role of %s in %s: %w", p.Subject, project, err)
 	}
 	if !exists {
-		return rpc.Errorf(rpc.ErrNotFound, "project %s not found", project)
+		return rpc.Errorf(protocol.ErrNotFound, "project %s not found", project)
 	}
 	if !auth.Role(role).Has(perm) {
-		return rpc.Errorf(rpc.ErrForbidden, "%s on project %s is required", perm, project)
+		return rpc.Errorf(protocol.ErrForbidden, "%s on project %s is required", perm, project)
 	}
 	if st.Kind == streams.StreamItem && s.srv.items != nil {
 		ok, err := s.srv.items.ItemExists(ctx, st.Key)
@@ -219,7 +220,7 @@ func (s *session) authorize(ctx context.Context, st streams.Stream, p *auth.Prin
 			return fmt.Errorf("item %s: %w", st.Key, err)
 		}
 		if !ok {
-			return rpc.Errorf(rpc.ErrNotFound, "item %s not found", st.Key)
+			return rpc.Errorf(protocol.ErrNotFound, "item %s not found", st.Key)
 		}
 	}
 	return nil
@@ -260,7 +261,7 @@ func (s *session) unsubscribe(_ context.Context, req *rpc.Request, _ *auth.Princ
 	cs, ok := s.subs.get(up.Subscription)
 	s.mu.Unlock()
 	if !ok || !s.forget(up.Subscription, cs) {
-		return nil, rpc.Errorf(rpc.ErrNotFound, "subscription %q not found", up.Subscription)
+		return nil, rpc.Errorf(protocol.ErrNotFound, "subscription %q not found", up.Subscription)
 	}
 	return struct{}{}, nil
 }

@@ -7,9 +7,6 @@ import (
 	"github.com/ballet/gateway/codec"
 )
 
-// MethodChanged is the notification that carries a Notice.
-const MethodChanged = "presence.changed"
-
 // ChunkSize is the most subjects (joined and left together) one presence.changed carries: a
 // longer change goes out as several notifications, one after the other.
 const ChunkSize = 100

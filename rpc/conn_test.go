@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -191,7 +192,7 @@ func TestInlineRequestHoldsLaterMessages(t *testing.T) {
 				return "authed", nil
 			default:
 				if !authDone.Load() {
-					return nil, Errorf(ErrUnauthenticated, "ran before auth finished")
+					return nil, Errorf(apiCode(-32001), "ran before auth finished")
 				}
 				return "ok", nil
 			}
@@ -213,6 +214,12 @@ func TestInlineRequestHoldsLaterMessages(t *testing.T) {
 	})
 }
 
+// apiCode is an error code of an API built on rpc, as package protocol's are.
+type apiCode int
+
+func (c apiCode) Error() string  { return "api error " + strconv.Itoa(int(c)) }
+func (c apiCode) ErrorCode() int { return int(c) }
+
 func TestErrors(t *testing.T) {
 	forEachCodec(t, func(t *testing.T, c codec.Codec) {
 		h := HandlerFunc(func(ctx context.Context, r *Request) (any, error) {
@@ -223,7 +230,11 @@ func TestErrors(t *testing.T) {
 			case "wrapped":
 				return nil, fmt.Errorf("stream.subscribe: bad stream name: %w", ErrInvalidParams)
 			case "typed":
-				return nil, Errorf(ErrResyncRequired, "from_seq is too old")
+				return nil, Errorf(apiCode(-32010), "from_seq is too old")
+			case "coded":
+				return nil, apiCode(-32009)
+			case "wrapped coded":
+				return nil, fmt.Errorf("planner.watch: %w", apiCode(-32009))
 			case "internal":
 				return nil, errors.New("database password is hunter2")
 			case "panic":
@@ -242,6 +253,8 @@ func TestErrors(t *testing.T) {
 			{"params", "bad", -32602, ""},
 			{"wrapped", "", -32602, "stream.subscribe: bad stream name: invalid params"},
 			{"typed", "", -32010, "from_seq is too old"},
+			{"coded", "", -32009, "api error -32009"},
+			{"wrapped coded", "", -32009, "planner.watch: api error -32009"},
 			{"internal", "", -32603, "internal error"},
 			{"panic", "", -32603, "internal error"},
 		} {
@@ -253,6 +266,9 @@ func TestErrors(t *testing.T) {
 			var e *Error
 			if !errors.As(err, &e) || e.Code != tc.code || (tc.msg != "" && e.Message != tc.msg) {
 				t.Errorf("%s: got %v (%#v), want %d %q", tc.method, err, e, tc.code, tc.msg)
+			}
+			if !errors.Is(err, apiCode(tc.code)) || errors.Is(err, apiCode(tc.code+1)) || Code(err) != tc.code {
+				t.Errorf("%s: %v does not match its code %d alone", tc.method, err, tc.code)
 			}
 		}
 	})

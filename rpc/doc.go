@@ -6,9 +6,10 @@
 //
 // Entry points: NewConn wraps a Transport and a codec.Codec; Handler serves
 // incoming requests and notifications; Conn.Call, Conn.Notify, Conn.TrySend
-// and Conn.TrySendFrames send. Errors carry the spec's codes as *Error
-// values that match by code, so handlers return
-// fmt.Errorf("...: %w", ErrInvalidParams) or Errorf(ErrNotFound, "...").
+// and Conn.TrySendFrames send. Errors are *Error values, or any Coded error
+// (the realtime API's codes are package protocol's), that match by code, so
+// handlers return fmt.Errorf("...: %w", ErrInvalidParams) or
+// Errorf(protocol.ErrNotFound, "..."); rpc names only JSON-RPC's own codes.
 // Files by concern: conn.go (life), read.go (the reader), dispatch.go
 // (handlers, responses, calls), write.go (queues and the writer role),
 // params.go (decoding params), workers.go (the loops' goroutines).

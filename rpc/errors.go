@@ -15,27 +15,31 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
-// Is reports whether target is an *Error with the same code.
+// ErrorCode returns e's code: an *Error is a Coded error.
+func (e *Error) ErrorCode() int { return e.Code }
+
+// Is reports whether target is a Coded error (an *Error or another) with the
+// same code.
 func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
+	t, ok := target.(Coded)
+	return ok && t.ErrorCode() == e.Code
 }
 
-// The error codes of the realtime API.
+// Coded is an error that names its JSON-RPC code: an *Error, or a code of
+// an API built on rpc (the realtime API's are package protocol's). A
+// handler's Coded error, bare or wrapped, is answered with its code.
+type Coded interface {
+	error
+	ErrorCode() int
+}
+
+// JSON-RPC's own error codes.
 var (
-	ErrParse           = &Error{Code: -32700, Message: "parse error"}
-	ErrInvalidRequest  = &Error{Code: -32600, Message: "invalid request"}
-	ErrMethodNotFound  = &Error{Code: -32601, Message: "method not found"}
-	ErrInvalidParams   = &Error{Code: -32602, Message: "invalid params"}
-	ErrInternal        = &Error{Code: -32603, Message: "internal error"}
-	ErrUnauthenticated = &Error{Code: -32001, Message: "unauthenticated"}
-	ErrForbidden       = &Error{Code: -32003, Message: "forbidden"}
-	ErrNotFound        = &Error{Code: -32004, Message: "not found"}
-	ErrConflict        = &Error{Code: -32009, Message: "conflict"}
-	ErrResyncRequired  = &Error{Code: -32010, Message: "resync required"}
-	// ErrLimitExceeded is an extension of the spec's codes, numbered like
-	// HTTP's 429: a limit of the server was reached.
-	ErrLimitExceeded = &Error{Code: -32029, Message: "limit exceeded"}
+	ErrParse          = &Error{Code: -32700, Message: "parse error"}
+	ErrInvalidRequest = &Error{Code: -32600, Message: "invalid request"}
+	ErrMethodNotFound = &Error{Code: -32601, Message: "method not found"}
+	ErrInvalidParams  = &Error{Code: -32602, Message: "invalid params"}
+	ErrInternal       = &Error{Code: -32603, Message: "internal error"}
 )
 
 // ErrSkip, returned by Options.Admit, drops a frame without decoding it.
@@ -45,15 +49,15 @@ var ErrSkip = errors.New("rpc: frame skipped")
 var ErrClosed = errors.New("rpc: connection closed")
 
 // Errorf returns an error with kind's code and a formatted message.
-func Errorf(kind *Error, format string, args ...any) error {
-	return &Error{Code: kind.Code, Message: fmt.Sprintf(format, args...)}
+func Errorf(kind Coded, format string, args ...any) error {
+	return &Error{Code: kind.ErrorCode(), Message: fmt.Sprintf(format, args...)}
 }
 
-// Code returns the JSON-RPC code carried by err, or 0.
+// Code returns the JSON-RPC code carried by err (its first Coded error), or 0.
 func Code(err error) int {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
+	var c Coded
+	if errors.As(err, &c) {
+		return c.ErrorCode()
 	}
 	return 0
 }
@@ -61,13 +65,13 @@ func Code(err error) int {
 // wireError converts a handler's error into what the peer sees. Internal
 // errors and errors without a code become -32603 with no detail.
 func wireError(err error) (e *Error, internal bool) {
-	var re *Error
-	if !errors.As(err, &re) || re.Code == ErrInternal.Code {
+	var c Coded
+	if !errors.As(err, &c) || c.ErrorCode() == ErrInternal.Code {
 		return &Error{Code: ErrInternal.Code, Message: ErrInternal.Message}, true
 	}
-	msg := re.Message
-	if err != error(re) {
-		msg = err.Error()
+	var data any
+	if re, ok := c.(*Error); ok {
+		data = re.Data
 	}
-	return &Error{Code: re.Code, Message: msg, Data: re.Data}, false
+	return &Error{Code: c.ErrorCode(), Message: err.Error(), Data: data}, false
 }

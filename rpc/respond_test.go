@@ -108,7 +108,7 @@ func TestUnencodableResponse(t *testing.T) {
 	forEachCodec(t, func(t *testing.T, c codec.Codec) {
 		h := HandlerFunc(func(ctx context.Context, r *Request) (any, error) {
 			if r.Method == "err" {
-				return nil, Errorf(ErrNotFound, "no such thing")
+				return nil, Errorf(apiCode(-32004), "no such thing")
 			}
 			return "a result", nil
 		})

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/protocol"
 )
 
 // Reasons a subscription is closed by the server (stream.closed).
@@ -20,9 +21,6 @@ const (
 // ErrResyncRequired: from_seq is older than the replay limit allows, or
 // beyond the log's head.
 var ErrResyncRequired = errors.New("streams: resync required")
-
-// MethodEvent is the notification that carries one event.
-const MethodEvent = "stream.event"
 
 // Sender is the connection a subscription writes to. TrySendSpliced queues
 // the notification method with params body plus "subscription": sub (the
@@ -412,7 +410,7 @@ func (s *Subscription) sendBatchLocked(last int64, bodies [][]byte) bool {
 		return false
 	}
 	s.pending.Add(n)
-	if !s.out.TrySendSplicedBatch(MethodEvent, s.id, bodies, int(room), s.written) {
+	if !s.out.TrySendSplicedBatch(protocol.StreamEvent, s.id, bodies, int(room), s.written) {
 		s.pending.Add(-n)
 		s.state, s.reason = subClosed, ReasonLagging
 		return false
@@ -434,7 +432,7 @@ func (s *Subscription) sendLocked(seq int64, body []byte) bool {
 		return false
 	}
 	s.pending.Add(1)
-	if !s.out.TrySendSpliced(MethodEvent, s.id, body, s.written) {
+	if !s.out.TrySendSpliced(protocol.StreamEvent, s.id, body, s.written) {
 		s.pending.Add(-1)
 		s.state, s.reason = subClosed, ReasonLagging
 		return false

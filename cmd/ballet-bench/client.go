@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/protocol"
 )
 
 // client is one lean connection to /rpc: one reader goroutine reading
@@ -68,9 +69,6 @@ type rpcError struct {
 func (e *rpcError) Error() string {
 	return fmt.Sprintf("%s: error %d: %s", e.method, e.e.Code, e.e.Message)
 }
-
-// codeResyncRequired is the spec's -32010.
-const codeResyncRequired = -32010
 
 // dial opens a connection and starts its reader.
 func (b *bench) dial(ctx context.Context, idx int) (*client, error) {
@@ -200,7 +198,7 @@ func (c *client) handle(fi *frameInfo) {
 	case frameHeartbeat:
 		// Answering each server heartbeat keeps the connection alive at
 		// the server's own cadence without a timer per connection.
-		c.notify("$/heartbeat", struct {
+		c.notify(protocol.Heartbeat, struct {
 			Time int64 `json:"time"`
 		}{time.Now().UnixMilli()})
 	}
@@ -309,7 +307,7 @@ type subscribeResult struct {
 // Events of the subscription are tracked in tr from the first one, even
 // when they arrive before the response.
 func (c *client) authSubscribe(ctx context.Context, token, subID string, tr *tracker, fromSeq *int64) (int64, error) {
-	authCh, err := c.send(ctx, "auth", struct {
+	authCh, err := c.send(ctx, protocol.Auth, struct {
 		Token string `json:"token"`
 	}{token})
 	if err != nil {
@@ -318,18 +316,18 @@ func (c *client) authSubscribe(ctx context.Context, token, subID string, tr *tra
 	var subCh <-chan callResult
 	if subID != "" {
 		c.sub.Store(&subState{id: subID, tr: tr})
-		if subCh, err = c.send(ctx, "stream.subscribe", subscribeParams{
+		if subCh, err = c.send(ctx, protocol.StreamSubscribe, subscribeParams{
 			Subscription: subID, Stream: c.b.cfg.streamName, FromSeq: fromSeq,
 		}); err != nil {
 			// A refused auth closes the connection, possibly before the
 			// subscribe is written: its answer is the error to report.
-			if _, aerr := wait(ctx, "auth", authCh); aerr != nil {
+			if _, aerr := wait(ctx, protocol.Auth, authCh); aerr != nil {
 				return 0, aerr
 			}
 			return 0, err
 		}
 	}
-	if _, err := wait(ctx, "auth", authCh); err != nil {
+	if _, err := wait(ctx, protocol.Auth, authCh); err != nil {
 		return 0, err
 	}
 	if subCh == nil {
@@ -341,7 +339,7 @@ func (c *client) authSubscribe(ctx context.Context, token, subID string, tr *tra
 // subscribe subscribes again on an authenticated connection.
 func (c *client) subscribe(ctx context.Context, subID string, tr *tracker, fromSeq *int64) (int64, error) {
 	c.sub.Store(&subState{id: subID, tr: tr})
-	ch, err := c.send(ctx, "stream.subscribe", subscribeParams{
+	ch, err := c.send(ctx, protocol.StreamSubscribe, subscribeParams{
 		Subscription: subID, Stream: c.b.cfg.streamName, FromSeq: fromSeq,
 	})
 	if err != nil {
@@ -365,13 +363,13 @@ func (c *client) subscribeResult(ctx context.Context, ch <-chan callResult) (int
 // unsubscribe ends the tracked subscription; once it returns, no more of
 // its events are tracked.
 func (c *client) unsubscribe(ctx context.Context, subID string) error {
-	ch, err := c.sendCall(ctx, "stream.unsubscribe", struct {
+	ch, err := c.sendCall(ctx, protocol.StreamUnsubscribe, struct {
 		Subscription string `json:"subscription"`
 	}{subID}, subID)
 	if err != nil {
 		return err
 	}
-	_, err = wait(ctx, "stream.unsubscribe", ch)
+	_, err = wait(ctx, protocol.StreamUnsubscribe, ch)
 	return err
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/protocol"
 )
 
 // Reading stream.event frames cheaply: the gateway splices "subscription"
@@ -38,13 +39,13 @@ type frameInfo struct {
 
 var (
 	msgpackEventPrefix = func() []byte {
-		b, err := codec.MsgPack.Encode(nil, &codec.Message{Method: "stream.event", Params: []byte{}})
+		b, err := codec.MsgPack.Encode(nil, &codec.Message{Method: protocol.StreamEvent, Params: []byte{}})
 		if err != nil {
 			panic(err)
 		}
 		return b
 	}()
-	jsonEventPrefix = []byte(`{"jsonrpc":"2.0","method":"stream.event","params":{"subscription":"`)
+	jsonEventPrefix = []byte(`{"jsonrpc":"2.0","method":"` + protocol.StreamEvent + `","params":{"subscription":"`)
 )
 
 // classify reads one frame of codec c into fi.
@@ -205,7 +206,7 @@ func slowClassify(c codec.Codec, frame []byte, fi *frameInfo) error {
 		return nil
 	}
 	switch m.Method {
-	case "stream.event":
+	case protocol.StreamEvent:
 		var p struct {
 			Subscription string `json:"subscription"`
 			Seq          int64  `json:"seq"`
@@ -214,7 +215,7 @@ func slowClassify(c codec.Codec, frame []byte, fi *frameInfo) error {
 			return err
 		}
 		fi.kind, fi.sub, fi.seq = frameEvent, []byte(p.Subscription), p.Seq
-	case "stream.closed":
+	case protocol.StreamClosed:
 		var p struct {
 			Subscription string `json:"subscription"`
 			Reason       string `json:"reason"`
@@ -223,7 +224,7 @@ func slowClassify(c codec.Codec, frame []byte, fi *frameInfo) error {
 			return err
 		}
 		fi.kind, fi.sub, fi.reason = frameClosed, []byte(p.Subscription), p.Reason
-	case "$/heartbeat":
+	case protocol.Heartbeat:
 		fi.kind = frameHeartbeat
 	}
 	return nil

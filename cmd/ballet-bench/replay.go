@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/ballet/gateway/protocol"
 )
 
 // runReplay writes --replay-events events, then has one client subscribe
@@ -42,7 +44,7 @@ func (b *bench) runReplay(ctx context.Context, r *report) error {
 		t0 := nowNs()
 		if _, err := c.subscribe(ctx, subID, tr, &from); err != nil {
 			var re *rpcError
-			if errors.As(err, &re) && re.e.Code == codeResyncRequired {
+			if errors.As(err, &re) && re.e.Code == int(protocol.ErrResyncRequired) {
 				return fmt.Errorf("%w (the stream has more events after seq %d than the server's replay limit)", err, base)
 			}
 			return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ballet/gateway/client"
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 )
 
@@ -55,7 +56,7 @@ func (a *app) run(ctx context.Context) int {
 				switch {
 				case a.oneShot():
 					cancel(fmt.Errorf("%w: %v", client.ErrConnectionLost, err))
-				case errors.Is(err, rpc.ErrUnauthenticated):
+				case errors.Is(err, protocol.ErrUnauthenticated):
 					cancel(err) // the token cannot be renewed: retrying will not help
 				default:
 					a.errorf("connection lost (%v); reconnecting", err)
@@ -94,7 +95,7 @@ func (a *app) run(ctx context.Context) int {
 func exitCode(err error) int {
 	var ce *client.ClosedError
 	switch {
-	case errors.Is(err, rpc.ErrUnauthenticated), errors.Is(err, client.ErrConnectionLost):
+	case errors.Is(err, protocol.ErrUnauthenticated), errors.Is(err, client.ErrConnectionLost):
 		return exitConn
 	case rpc.Code(err) != 0, errors.As(err, &ce), errors.Is(err, client.ErrSlowConsumer), errors.Is(err, errTurnFailed):
 		return exitRPC
@@ -121,7 +122,7 @@ func done(ctx context.Context) error {
 
 func (a *app) ping(ctx context.Context, c *client.Client) error {
 	var res codec.RawJSON
-	if err := c.Call(ctx, "system.ping", struct{}{}, &res); err != nil {
+	if err := c.Call(ctx, protocol.SystemPing, struct{}{}, &res); err != nil {
 		return err
 	}
 	return a.printRaw(res)

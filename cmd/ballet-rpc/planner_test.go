@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 )
 
@@ -97,7 +98,7 @@ func (f *fakePlanner) handle(ctx context.Context, req *rpc.Request) (any, error)
 		return map[string]any{}, nil
 	case "planner.send":
 		if p["text"] == "busy" {
-			return nil, rpc.Errorf(rpc.ErrConflict, "the planner is still answering")
+			return nil, rpc.Errorf(protocol.ErrConflict, "the planner is still answering")
 		}
 		f.mu.Lock()
 		sub, session, watcher := f.watch, p["session"], f.watchConn
