@@ -17,6 +17,7 @@ import (
 	"github.com/ballet/gateway/client"
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/gateway/gatewaytest"
+	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/planner/provider"
 	"github.com/ballet/gateway/rpc"
 )
@@ -541,8 +542,8 @@ func TestPlannerMessageLimit(t *testing.T) {
 	}
 	const max = 64
 	env := gatewaytest.Start(t, &gatewaytest.Options{
-		Config:  gateway.Config{MaxPlannerMessageBytes: max, PlannerTurnsPerSubject: 2, ConnectionQueueBytes: 1 << 20},
-		Planner: provider.NewScripted(script),
+		Config:  gateway.Config{ConnectionQueueBytes: 1 << 20},
+		Planner: provider.NewScripted(script), PlannerOptions: planner.Options{MaxMessageBytes: max, TurnsPerSubject: 2},
 	})
 	env.Project(t, "WEB", "alice", "member")
 	session := createSession(t, env, "alice")

@@ -129,16 +129,6 @@ func (b *subjectBudget) chargeReplay(c *Config, n int) {
 	b.replay.level -= float64(n)
 }
 
-// defaultBudgets sets the budgets a Config leaves at zero to def's.
-func (c *Config) defaultBudgets(def *Config) {
-	if c.SubjectRequestRate <= 0 {
-		c.SubjectRequestRate = def.SubjectRequestRate
-	}
-	if c.ReplayRate <= 0 {
-		c.ReplayRate = def.ReplayRate
-	}
-}
-
 // Admit runs on the reader before a frame is decoded (rpc.Hooks):
 // a closing session reads no more messages, and an authenticated one
 // spends its connection's request budget, then its subject's.

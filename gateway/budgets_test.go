@@ -111,7 +111,7 @@ func TestPingFlood(t *testing.T) {
 	t.Parallel()
 	// The connections that do not authenticate are closed for their pings, not for that.
 	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{AuthTimeout: 5 * time.Minute}})
-	rate := gateway.Defaults().RequestRate
+	rate := gateway.Config{}.WithDefaults().RequestRate
 	const flooders = 20
 	floods := make([]*rawClient, flooders)
 	for i := range floods {
@@ -293,7 +293,7 @@ func TestReplayBudget(t *testing.T) {
 	t.Parallel()
 	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{RequestRate: 100_000, SubjectRequestRate: 100_000}})
 	env.Project(t, "WEB", "alice", "viewer", "zoe", "viewer")
-	def := gateway.Defaults()
+	def := gateway.Config{}.WithDefaults()
 	rate, limit := def.ReplayRate, def.ReplayLimit
 	burst := max(2*rate, limit)
 	evs := make([]streams.NewEvent, limit)

@@ -60,8 +60,8 @@ func TestSlowConnectionsAreBoundedInBytes(t *testing.T) {
 		t.Skip("writes 20 MB of events")
 	}
 	cfg := floodBudgets
-	cfg.ConnectionQueueBytes, cfg.RecentEventsBytes = floodQueueBytes, slowRecentBytes
-	env := gatewaytest.Start(t, &gatewaytest.Options{Postgres: true, Config: cfg})
+	cfg.ConnectionQueueBytes = floodQueueBytes
+	env := gatewaytest.Start(t, &gatewaytest.Options{Postgres: true, Config: cfg, RecentBytes: slowRecentBytes})
 	env.Project(t, "WEB", "alice", "viewer", "bob", "member")
 
 	subs := []string{request(2, "stream.subscribe", map[string]any{"subscription": "s0", "stream": "project:WEB"})}

@@ -33,8 +33,8 @@ func TestSlowConnectionIsBoundedInBytes(t *testing.T) {
 		t.Skip("writes 160 MB of events")
 	}
 	const events, payload = 2000, 80 << 10
-	env := gatewaytest.Start(t, &gatewaytest.Options{Postgres: true, Config: gateway.Config{
-		RecentEventsBytes: 8 << 20, RequestRate: 100_000,
+	env := gatewaytest.Start(t, &gatewaytest.Options{Postgres: true, RecentBytes: 8 << 20, Config: gateway.Config{
+		RequestRate: 100_000,
 		// The fast reader only reads: no heartbeat timeout however long a loaded machine takes.
 		HeartbeatInterval: 10 * time.Minute,
 	}})

@@ -17,6 +17,7 @@ import (
 	"github.com/ballet/gateway/codec"
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/gateway/gatewaytest"
+	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/planner/provider"
 )
 
@@ -54,7 +55,7 @@ func TestAuthAdvertisesLimits(t *testing.T) {
 	cfg := gateway.Config{
 		MaxSubscriptions: 7, RequestRate: 33, MaxConnectionsPerSubject: 5, ReplayLimit: 321,
 		ReadLimit: 64 << 10, HeartbeatInterval: 2 * time.Second, SubjectRequestRate: 44, ReplayRate: 55,
-		ConnectionQueueBytes: 96 << 10, MaxPlannerMessageBytes: 1234, PlannerTurnsPerSubject: 3,
+		ConnectionQueueBytes: 96 << 10,
 	}
 	want := map[string]int64{"subscriptions": 7, "requests_per_second": 33, "message_bytes": 64 << 10,
 		"replay": 321, "connections_per_subject": 5, "heartbeat_ms": 2000,
@@ -67,7 +68,8 @@ func TestAuthAdvertisesLimits(t *testing.T) {
 		want map[string]int64
 	}{
 		{"no_planner", &gatewaytest.Options{Config: cfg}, want},
-		{"planner", &gatewaytest.Options{Config: cfg, Planner: provider.NewScripted(nil)}, withPlanner},
+		{"planner", &gatewaytest.Options{Config: cfg, Planner: provider.NewScripted(nil),
+			PlannerOptions: planner.Options{MaxMessageBytes: 1234, TurnsPerSubject: 3}}, withPlanner},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := gatewaytest.Start(t, tc.opts)

@@ -61,7 +61,7 @@ const (
 // heap grows by less than listHeapGrowth; the whole list would be five times as large.
 func TestSessionListingIsPaged(t *testing.T) {
 	env := gatewaytest.Start(t, &gatewaytest.Options{Postgres: true, Planner: provider.NewScripted(nil),
-		Config: gateway.Config{PlannerSessionRate: listSessions}})
+		PlannerOptions: planner.Options{SessionRate: listSessions}})
 	env.Project(t, "WEB", "alice", "member")
 	alice := env.Token(t, "alice")
 	body, _ := json.Marshal(map[string]string{"title": strings.Repeat("😀", planner.MaxTitle)})
@@ -107,10 +107,8 @@ func TestPlannerSendFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := gateway.NewMetrics()
-	cfg := floodBudgets
-	cfg.PlannerSessionRate = floodSends
 	env := gatewaytest.Start(t, &gatewaytest.Options{Postgres: true, Planner: provider.NewScripted(script), Metrics: m,
-		PlannerOptions: planner.Options{Observer: m.PlannerObserver("scripted")}, Config: cfg})
+		PlannerOptions: planner.Options{Observer: m.PlannerObserver("scripted"), SessionRate: floodSends}, Config: floodBudgets})
 	env.Project(t, "WEB", "alice", "member")
 	sessions := make([]string, floodSends)
 	alice := planner.Caller{Subject: "alice", Human: true}

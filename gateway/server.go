@@ -125,46 +125,9 @@ func NewServer(o *Options) (*Server, error) {
 		return nil, errors.New("gateway: Verifier, Log, Hub and Roles are required")
 	}
 	s := &Server{
-		cfg: o.Config, verifier: o.Verifier, log: o.Log, hub: o.Hub, roles: o.Roles, items: o.Items, planner: o.Planner,
+		cfg: o.Config.WithDefaults(), verifier: o.Verifier, log: o.Log, hub: o.Hub, roles: o.Roles, items: o.Items, planner: o.Planner,
 		metrics: o.Metrics, logger: o.Logger, ready: o.Ready, api: o.API, root: o.Root, now: o.Now, restTime: o.RESTTimeout,
 		sessions: make(map[*session]struct{}), idle: newIdlePoller(), workers: rpc.NewWorkers(),
-	}
-	def := Defaults()
-	if s.cfg.AuthTimeout <= 0 {
-		s.cfg.AuthTimeout = def.AuthTimeout
-	}
-	if s.cfg.HeartbeatInterval <= 0 {
-		s.cfg.HeartbeatInterval = def.HeartbeatInterval
-	}
-	if s.cfg.ReplayLimit <= 0 {
-		s.cfg.ReplayLimit = def.ReplayLimit
-	}
-	if s.cfg.SubscriberQueue <= 0 {
-		s.cfg.SubscriberQueue = def.SubscriberQueue
-	}
-	if s.cfg.DrainWindow <= 0 {
-		s.cfg.DrainWindow = def.DrainWindow
-	}
-	if s.cfg.ReadLimit <= 0 {
-		s.cfg.ReadLimit = def.ReadLimit
-	}
-	if s.cfg.MaxSubscriptions <= 0 {
-		s.cfg.MaxSubscriptions = def.MaxSubscriptions
-	}
-	if s.cfg.RequestRate <= 0 {
-		s.cfg.RequestRate = def.RequestRate
-	}
-	if s.cfg.MaxConnectionsPerSubject <= 0 {
-		s.cfg.MaxConnectionsPerSubject = def.MaxConnectionsPerSubject
-	}
-	if s.cfg.MaxConnections <= 0 {
-		s.cfg.MaxConnections = def.MaxConnections
-	}
-	if s.cfg.MaxConnectionsPerIP <= 0 {
-		s.cfg.MaxConnectionsPerIP = def.MaxConnectionsPerIP
-	}
-	if s.cfg.ConnectionQueueBytes <= 0 {
-		s.cfg.ConnectionQueueBytes = def.ConnectionQueueBytes
 	}
 	if s.metrics == nil {
 		s.metrics = NewMetrics()
@@ -181,13 +144,6 @@ func NewServer(o *Options) (*Server, error) {
 	if s.restTime <= 0 {
 		s.restTime = 30 * time.Second
 	}
-	if s.cfg.PresenceWindow <= 0 {
-		s.cfg.PresenceWindow = def.PresenceWindow
-	}
-	if s.cfg.PresenceMaxMembers <= 0 {
-		s.cfg.PresenceMaxMembers = def.PresenceMaxMembers
-	}
-	s.cfg.defaultBudgets(&def)
 	// Owned by the server: it has a goroutine only while presence changes are due, and
 	// Shutdown closes it.
 	s.presence = presence.New(&presence.Options{

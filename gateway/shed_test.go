@@ -48,8 +48,8 @@ func TestReplicaShedsTheMostBehind(t *testing.T) {
 	}
 	const slowConns, events, payload = 24, 400, 32 << 10
 	const budget = 8 << 20
-	env := gatewaytest.Start(t, &gatewaytest.Options{Postgres: true, Config: gateway.Config{
-		ReplicaQueueBytes: budget, RecentEventsBytes: 8 << 20, RequestRate: 100_000,
+	env := gatewaytest.Start(t, &gatewaytest.Options{Postgres: true, RecentBytes: 8 << 20, Config: gateway.Config{
+		ReplicaQueueBytes: budget, RequestRate: 100_000,
 		// The fast reader only reads: no heartbeat timeout however long a loaded machine takes.
 		HeartbeatInterval: 10 * time.Minute,
 	}})

@@ -14,6 +14,7 @@ import (
 	"github.com/ballet/gateway/gateway/gatewaytest"
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/planner/provider"
+	"github.com/ballet/gateway/tracker"
 )
 
 // restAnswer is what a REST request was answered: the status, the headers and the JSON body.
@@ -68,7 +69,7 @@ func itemBody(title, description string) string {
 // descriptions in bytes of UTF-8 (BALLET_MAX_DESCRIPTION_BYTES, default 64 KiB), on create and
 // on patch; beyond them REST answers 422 naming the field and the limit, beyond the body cap 413.
 func TestItemWriteBounds(t *testing.T) {
-	env := gatewaytest.Start(t, &gatewaytest.Options{Postgres: true, Tracker: true, Config: gateway.Config{MaxTitleChars: 500}})
+	env := gatewaytest.Start(t, &gatewaytest.Options{Postgres: true, Tracker: true, TrackerOptions: tracker.Options{MaxTitleChars: 500}})
 	env.Project(t, "WEB", "alice", "member")
 	alice := env.Token(t, "alice")
 	const items = "/api/v1/projects/WEB/items"

@@ -175,13 +175,56 @@ type turn struct {
 	cut         bool // past its bounds: the cut is stored, and after it only error and done
 }
 
-// New returns a Service over store whose tools act through trk. It subscribes to the bus and
-// starts the lease keeper; Close stops them.
-func New(store Store, trk *tracker.Service, opts *Options) *Service {
+// WithDefaults returns the options with every zero field set to its default, as New applies
+// them; nil means all defaults. Each call makes a new Bus and ReplicaID when they are unset.
+func (opts *Options) WithDefaults() Options {
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
+	if o.Provider == nil {
+		o.Provider = provider.NewScripted(nil)
+	}
+	if o.Bus == nil {
+		o.Bus = NewMemoryBus()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Observer == nil {
+		o.Observer = nopObserver{}
+	}
+	if o.SystemPrompt == "" {
+		o.SystemPrompt = DefaultSystemPrompt
+	}
+	if o.ReplicaID == "" {
+		o.ReplicaID = randomID()
+	}
+	orDefault(&o.Lease, DefaultLease)
+	orDefault(&o.ResumeWindow, DefaultResumeWindow)
+	orDefault(&o.ToolTimeout, DefaultToolTimeout)
+	orDefault(&o.MaxRounds, DefaultMaxRounds)
+	orDefault(&o.ContextBudget, DefaultContextBudget)
+	orDefault(&o.WatchQueue, DefaultWatchQueue)
+	orDefault(&o.TurnOutputs, DefaultTurnOutputs)
+	orDefault(&o.TurnOutputBytes, DefaultTurnOutputBytes)
+	orDefault(&o.MaxMessageBytes, DefaultMaxMessageBytes)
+	orDefault(&o.TurnsPerSubject, DefaultTurnsPerSubject)
+	orDefault(&o.SessionRate, DefaultSessionRate)
+	return o
+}
+
+// orDefault sets *v to def when it is zero or less.
+func orDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
+// New returns a Service over store whose tools act through trk. It subscribes to the bus and
+// starts the lease keeper; Close stops them.
+func New(store Store, trk *tracker.Service, opts *Options) *Service {
+	o := opts.WithDefaults()
 	s := &Service{
 		store: store, trk: trk, prov: o.Provider, bus: o.Bus, logger: o.Logger, obs: o.Observer,
 		lease: o.Lease, maxRounds: o.MaxRounds, budget: o.ContextBudget, maxTokens: o.MaxTokens,
@@ -189,61 +232,8 @@ func New(store Store, trk *tracker.Service, opts *Options) *Service {
 		window: o.ResumeWindow, keepOutputs: o.TurnOutputs, keepBytes: o.TurnOutputBytes,
 		maxText: o.MaxMessageBytes, turnsPer: o.TurnsPerSubject, tools: toolDefs(trk.Limits()),
 		turns: map[string]*turn{}, watches: map[string]map[*watch]struct{}{}, syncs: map[string]chan struct{}{},
-		keeperDone: make(chan struct{}),
+		sessionRate: newWindowLimit(o.SessionRate, time.Minute), keeperDone: make(chan struct{}),
 	}
-	if s.prov == nil {
-		s.prov = provider.NewScripted(nil)
-	}
-	if s.bus == nil {
-		s.bus = NewMemoryBus()
-	}
-	if s.logger == nil {
-		s.logger = slog.Default()
-	}
-	if s.obs == nil {
-		s.obs = nopObserver{}
-	}
-	if s.lease <= 0 {
-		s.lease = DefaultLease
-	}
-	if s.maxRounds <= 0 {
-		s.maxRounds = DefaultMaxRounds
-	}
-	if s.budget <= 0 {
-		s.budget = DefaultContextBudget
-	}
-	if s.system == "" {
-		s.system = DefaultSystemPrompt
-	}
-	if s.watchQueue <= 0 {
-		s.watchQueue = DefaultWatchQueue
-	}
-	if s.toolTimeout <= 0 {
-		s.toolTimeout = DefaultToolTimeout
-	}
-	if s.replica == "" {
-		s.replica = randomID()
-	}
-	if s.window <= 0 {
-		s.window = DefaultResumeWindow
-	}
-	if s.keepOutputs <= 0 {
-		s.keepOutputs = DefaultTurnOutputs
-	}
-	if s.keepBytes <= 0 {
-		s.keepBytes = DefaultTurnOutputBytes
-	}
-	if s.maxText <= 0 {
-		s.maxText = DefaultMaxMessageBytes
-	}
-	if s.turnsPer <= 0 {
-		s.turnsPer = DefaultTurnsPerSubject
-	}
-	rate := o.SessionRate
-	if rate <= 0 {
-		rate = DefaultSessionRate
-	}
-	s.sessionRate = newWindowLimit(rate, time.Minute)
 	s.unsubscribe = s.bus.Subscribe(s.deliver)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.keeperStop = cancel

@@ -22,6 +22,12 @@ const (
 // beyond the log's head.
 var ErrResyncRequired = errors.New("streams: resync required")
 
+// Defaults of SubscribeRequest.
+const (
+	DefaultQueueLimit  = 4096 // QueueLimit's
+	DefaultReplayLimit = 1000 // ReplayLimit's
+)
+
 // Sender is the connection a subscription writes to. TrySendSpliced queues
 // the notification method with params body plus "subscription": sub (the
 // connection builds the frame, so the shared body is never copied per
@@ -47,14 +53,14 @@ type SubscribeRequest struct {
 	// Types, when set, selects the events delivered, live and replayed; the seqs
 	// delivered stay increasing, with gaps where events were left out.
 	Types *TypeFilter
-	// QueueLimit bounds frames queued for the client (default 4096); more
+	// QueueLimit bounds frames queued for the client (zero means DefaultQueueLimit); more
 	// closes the subscription with ReasonLagging.
 	QueueLimit int
 	// ReplayBytes bounds the bytes of the replayed events queued at once (default 256 KiB,
 	// at least one event): the replay sends them in chunks, each once the one before was
 	// written, so that a replay of large events never holds more than that for a slow client.
 	ReplayBytes int
-	// ReplayLimit bounds the events replayed from FromSeq (default 1000);
+	// ReplayLimit bounds the events replayed from FromSeq (zero means DefaultReplayLimit);
 	// more is ErrResyncRequired. With Types it counts the stream's events
 	// after FromSeq, selected or not: a replay costs reading all of them.
 	ReplayLimit int
@@ -143,10 +149,10 @@ func (s *Subscription) Replayed() int {
 // after it are delivered. With Admit, nothing is delivered before it passes.
 func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Subscription, int64, error) {
 	if req.QueueLimit <= 0 {
-		req.QueueLimit = 4096
+		req.QueueLimit = DefaultQueueLimit
 	}
 	if req.ReplayLimit <= 0 {
-		req.ReplayLimit = 1000
+		req.ReplayLimit = DefaultReplayLimit
 	}
 	if req.ReplayBytes <= 0 {
 		req.ReplayBytes = 256 << 10

@@ -25,7 +25,7 @@ type store interface {
 
 // app wires a store, a verifier and the gateway into running servers.
 type app struct {
-	cfg      gateway.Config
+	cfg      *config
 	logger   *slog.Logger
 	store    store
 	verifier gateway.TokenVerifier
@@ -51,7 +51,7 @@ type app struct {
 	tailLag func() time.Duration
 	// routes adds handlers to the client port (the development issuer).
 	routes func(mux *http.ServeMux)
-	// clientLn, when set, is used instead of listening on cfg.Addr.
+	// clientLn, when set, is used instead of listening on cfg.addr.
 	clientLn net.Listener
 	// started, when set, is called once both ports accept connections.
 	started func()
@@ -62,13 +62,12 @@ func (a *app) run(ctx context.Context) error {
 	if metrics == nil {
 		metrics = gateway.NewMetrics()
 	}
-	hub := streams.NewHub(&streams.HubOptions{
-		OnEvent: func(ev *streams.Event) {
-			metrics.DeliveryLatency.Observe(time.Since(ev.OccurredAt).Seconds())
-		},
-		OnAccessLost: a.closeWatches,
-		RecentBytes:  a.cfg.RecentEventsBytes,
-	})
+	hubOpts := a.cfg.hub
+	hubOpts.OnEvent = func(ev *streams.Event) {
+		metrics.DeliveryLatency.Observe(time.Since(ev.OccurredAt).Seconds())
+	}
+	hubOpts.OnAccessLost = a.closeWatches
+	hub := streams.NewHub(&hubOpts)
 	metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ballet_gateway_recent_events_bytes",
 		Help: "Memory of the recent events kept for replays and of their encoded bodies (BALLET_RECENT_EVENTS_BYTES bounds each).",
@@ -106,8 +105,9 @@ func (a *app) run(ctx context.Context) error {
 		return a.tailLag().Seconds()
 	}))
 
+	gw := a.cfg.gateway.WithDefaults() // its drain window bounds the shutdown below
 	srv, err := gateway.NewServer(&gateway.Options{
-		Config: a.cfg, Verifier: a.verifier, Log: a.store, Hub: hub, Roles: a.store,
+		Config: gw, Verifier: a.verifier, Log: a.store, Hub: hub, Roles: a.store,
 		Metrics: metrics, Logger: a.logger, API: a.api, Root: a.root, Items: a.items, Planner: a.planner,
 		PresenceStore: a.presence,
 		Ready: func(ctx context.Context) error {
@@ -136,14 +136,14 @@ func (a *app) run(ctx context.Context) error {
 	mux.Handle("/", srv.Handler())
 	clientLn := a.clientLn
 	if clientLn == nil {
-		if clientLn, err = net.Listen("tcp", a.cfg.Addr); err != nil {
-			return &gateway.ConfigError{Var: "BALLET_ADDR", Value: a.cfg.Addr, Msg: "cannot listen: " + err.Error()}
+		if clientLn, err = net.Listen("tcp", a.cfg.addr); err != nil {
+			return &configError{Var: "BALLET_ADDR", Value: a.cfg.addr, Msg: "cannot listen: " + err.Error()}
 		}
 	}
-	adminLn, err := net.Listen("tcp", a.cfg.AdminAddr)
+	adminLn, err := net.Listen("tcp", a.cfg.adminAddr)
 	if err != nil {
 		clientLn.Close()
-		return &gateway.ConfigError{Var: "BALLET_ADMIN_ADDR", Value: a.cfg.AdminAddr, Msg: "cannot listen: " + err.Error()}
+		return &configError{Var: "BALLET_ADMIN_ADDR", Value: a.cfg.adminAddr, Msg: "cannot listen: " + err.Error()}
 	}
 	errLog := slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn)
 	// Every socket of the client port counts against BALLET_MAX_CONNECTIONS and has a
@@ -165,9 +165,9 @@ func (a *app) run(ctx context.Context) error {
 	}
 	// Drain: /readyz turns unready, the client port stops accepting, then
 	// open sessions are closed with 1001 spread over the drain window.
-	a.logger.Info("shutting down", "drain_window", a.cfg.DrainWindow.String(), "sessions", srv.Sessions())
+	a.logger.Info("shutting down", "drain_window", gw.DrainWindow.String(), "sessions", srv.Sessions())
 	srv.BeginDrain()
-	stopCtx, cancel := context.WithTimeout(context.Background(), a.cfg.DrainWindow+5*time.Second)
+	stopCtx, cancel := context.WithTimeout(context.Background(), gw.DrainWindow+5*time.Second)
 	defer cancel()
 	if err := client.Shutdown(stopCtx); err != nil {
 		a.logger.Warn("client port shutdown", "err", err)

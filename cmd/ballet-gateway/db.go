@@ -7,41 +7,39 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/streams/migrations"
 )
 
-// openPool connects to BALLET_DATABASE_URL.
-func openPool(ctx context.Context, cfg *gateway.Config) (*pgxpool.Pool, error) {
-	if cfg.DatabaseURL == "" {
-		return nil, &gateway.ConfigError{Var: "BALLET_DATABASE_URL", Msg: "required: the Postgres connection string"}
+// openPool connects to url, BALLET_DATABASE_URL.
+func openPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	if url == "" {
+		return nil, &configError{Var: "BALLET_DATABASE_URL", Msg: "required: the Postgres connection string"}
 	}
-	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	pc, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, &gateway.ConfigError{Var: "BALLET_DATABASE_URL", Msg: "not a valid Postgres connection string: " + redact(err.Error(), cfg.DatabaseURL)}
+		return nil, &configError{Var: "BALLET_DATABASE_URL", Msg: "not a valid Postgres connection string: " + redact(err.Error(), url)}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
-		return nil, fmt.Errorf("connect to Postgres: %s", redact(err.Error(), cfg.DatabaseURL))
+		return nil, fmt.Errorf("connect to Postgres: %s", redact(err.Error(), url))
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("connect to Postgres at %s: %s", pc.ConnConfig.Host, redact(err.Error(), cfg.DatabaseURL))
+		return nil, fmt.Errorf("connect to Postgres at %s: %s", pc.ConnConfig.Host, redact(err.Error(), url))
 	}
 	return pool, nil
 }
 
-// openTailPool connects to BALLET_TAIL_DATABASE_URL, the standby the log is read from; nil
+// openTailPool connects to u, BALLET_TAIL_DATABASE_URL, the standby the log is read from; nil
 // when it is not set.
-func openTailPool(ctx context.Context, cfg *gateway.Config) (*pgxpool.Pool, error) {
+func openTailPool(ctx context.Context, u string) (*pgxpool.Pool, error) {
 	const name = "BALLET_TAIL_DATABASE_URL"
-	u := cfg.TailDatabaseURL
 	if u == "" {
 		return nil, nil
 	}
 	pc, err := pgxpool.ParseConfig(u)
 	if err != nil {
-		return nil, &gateway.ConfigError{Var: name, Msg: "not a valid Postgres connection string: " + redactAs(err.Error(), u, name)}
+		return nil, &configError{Var: name, Msg: "not a valid Postgres connection string: " + redactAs(err.Error(), u, name)}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
@@ -56,11 +54,11 @@ func openTailPool(ctx context.Context, cfg *gateway.Config) (*pgxpool.Pool, erro
 
 // poolFromEnv reads the configuration and connects to its database.
 func poolFromEnv(ctx context.Context, getenv func(string) string) (*pgxpool.Pool, error) {
-	cfg, err := gateway.LoadConfig(gateway.Defaults(), getenv)
+	cfg, err := loadConfig(getenv, serveAddr)
 	if err != nil {
 		return nil, err
 	}
-	return openPool(ctx, &cfg)
+	return openPool(ctx, cfg.databaseURL)
 }
 
 // redact keeps a connection string's password out of messages.

@@ -38,21 +38,19 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 	if len(args) > 0 {
 		return fmt.Errorf("%w: dev takes no arguments", errUsage)
 	}
-	base := gateway.Defaults()
-	base.Addr = "127.0.0.1:8080"
-	cfg, err := gateway.LoadConfig(base, getenv)
+	cfg, err := loadConfig(getenv, devAddr)
 	if err != nil {
 		return err
 	}
-	cfg.OIDCAudience = devAudience
-	if cfg.PlannerProvider == "" {
-		cfg.PlannerProvider = "scripted"
+	if cfg.provider.name == "" {
+		cfg.provider.name = "scripted"
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	cfg.tracker.AdminSubjects = append([]string{devUser}, cfg.tracker.AdminSubjects...)
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
 
-	ln, err := net.Listen("tcp", cfg.Addr)
+	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
-		return &gateway.ConfigError{Var: "BALLET_ADDR", Value: cfg.Addr, Msg: "cannot listen: " + err.Error()}
+		return &configError{Var: "BALLET_ADDR", Value: cfg.addr, Msg: "cannot listen: " + err.Error()}
 	}
 	host := ln.Addr().(*net.TCPAddr)
 	hostport := net.JoinHostPort(host.IP.String(), fmt.Sprint(host.Port))
@@ -67,8 +65,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 	}
 	store := memlog.New()
 	defer store.Close()
-	trackerOpts, plannerOpts := serviceOptions(&cfg, append([]string{devUser}, cfg.AdminSubjects...))
-	svc := tracker.NewService(memstore.New(store), trackerOpts)
+	svc := tracker.NewService(memstore.New(store), &cfg.tracker)
 	if err := seedDev(ctx, store, svc); err != nil {
 		ln.Close()
 		return err
@@ -79,17 +76,14 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 		return err
 	}
 	verifier := &lazyVerifier{ready: make(chan struct{})}
-	model, err := newProvider(&cfg)
+	metrics := gateway.NewMetrics()
+	plannerOpts, err := cfg.plannerOptions(logger, metrics)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	metrics := gateway.NewMetrics()
-	plannerOpts.Provider, plannerOpts.Logger = model, logger
-	plannerOpts.Observer = metrics.PlannerObserver(model.Name())
-	plannerSvc := planner.New(plannermem.New(store), svc, &plannerOpts)
+	plannerSvc := planner.New(plannermem.New(store), svc, plannerOpts)
 	defer plannerSvc.Close()
-	logger.Info("planner enabled", "provider", model.Name())
 	a := &app{
 		cfg: cfg, logger: logger, store: store, verifier: verifier, clientLn: ln, items: svc, planner: plannerSvc,
 		closeWatches: plannerSvc.CloseWatches, root: web.Handler(), metrics: metrics,

@@ -1,49 +1,64 @@
 package main
 
 import (
+	"errors"
+	"log/slog"
 	"net/http"
 
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/planner/provider"
-	"github.com/ballet/gateway/tracker"
 )
 
-// newProvider builds the planner's model from BALLET_PLANNER_*; nil when no
-// provider is configured (the planner is then off).
-func newProvider(cfg *gateway.Config) (provider.Provider, error) {
-	switch cfg.PlannerProvider {
-	case "":
+// providerConfig is the planner's model: BALLET_PLANNER_PROVIDER (a key of providers, or
+// empty: the planner is off) and the settings it is built from.
+type providerConfig struct {
+	name    string // BALLET_PLANNER_PROVIDER
+	baseURL string // BALLET_PLANNER_BASE_URL
+	apiKey  string // BALLET_PLANNER_API_KEY
+	model   string // BALLET_PLANNER_MODEL
+	script  string // BALLET_PLANNER_SCRIPT: script file of the scripted provider
+}
+
+// providers build the model of each BALLET_PLANNER_PROVIDER.
+var providers = map[string]func(p *providerConfig) (provider.Provider, error){
+	"scripted": func(p *providerConfig) (provider.Provider, error) {
+		if p.script == "" {
+			return provider.NewScripted(provider.DefaultScript()), nil
+		}
+		s, err := provider.LoadScript(p.script)
+		if err != nil {
+			return nil, &configError{Var: "BALLET_PLANNER_SCRIPT", Value: p.script, Msg: err.Error()}
+		}
+		return provider.NewScripted(s), nil
+	},
+	"anthropic": func(p *providerConfig) (provider.Provider, error) {
+		return provider.NewAnthropic(&provider.AnthropicOptions{BaseURL: p.baseURL, APIKey: p.apiKey, Model: p.model})
+	},
+	"openai": func(p *providerConfig) (provider.Provider, error) {
+		return provider.NewOpenAI(&provider.OpenAIOptions{BaseURL: p.baseURL, APIKey: p.apiKey, Model: p.model})
+	},
+}
+
+// plannerOptions are the planner's settings with the model the configuration names, the
+// logger and the observer of metrics; nil when no provider is named (the planner is then off).
+// The caller adds the bus when the planner runs on several replicas.
+func (c *config) plannerOptions(logger *slog.Logger, metrics *gateway.Metrics) (*planner.Options, error) {
+	if c.provider.name == "" {
 		return nil, nil
-	case "scripted":
-		script := provider.DefaultScript()
-		if cfg.PlannerScript != "" {
-			s, err := provider.LoadScript(cfg.PlannerScript)
-			if err != nil {
-				return nil, &gateway.ConfigError{Var: "BALLET_PLANNER_SCRIPT", Value: cfg.PlannerScript, Msg: err.Error()}
-			}
-			script = s
-		}
-		return provider.NewScripted(script), nil
-	case "anthropic":
-		p, err := provider.NewAnthropic(&provider.AnthropicOptions{
-			BaseURL: cfg.PlannerBaseURL, APIKey: cfg.PlannerAPIKey, Model: cfg.PlannerModel,
-		})
-		if err != nil {
-			return nil, &gateway.ConfigError{Var: "BALLET_PLANNER_PROVIDER", Value: "anthropic", Msg: err.Error()}
-		}
-		return p, nil
-	case "openai":
-		p, err := provider.NewOpenAI(&provider.OpenAIOptions{
-			BaseURL: cfg.PlannerBaseURL, APIKey: cfg.PlannerAPIKey, Model: cfg.PlannerModel,
-		})
-		if err != nil {
-			return nil, &gateway.ConfigError{Var: "BALLET_PLANNER_PROVIDER", Value: "openai", Msg: err.Error()}
-		}
-		return p, nil
 	}
-	return nil, &gateway.ConfigError{Var: "BALLET_PLANNER_PROVIDER", Value: cfg.PlannerProvider, Msg: "want anthropic, openai or scripted"}
+	model, err := providers[c.provider.name](&c.provider)
+	if err != nil {
+		if ce := (*configError)(nil); !errors.As(err, &ce) {
+			err = &configError{Var: "BALLET_PLANNER_PROVIDER", Value: c.provider.name, Msg: err.Error()}
+		}
+		return nil, err
+	}
+	o := c.planner
+	o.Provider, o.Logger, o.Observer = model, logger, metrics.PlannerObserver(model.Name())
+	logger.Info("planner enabled", "provider", model.Name())
+	return &o, nil
 }
 
 // apiMux serves the tracker's REST API and, when set, the planner's sessions.
@@ -52,14 +67,4 @@ func apiMux(trackerAPI, plannerAPI http.Handler) http.Handler {
 		return trackerAPI
 	}
 	return httpapi.Join(trackerAPI, plannerAPI)
-}
-
-// serviceOptions are the tracker's and the planner's settings in cfg, with the tracker's
-// admin subjects; the planner's provider, bus, logger and observer are the caller's.
-func serviceOptions(cfg *gateway.Config, admins []string) (*tracker.Options, planner.Options) {
-	return &tracker.Options{AdminSubjects: admins, MaxTitleChars: cfg.MaxTitleChars, MaxDescriptionBytes: cfg.MaxDescriptionBytes},
-		planner.Options{
-			Lease: cfg.PlannerLease, ResumeWindow: cfg.PlannerResume, MaxRounds: cfg.PlannerMaxRounds,
-			MaxMessageBytes: cfg.MaxPlannerMessageBytes, TurnsPerSubject: cfg.PlannerTurnsPerSubject, SessionRate: cfg.PlannerSessionRate,
-		}
 }

@@ -46,18 +46,18 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		return fmt.Errorf("%w: serve: %v", errUsage, err)
 	}
 	applyGCDefault(getenv)
-	cfg, err := gateway.LoadConfig(gateway.Defaults(), getenv)
+	cfg, err := loadConfig(getenv, serveAddr)
 	if err != nil {
 		return err
 	}
-	if err := cfg.RequireServe(); err != nil {
+	if err := cfg.requireServe(); err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
 	if limit := applyMemoryLimit(getenv, cgroupMemoryFiles("/proc/self/cgroup")); limit > 0 {
 		logger.Info("memory limit from the cgroup's", "go_memory_limit_bytes", limit)
 	}
-	pool, err := openPool(ctx, &cfg)
+	pool, err := openPool(ctx, cfg.databaseURL)
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	} else if err := migrations.Check(ctx, pool); err != nil {
 		return err
 	}
-	tailPool, err := openTailPool(ctx, &cfg)
+	tailPool, err := openTailPool(ctx, cfg.tailDatabaseURL)
 	if err != nil {
 		return err
 	}
@@ -99,35 +99,32 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	}
 	defer presenceStore.Close()
 	if tailPool != nil {
-		logger.Info("tailing a standby", "host", tailPool.Config().ConnConfig.Host, "max_lag", cfg.TailMaxLag.String())
+		logger.Info("tailing a standby", "host", tailPool.Config().ConnConfig.Host, "max_lag", cfg.tailMaxLag.String())
 	}
 	vctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	verifier, err := auth.NewVerifier(vctx, cfg.OIDCIssuer, cfg.OIDCAudience, nil)
+	verifier, err := auth.NewVerifier(vctx, cfg.oidcIssuer, cfg.oidcAudience, nil)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("BALLET_OIDC_ISSUER: %w", err)
 	}
-	trackerOpts, plannerOpts := serviceOptions(&cfg, cfg.AdminSubjects)
-	svc := tracker.NewService(pgstore.New(pool), trackerOpts)
-	model, err := newProvider(&cfg)
+	svc := tracker.NewService(pgstore.New(pool), &cfg.tracker)
+	metrics := gateway.NewMetrics()
+	plannerOpts, err := cfg.plannerOptions(logger, metrics)
 	if err != nil {
 		return err
 	}
-	metrics := gateway.NewMetrics()
 	var plannerSvc *planner.Service
 	var plannerAPI http.Handler
-	if model != nil {
+	if plannerOpts != nil {
 		bus, err := plannerpg.OpenBus(ctx, pool, &plannerpg.BusOptions{Logger: logger})
 		if err != nil {
 			return fmt.Errorf("planner bus: %w", err)
 		}
 		defer bus.Close()
-		plannerOpts.Provider, plannerOpts.Bus, plannerOpts.Logger = model, bus, logger
-		plannerOpts.Observer = metrics.PlannerObserver(model.Name())
-		plannerSvc = planner.New(plannerpg.New(pool), svc, &plannerOpts)
+		plannerOpts.Bus = bus
+		plannerSvc = planner.New(plannerpg.New(pool), svc, plannerOpts)
 		defer plannerSvc.Close()
 		plannerAPI = planner.NewHandler(plannerSvc, verifier, &planner.HandlerOptions{Logger: logger})
-		logger.Info("planner enabled", "provider", model.Name())
 	}
 	metrics.Registry.MustRegister(gateway.NewPoolCollector(pool))
 	a := &app{
@@ -137,7 +134,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 			if err := pool.Ping(ctx); err != nil {
 				return errors.New("database unreachable")
 			}
-			return tailReady(log.TailStatus(), cfg.TailMaxLag)
+			return tailReady(log.TailStatus(), cfg.tailMaxLag)
 		},
 		tailLag: func() time.Duration { return log.TailStatus().Lag },
 	}

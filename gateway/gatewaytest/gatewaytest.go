@@ -5,12 +5,12 @@
 package gatewaytest
 
 import (
-	"cmp"
 	"context"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -67,9 +67,10 @@ type Options struct {
 	// TailConfig, when set, adjusts the configuration of the standby's pool (to put several
 	// standbys behind it, say).
 	TailConfig func(*pgxpool.Config)
-	// Config overrides; zero fields keep the defaults. Its limits of what members write and
-	// of the planner reach the tracker and the planner (unless PlannerOptions sets them).
+	// Config is the server's; zero fields keep the defaults.
 	Config gateway.Config
+	// RecentBytes is the hub's (BALLET_RECENT_EVENTS_BYTES); zero keeps the default.
+	RecentBytes int
 	// API is mounted at /api/v1/ when set; it may be set after Start
 	// through Env.SetAPI.
 	API http.Handler
@@ -78,6 +79,8 @@ type Options struct {
 	Tracker bool
 	// AdminSubjects may create projects through the tracker.
 	AdminSubjects []string
+	// TrackerOptions adjust the tracker (AdminSubjects are added to theirs).
+	TrackerOptions tracker.Options
 	// Planner runs the planner (implies Tracker) with this provider; its
 	// sessions REST API is mounted next to the tracker's.
 	Planner provider.Provider
@@ -134,8 +137,8 @@ func Start(t testing.TB, o *Options) *Env {
 		o.Tracker = true
 	}
 	env := &Env{Issuer: o.Issuer, api: &swapHandler{}}
-	trackerOpts := &tracker.Options{AdminSubjects: o.AdminSubjects,
-		MaxTitleChars: o.Config.MaxTitleChars, MaxDescriptionBytes: o.Config.MaxDescriptionBytes}
+	trackerOpts := o.TrackerOptions
+	trackerOpts.AdminSubjects = slices.Concat(o.AdminSubjects, trackerOpts.AdminSubjects)
 	if env.Issuer == nil {
 		env.Issuer = authtest.NewIssuer(t)
 	}
@@ -181,14 +184,14 @@ func Start(t testing.TB, o *Options) *Env {
 			env.Store = replayedStore{l}
 		}
 		if o.Tracker {
-			env.Tracker = tracker.NewService(pgstore.New(pool), trackerOpts)
+			env.Tracker = tracker.NewService(pgstore.New(pool), &trackerOpts)
 		}
 	} else {
 		l := memlog.New()
 		t.Cleanup(func() { l.Close() })
 		env.Store = l
 		if o.Tracker {
-			env.Tracker = tracker.NewService(memstore.New(l), trackerOpts)
+			env.Tracker = tracker.NewService(memstore.New(l), &trackerOpts)
 		}
 	}
 	cfg := o.Config
@@ -213,9 +216,6 @@ func Start(t testing.TB, o *Options) *Env {
 			po := o.PlannerOptions
 			po.Provider = o.Planner
 			po.Logger = quiet
-			po.MaxMessageBytes = cmp.Or(po.MaxMessageBytes, o.Config.MaxPlannerMessageBytes)
-			po.TurnsPerSubject = cmp.Or(po.TurnsPerSubject, o.Config.PlannerTurnsPerSubject)
-			po.SessionRate = cmp.Or(po.SessionRate, o.Config.PlannerSessionRate)
 			var store planner.Store
 			if env.Pool != nil {
 				bus, err := plannerpg.OpenBus(ctx, env.Pool, &plannerpg.BusOptions{Logger: quiet})
@@ -240,7 +240,7 @@ func Start(t testing.TB, o *Options) *Env {
 		env.api.set(o.API)
 	}
 	// As in the server: a loss of access the log records ends planner watches too.
-	hubOpts := streams.HubOptions{RecentBytes: o.Config.RecentEventsBytes}
+	hubOpts := streams.HubOptions{RecentBytes: o.RecentBytes}
 	if env.Planner != nil {
 		hubOpts.OnAccessLost = env.Planner.CloseWatches
 	}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"cmp"
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/ballet/gateway/presence"
+	"github.com/ballet/gateway/streams"
+	"github.com/ballet/gateway/tracker"
+)
+
+// TestConfigDefaults: the configuration reference (docs/operations.md) names every variable
+// the configuration reads, and its defaults are those the packages apply: an empty
+// environment, once each package has filled in its options, hands every package what setting
+// each documented default explicitly does.
+func TestConfigDefaults(t *testing.T) {
+	documented := documentedDefaults(t)
+	env := map[string]string{}
+	for name, v := range documented {
+		if v != "" {
+			env[name] = v
+		}
+	}
+	unset, explicit := appliedConfig(t, nil), appliedConfig(t, env)
+	read := map[string]bool{}
+	for i, s := range unset.settings() {
+		read[s.name] = true
+		if _, ok := documented[s.name]; !ok {
+			t.Errorf("%s is not in docs/operations.md's configuration table", s.name)
+		}
+		got := reflect.ValueOf(s.field).Elem().Interface()
+		want := reflect.ValueOf(explicit.settings()[i].field).Elem().Interface()
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %v applies when it is not set; docs/operations.md documents %q (%v)", s.name, got, documented[s.name], want)
+		}
+	}
+	for name := range documented {
+		if !read[name] {
+			t.Errorf("docs/operations.md documents %s, which the configuration does not read", name)
+		}
+	}
+}
+
+// appliedConfig loads env (serve's) with the packages' defaults filled in as they apply them.
+func appliedConfig(t *testing.T, env map[string]string) *config {
+	t.Helper()
+	c, err := loadConfig(func(name string) string { return env[name] }, serveAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.gateway = c.gateway.WithDefaults()
+	c.planner = c.planner.WithDefaults()
+	l := tracker.NewService(nil, &c.tracker).Limits()
+	c.tracker.MaxTitleChars, c.tracker.MaxDescriptionBytes = l.TitleChars, l.DescriptionBytes
+	// presence.New and streams.NewHub apply their exported defaults to these.
+	c.gateway.PresenceWindow = cmp.Or(c.gateway.PresenceWindow, presence.DefaultWindow)
+	c.gateway.PresenceMaxMembers = cmp.Or(c.gateway.PresenceMaxMembers, presence.DefaultMaxMembers)
+	c.hub.RecentBytes = cmp.Or(c.hub.RecentBytes, streams.DefaultRecentBytes)
+	return c
+}
+
+var backticked = regexp.MustCompile("`([^`]+)`")
+
+// documentedDefaults are the variables of docs/operations.md's configuration table, each with
+// the default its row gives first in backticks ("" when the row gives none, as "empty").
+func documentedDefaults(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(b), "\n## Configuration\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	out := map[string]string{}
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.Contains(cells[1], "`BALLET_") {
+			continue
+		}
+		def := strings.TrimSpace(cells[2])
+		if m := backticked.FindStringSubmatch(def); m != nil && strings.HasPrefix(def, "`") {
+			def = m[1]
+		} else {
+			def = ""
+		}
+		for _, m := range backticked.FindAllStringSubmatch(cells[1], -1) {
+			out[m[1]] = def
+		}
+	}
+	if len(out) < 40 {
+		t.Fatalf("found only %d variables in docs/operations.md's configuration table", len(out))
+	}
+	return out
+}
