@@ -32,6 +32,7 @@ type Config struct {
 	MaxConnectionsPerIP      int // BALLET_MAX_CONNECTIONS_PER_IP: sockets and /rpc connections of one address not yet authenticated; zero means 64
 	ConnectionQueueBytes     int // BALLET_CONNECTION_QUEUE_BYTES: bytes queued for one connection and not yet written; zero means 4 MiB
 	ReplicaQueueBytes        int // BALLET_REPLICA_QUEUE_BYTES: bytes queued for all connections together; zero means a quarter of the Go memory limit, or 1 GiB without one
+	SocketBufferBytes        int // BALLET_SOCKET_BUFFER_BYTES: the kernel's send and receive buffers of each client socket (SO_SNDBUF, SO_RCVBUF); zero means 256 KiB
 
 	PresenceWindow     time.Duration // BALLET_PRESENCE_WINDOW: presence changes are coalesced per stream over this; zero means presence.DefaultWindow
 	PresenceMaxMembers int           // BALLET_PRESENCE_MAX_MEMBERS: the longest member list presence reports per stream; zero means presence.DefaultMaxMembers
@@ -57,6 +58,7 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.MaxConnections, 100_000)
 	orDefault(&c.MaxConnectionsPerIP, 64)
 	orDefault(&c.ConnectionQueueBytes, 4<<20)
+	orDefault(&c.SocketBufferBytes, 256<<10)
 	orDefault(&c.SubjectRequestRate, 200)
 	orDefault(&c.ReplayRate, 1000)
 	return c

@@ -141,6 +141,19 @@ func (s *Server) HTTPServer(h http.Handler, errLog *log.Logger) *http.Server {
 		MaxHeaderBytes: 64 << 10, ErrorLog: errLog, ConnState: s.sockets.connState}
 }
 
+// bufferAtMost sets the kernel's send and receive buffers of c to n bytes (the kernel keeps twice
+// that for its own bookkeeping). Left to itself the kernel grows a socket's send buffer to
+// net.ipv4.tcp_wmem's maximum (4 MiB on most Linux) for a peer that stops reading, and its
+// receive buffer, for a peer that sends faster than the gateway reads, to tcp_rmem's: memory the
+// process's budgets do not see but its container is charged for. A peer that keeps up never
+// fills them.
+func bufferAtMost(c net.Conn, n int) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(n)
+		_ = tc.SetReadBuffer(n)
+	}
+}
+
 type listener struct {
 	net.Listener
 	reg *sockets
@@ -154,6 +167,7 @@ func (l *listener) Accept() (net.Conn, error) {
 		}
 		sc, limit := l.reg.admit(c)
 		if sc != nil {
+			bufferAtMost(c, l.reg.srv.cfg.SocketBufferBytes)
 			return sc, nil
 		}
 		l.reg.refuse(c, limit)

@@ -100,6 +100,7 @@ func (c *config) settings() []setting {
 		atLeast("BALLET_MAX_CONNECTIONS_PER_IP", &g.MaxConnectionsPerIP, 1),
 		atLeast("BALLET_CONNECTION_QUEUE_BYTES", &g.ConnectionQueueBytes, 64<<10),
 		atLeast("BALLET_REPLICA_QUEUE_BYTES", &g.ReplicaQueueBytes, 1<<20),
+		atLeast("BALLET_SOCKET_BUFFER_BYTES", &g.SocketBufferBytes, 4<<10),
 		atLeast("BALLET_RECENT_EVENTS_BYTES", &c.hub.RecentBytes, 1<<20),
 		{"BALLET_TRUSTED_PROXIES", &g.TrustedProxies, func(v string) string {
 			ps, err := parsePrefixes(v)
