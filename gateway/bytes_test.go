@@ -89,6 +89,13 @@ type pausedAnswers struct {
 // test.
 func pausedClient(t *testing.T, env *gatewaytest.Env, subject string, requests []string) pausedAnswers {
 	t.Helper()
+	_, a := pausedConn(t, env, subject, requests)
+	return a
+}
+
+// pausedConn is pausedClient that also gives the client's socket.
+func pausedConn(t *testing.T, env *gatewaytest.Env, subject string, requests []string) (net.Conn, pausedAnswers) {
+	t.Helper()
 	h := hostileDial(t, env)
 	_ = h.c.(*net.TCPConn).SetReadBuffer(16 << 10)
 	if resp := h.upgrade(t, ""); resp.StatusCode != 101 {
@@ -104,7 +111,7 @@ func pausedClient(t *testing.T, env *gatewaytest.Env, subject string, requests [
 		frames[i] = textFrame(req)
 	}
 	r.write(frames...)
-	return pausedAnswers{t: t, byID: r.responses(len(requests))}
+	return h.c, pausedAnswers{t: t, byID: r.responses(len(requests))}
 }
 
 // wantNoErrors fails the test if any answer is an error.

@@ -28,24 +28,14 @@ func TestSocketBuffersAreBounded(t *testing.T) {
 		SocketBufferBytes: sockBuf, ConnectionQueueBytes: 64 << 20, HeartbeatInterval: 10 * time.Minute,
 	}})
 	env.Project(t, "WEB", "alice", "viewer")
-	h := hostileDial(t, env)
-	_ = h.c.(*net.TCPConn).SetReadBuffer(16 << 10)
-	if resp := h.upgrade(t, ""); resp.StatusCode != 101 {
-		t.Fatalf("upgrade: %s", resp.Status)
-	}
-	r := &rawClient{t: t, c: h.c, br: h.br}
-	_ = h.c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	r.write(textFrame(request(1, "auth", map[string]string{"token": env.Token(t, "alice")})))
-	r.want(1)
-	r.write(textFrame(request(2, "stream.subscribe", map[string]any{"subscription": "s", "stream": "project:WEB"})))
-	r.want(2)
-	_ = h.c.SetReadDeadline(time.Time{})
+	c, answers := pausedConn(t, env, "alice", []string{request(2, "stream.subscribe", map[string]any{"subscription": "s", "stream": "project:WEB"})})
+	answers.wantNoErrors()
 	// From here on the client reads nothing.
 
 	u, _ := url.Parse(env.URL)
 	_, port, _ := net.SplitHostPort(u.Host)
 	serverPort, _ := strconv.Atoi(port)
-	clientPort := h.c.LocalAddr().(*net.TCPAddr).Port
+	clientPort := c.LocalAddr().(*net.TCPAddr).Port
 	var peak atomic.Int64
 	stop := make(chan struct{})
 	sampled := make(chan struct{})
