@@ -492,8 +492,10 @@ func TestSubjectRateRetries(t *testing.T) {
 // wait and are sent again: every subscription resumes with what it missed,
 // once.
 func TestResubscribeWaitsForReplayBudget(t *testing.T) {
-	const subs, missed = 4, 60 // 240 events to replay, with a budget of 100 and 50 a second
-	env := startEnv(t, true, gateway.Config{ReplayRate: 50, ReplayLimit: 100})
+	// 200 events to replay, with a budget of 60 and 10 a second: the four resubscribes would
+	// have to take 14 s to fit without a refusal, however loaded the machine.
+	const subs, missed = 4, 50
+	env := startEnv(t, true, gateway.Config{ReplayRate: 10, ReplayLimit: 60})
 	p := startProxy(t, env.HTTP.Listener.Addr().String())
 	var st states
 	c := dial(t, p.URL(), &client.Options{

@@ -52,7 +52,7 @@ func descriptions(t *testing.T) *described {
 		need(t, err == nil, "docs/node_modules/"+p, "run npm ci --prefix docs")
 	}
 	checkOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // a hung validator's
 		defer cancel()
 		cmd := exec.CommandContext(ctx, node, "check.mjs", "--json")
 		cmd.WaitDelay = 5 * time.Second
