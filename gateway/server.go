@@ -20,6 +20,7 @@ import (
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/gateway/internal/wsnet"
 	"github.com/ballet/gateway/presence"
 	"github.com/ballet/gateway/rpc"
 	"github.com/ballet/gateway/streams"
@@ -101,9 +102,9 @@ type Server struct {
 	cancel   context.CancelFunc
 	draining atomic.Bool
 
-	idle    *idlePoller   // parks idle connections' readers
-	timers  sessionTimers // every session's heartbeat
-	workers *rpc.Workers  // the connections' writers and resumed readers
+	idle    *idlePoller            // parks idle connections' readers
+	timers  wsnet.Timers[*session] // every session's heartbeat
+	workers *rpc.Workers           // the connections' writers and resumed readers
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/gateway/internal/wsnet"
 	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 	"github.com/ballet/gateway/streams"
@@ -51,11 +52,11 @@ type session struct {
 	closeCode websocket.StatusCode
 	closeMsg  string
 	authTimer *time.Timer
-	hb        heartbeatTimer // srv.timers' (timers.go)
-	ticking   bool           // heartbeats started
-	started   bool           // start has run: until then finish waits (closeWith leaves it to start)
-	closeSet  bool           // closeWith has been called: closeCode and closeMsg are final
-	closed    bool           // subs is closed to new entries
+	hb        wsnet.Timer // srv.timers'
+	ticking   bool        // heartbeats started
+	started   bool        // start has run: until then finish waits (closeWith leaves it to start)
+	closeSet  bool        // closeWith has been called: closeCode and closeMsg are final
+	closed    bool        // subs is closed to new entries
 	finished  bool
 	counted   bool    // the principal's subject is counted against BALLET_MAX_CONNECTIONS_PER_SUBJECT
 	expAt     int64   // the token's expiry, Unix ns; zero until authenticated
@@ -173,10 +174,13 @@ func (s *session) chosenClose() (websocket.StatusCode, string) {
 	return s.closeCode, s.closeMsg
 }
 
-// heartbeat runs from the server's heartbeat timers: it closes a connection whose
+// HeartbeatTimer is the session's place in the server's heartbeat timers (wsnet.Beater).
+func (s *session) HeartbeatTimer() *wsnet.Timer { return &s.hb }
+
+// Heartbeat runs from the server's heartbeat timers: it closes a connection whose
 // token expired (4001) or that went silent (4000), or sends $/heartbeat,
 // then sleeps until the next of the three is due.
-func (s *session) heartbeat() {
+func (s *session) Heartbeat() {
 	interval := s.srv.cfg.HeartbeatInterval
 	now := time.Now()
 	s.mu.Lock()
@@ -215,7 +219,7 @@ func (s *session) rescheduleLocked(now time.Time) {
 	if s.expAt != 0 {
 		next = min(next, time.Unix(0, s.expAt).Sub(now))
 	}
-	s.srv.timers.schedule(s, now.Add(max(next, time.Millisecond)).UnixNano())
+	s.srv.timers.Schedule(s, now.Add(max(next, time.Millisecond)).UnixNano())
 }
 
 func (s *session) sendHeartbeat() {
@@ -243,7 +247,7 @@ func (s *session) finish() {
 	if s.authTimer != nil {
 		s.authTimer.Stop()
 	}
-	s.srv.timers.remove(s)
+	s.srv.timers.Remove(s)
 	var counted string
 	if s.counted {
 		counted, s.counted = s.principal.Subject, false
