@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -32,7 +31,7 @@ const (
 type session struct {
 	srv   *Server
 	conn  *rpc.Conn // its Codec is the session's
-	t     *wsTransport
+	t     *wsnet.Transport
 	id    uint64 // random: connID
 	trace string // W3C trace id of the upgrade request, if any
 
@@ -74,18 +73,11 @@ type clientSub struct {
 }
 
 // init sets up s, made with its server before the upgrade (which binds its ping hook).
-func (s *session) init(ws *websocket.Conn, lw *leanWriter, c codec.Codec, r *http.Request, addr addrKey) {
+func (s *session) init(t *wsnet.Transport, c codec.Codec, r *http.Request, addr addrKey) {
 	srv := s.srv
-	s.id, s.addr = newConnID(), addr
+	s.t, s.id, s.addr = t, newConnID(), addr
 	s.trace = traceID(r.Header.Get("traceparent"))
-	typ := websocket.MessageText
-	if c.Binary() {
-		typ = websocket.MessageBinary
-	}
-	t := &wsTransport{ws: ws, typ: typ, cork: lw.conn, br: lw.br, sess: s}
-	t.pc = srv.idle.conn(lw.conn.raw)
-	lw.conn.guard = &frameGuard{sess: s}
-	s.t = t
+	t.Attach(s, c.Binary(), srv.cfg.ReadLimit)
 	s.conn = rpc.NewConn(t, c, &rpc.Options{
 		Handler:        s,
 		Hooks:          s,
@@ -167,8 +159,11 @@ func (s *session) OnOverflow() {
 	s.closeWith(websocket.StatusTryAgainLater, "too far behind: "+strconv.Itoa(s.srv.cfg.ConnectionQueueBytes)+" bytes queued")
 }
 
-// chosenClose is the close code and reason closeWith chose, 0 when none was.
-func (s *session) chosenClose() (websocket.StatusCode, string) {
+// CloseWith closes the session with the code its transport chose (wsnet.Owner).
+func (s *session) CloseWith(code websocket.StatusCode, reason string) { s.closeWith(code, reason) }
+
+// CloseCode is the close code and reason closeWith chose, 0 when none was (wsnet.Owner).
+func (s *session) CloseCode() (websocket.StatusCode, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.closeCode, s.closeMsg
@@ -257,28 +252,18 @@ func (s *session) finish() {
 		s.srv.releaseSubject(counted)
 	}
 	s.releaseAddr()
-	s.t.beginClose()
+	s.t.BeginClose()
 	if code != 0 {
 		// The flush and the close handshake, bounded whatever the peer does.
-		s.t.cork.closeWithin(time.Second + closeGrace)
+		s.t.CloseWithin(time.Second + wsnet.CloseGrace)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = s.conn.Flush(ctx)
 		cancel()
-		_ = s.t.ws.Close(code, reason)
+		_ = s.t.WebSocket().Close(code, reason)
 	} else {
 		// The peer closed, or the transport failed.
-		code = websocket.CloseStatus(s.conn.Err())
-		if code == -1 {
-			switch {
-			case errors.Is(s.conn.Err(), errWrongFrameKind):
-				code = websocket.StatusUnsupportedData
-			case errors.Is(s.conn.Err(), errInvalidUTF8):
-				code = websocket.StatusInvalidFramePayloadData
-			default:
-				code = websocket.StatusAbnormalClosure
-			}
-		}
-		_ = s.t.ws.CloseNow()
+		code = wsnet.Status(s.conn.Err())
+		_ = s.t.WebSocket().CloseNow()
 	}
 	_ = s.conn.Close()
 	s.mu.Lock()
@@ -336,18 +321,12 @@ type heartbeat struct {
 	Time int64 `json:"time"`
 }
 
-// wrongKind ends a session whose client sent a frame of the other codec's kind.
-func (s *session) wrongKind() {
-	s.closeWith(websocket.StatusUnsupportedData, "frame kind does not match the subprotocol")
-}
-
 // abort ends the session now: the rpc connection ends and the socket is
 // closed under whatever the WebSocket library is doing (a close handshake
 // waits for the peer).
 func (s *session) abort() {
 	s.conn.Abort(ErrServerClosed)
-	s.t.beginClose()
-	_ = s.t.cork.Close()
+	s.t.Abort()
 }
 
 // codecLabel is the codec's metrics label.
@@ -364,7 +343,7 @@ func (s *session) connID() string { return fmt.Sprintf("%016x", s.id) }
 // remoteAddr is the peer's address, as the upgrade request gave it (read from the socket rather
 // than kept).
 func (s *session) remoteAddr() string {
-	if a := s.t.cork.RemoteAddr(); a != nil {
+	if a := s.t.RemoteAddr(); a != nil {
 		return a.String()
 	}
 	return ""

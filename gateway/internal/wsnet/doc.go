@@ -1,10 +1,15 @@
-// Package wsnet is the runtime machinery under the gateway's /rpc
-// connections, there so that many idle connections cost little.
+// Package wsnet is the socket and runtime machinery under the gateway's
+// /rpc WebSockets, there so that many connections cost little: small
+// buffers, corked writes that never wait for the peer (conn.go), writes
+// by the sender when the writer is idle (direct.go), idle readers parked
+// on one epoll loop instead of a goroutine each (park_linux.go), frames
+// refused at their header (frameguard.go), one timer for every heartbeat.
 //
-// Entry points: Timers runs every connection's heartbeat from one runtime
-// timer (timers.go).
+// Entry points: Upgrader.Accept upgrades a request; its Transport is the
+// rpc.Transport of the session, its Owner (Attach). Timers runs the
+// sessions' heartbeats (timers.go).
 //
-// Caveat: a build with -tags notimerheap gives each connection a timer of
-// its own (timers_off.go), to measure what the heap saves
-// (docs/benchmarks.md).
+// Caveats: the connection and parking lean on how coder/websocket buffers
+// the reader and writer it gets by hijacking. Each mechanism has an off-switch build, to measure what it saves
+// (docs/benchmarks.md): -tags nopark, nodirect, notimerheap.
 package wsnet
