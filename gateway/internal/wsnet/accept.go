@@ -54,7 +54,8 @@ func (u *Upgrader) Accept(w http.ResponseWriter, r *http.Request, o *websocket.A
 // connection 4 KiB read and write buffers, 8 KiB an idle connection holds
 // for nothing. The WebSocket library's buffers here are the smallest bufio
 // allows: reads go through corkConn's pooled buffer, held only while it
-// has unread bytes, and the writer's frames are gathered by corkConn.
+// has unread bytes, and the writer's frames are gathered by corkConn
+// (library_test.go holds the library to the way this relies on them).
 const (
 	leanReadBuffer  = 16
 	leanWriteBuffer = 16

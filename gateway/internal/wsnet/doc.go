@@ -10,6 +10,7 @@
 // sessions' heartbeats (timers.go).
 //
 // Caveats: the connection and parking lean on how coder/websocket buffers
-// the reader and writer it gets by hijacking. Each mechanism has an off-switch build, to measure what it saves
+// the reader and writer it gets by hijacking (library_test.go fails the day
+// that changes). Each mechanism has an off-switch build, to measure what it saves
 // (docs/benchmarks.md): -tags nopark, nodirect, notimerheap.
 package wsnet
