@@ -47,14 +47,14 @@ func TestTimersRunEachHeartbeatAtItsTime(t *testing.T) {
 	due := make([]time.Time, n)
 	for i := range bs {
 		bs[i] = &beat{timers: &timers, fired: make(chan int64, 8)}
-		due[i] = start.Add(time.Duration(i%12) * 15 * time.Millisecond)
+		due[i] = start.Add(time.Second + time.Duration(i%12)*15*time.Millisecond)
 	}
 	for _, i := range rand.Perm(n) {
 		bs[i].schedule(due[i])
 	}
 	// Moved later, moved earlier (from far off), removed, and one that beats four times.
 	later, earlier, removed, again := bs[0], bs[1], bs[2], bs[3]
-	due[0] = start.Add(300 * time.Millisecond)
+	due[0] = start.Add(1500 * time.Millisecond)
 	later.schedule(due[0])
 	earlier.schedule(start.Add(time.Hour))
 	due[1] = start.Add(50 * time.Millisecond)
