@@ -6,3 +6,10 @@ func SubjectBudgets(s *Server) int {
 	defer s.subjMu.Unlock()
 	return len(s.subjects)
 }
+
+// Sockets is the number of open sockets s.Listener counts.
+func Sockets(s *Server) int {
+	s.sockets.mu.Lock()
+	defer s.sockets.mu.Unlock()
+	return s.sockets.open
+}

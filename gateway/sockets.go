@@ -230,13 +230,6 @@ func (r *sockets) connState(c net.Conn, st http.ConnState) {
 }
 
 // forget gives a closed socket's place back.
-// Sockets returns the number of open sockets Listener counts.
-func (s *Server) Sockets() int {
-	s.sockets.mu.Lock()
-	defer s.sockets.mu.Unlock()
-	return s.sockets.open
-}
-
 func (r *sockets) forget(sc *socket) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
