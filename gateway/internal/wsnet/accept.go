@@ -12,10 +12,10 @@ import (
 
 // Options adjust an Upgrader. A nil *Options means the defaults.
 type Options struct {
-	// FlushStall is how long a peer may take none of what is sent to it: past it the peer is
-	// taken to be gone and its connection fails, rather than holding a flusher until the
-	// heartbeat rule notices (a peer that sends but does not read would never trip that rule).
-	// Zero means 30 s.
+	// FlushStall bounds a peer that does not read: what its socket did not take at once is sent
+	// in chunks of 64 KiB, each of which it must take within FlushStall, or it is taken to be
+	// gone and its connection fails, rather than holding a flusher until the heartbeat rule
+	// notices (which a peer that sends but does not read never trips). Zero means 30 s.
 	FlushStall time.Duration
 }
 

@@ -51,8 +51,8 @@ const maxUnreadControl = 64 << 10
 // errUnreadControl ends a connection whose peer does not read its pongs.
 var errUnreadControl = errors.New("wsnet: the peer does not read the answers to its pings")
 
-// flushChunk is what the flusher writes at once: the peer must take some
-// of each within the connection's stall (Options.FlushStall).
+// flushChunk is what the flusher writes at once: the peer must take each
+// within the connection's stall (Options.FlushStall).
 const flushChunk = 64 << 10
 
 func newCorkConn(c net.Conn, stall time.Duration) *corkConn {
