@@ -10,7 +10,8 @@
 // sessions' heartbeats (timers.go).
 //
 // Caveats: the connection and parking lean on how coder/websocket buffers
-// the reader and writer it gets by hijacking (library_test.go fails the day
-// that changes). Each mechanism has an off-switch build, to measure what it saves
-// (docs/benchmarks.md): -tags nopark, nodirect, notimerheap.
+// the reader and writer it gets by hijacking (library_test.go fails the
+// day that changes). Each mechanism has an off-switch build, to measure
+// what it saves (docs/benchmarks.md): -tags nopark, nodirect, notimerheap;
+// make test runs this package's tests in each.
 package wsnet
