@@ -8,9 +8,20 @@ FUZZTIME ?= 30s
 run:
 	$(GO) run ./cmd/ballet-gateway dev
 
-## test: vet, formatting, tidy modules, and every test with the race detector; fuzz targets run their seed corpora (testdata/fuzz)
+## test: vet, formatting, tidy modules, and every test with the race detector; fuzz targets run their seed corpora (testdata/fuzz); then the tests of each speed mechanism in the build that switches it off
 test: vet
 	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -race -count=1 -tags nopark ./gateway/internal/wsnet/
+	$(GO) test -race -count=1 -tags nodirect ./gateway/internal/wsnet/
+	$(GO) test -race -count=1 -tags notimerheap ./gateway/internal/wsnet/
+	$(GO) test -race -count=1 -tags noparallel -run '$(HUB_TESTS)' ./streams/
+
+# The off-switch builds (docs/benchmarks.md) run the tests of what they switch: nopark, nodirect
+# and notimerheap the whole of gateway/internal/wsnet (its transport under an rpc.Conn over real
+# sockets, parked or not, written directly or not; the heartbeat timers), noparallel the hub's
+# fan-out. They add about 40 s to make test, 25 s of it building (measured on two cores under a
+# load of 12 to 16; the gateway package's own tests in each build would add 30 to 40 s a build).
+HUB_TESTS = ^Test(DispatchRunsInOrder|RevocationInsideABatch|OnAccessLost|RunLargerThanQueueIsLagging)$$
 
 vet:
 	$(GO) vet ./...

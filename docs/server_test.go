@@ -136,12 +136,13 @@ var wsStatus = map[string]websocket.StatusCode{
 	"StatusTLSHandshake":            websocket.StatusTLSHandshake,
 }
 
-// serverCloseCodes are the close codes the gateway's code names: the websocket package's
-// Status constants it uses, and its own constants of type websocket.StatusCode.
+// serverCloseCodes are the close codes the gateway's code names (the sessions' and, for the
+// frames their connections refuse, gateway/internal/wsnet's): the websocket package's Status
+// constants it uses, and its own constants of type websocket.StatusCode.
 func serverCloseCodes(t *testing.T) map[int]string {
 	t.Helper()
 	codes := map[int]string{}
-	for _, f := range parseDir(t, "gateway") {
+	for _, f := range append(parseDir(t, "gateway"), parseDir(t, "gateway/internal/wsnet")...) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.SelectorExpr:

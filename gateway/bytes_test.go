@@ -246,9 +246,9 @@ func waitOnly(t *testing.T, env *gatewaytest.Env, n int) {
 	t.Helper()
 	http.DefaultClient.CloseIdleConnections()
 	deadline := time.Now().Add(30 * time.Second)
-	for env.Server.Sessions() != n || env.Server.Sockets() != n {
+	for env.Server.Sessions() != n || gateway.Sockets(env.Server) != n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d sessions, %d sockets open; want %d", env.Server.Sessions(), env.Server.Sockets(), n)
+			t.Fatalf("%d sessions, %d sockets open; want %d", env.Server.Sessions(), gateway.Sockets(env.Server), n)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -6,9 +6,10 @@
 // Server.AdminHandler (admin port); Server.Shutdown drains. A connection is
 // a session (session.go: auth timeout, heartbeats, close); its messages are
 // routed by the method table (methods.go) to handlers in authn.go,
-// subscribe.go, presence.go and planner.go. Limits are in limits.go, the socket-level
-// speed work (parked readers, corked and direct writes) in park_*.go,
-// lean*.go and transport.go.
+// subscribe.go, presence.go and planner.go. Limits are in limits.go, the
+// client port's sockets counted in sockets.go; the sessions' WebSockets and
+// heartbeat timers are served by gateway/internal/wsnet (parked readers,
+// corked and direct writes).
 //
 // Caveat: on Linux, idle connections hold no goroutine; elsewhere each
 // keeps a reader goroutine.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/gateway/internal/wsnet"
 	"github.com/ballet/gateway/presence"
 	"github.com/ballet/gateway/rpc"
 	"github.com/ballet/gateway/streams"
@@ -74,6 +75,8 @@ type Options struct {
 	// write its answer, so that a client trickling bytes cannot hold a
 	// connection. Default 30s.
 	RESTTimeout time.Duration
+	// WebSockets adjust the /rpc connections' sockets; nil means their defaults.
+	WebSockets *wsnet.Options
 }
 
 // ErrServerClosed is returned by Accepting calls after Shutdown.
@@ -101,9 +104,9 @@ type Server struct {
 	cancel   context.CancelFunc
 	draining atomic.Bool
 
-	idle    *idlePoller   // parks idle connections' readers
-	timers  sessionTimers // every session's heartbeat
-	workers *rpc.Workers  // the connections' writers and resumed readers
+	upgrader *wsnet.Upgrader        // the /rpc connections' sockets, whose idle readers park
+	timers   wsnet.Timers[*session] // every session's heartbeat
+	workers  *rpc.Workers           // the connections' writers and resumed readers
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}
@@ -127,7 +130,7 @@ func NewServer(o *Options) (*Server, error) {
 	s := &Server{
 		cfg: o.Config.WithDefaults(), verifier: o.Verifier, log: o.Log, hub: o.Hub, roles: o.Roles, items: o.Items, planner: o.Planner,
 		metrics: o.Metrics, logger: o.Logger, ready: o.Ready, api: o.API, root: o.Root, now: o.Now, restTime: o.RESTTimeout,
-		sessions: make(map[*session]struct{}), idle: newIdlePoller(), workers: rpc.NewWorkers(),
+		sessions: make(map[*session]struct{}), upgrader: wsnet.NewUpgrader(o.WebSockets), workers: rpc.NewWorkers(),
 	}
 	if s.metrics == nil {
 		s.metrics = NewMetrics()
@@ -228,9 +231,8 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		release()
 		return
 	}
-	lw := &leanWriter{ResponseWriter: w}
 	sess := &session{srv: s} // set up by init before anything is read
-	ws, err := websocket.Accept(lw, r, &websocket.AcceptOptions{
+	ws, t, err := s.upgrader.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols:    []string{codec.NameMsgPack, codec.NameJSON},
 		OriginPatterns:  s.cfg.AllowedOrigins,
 		CompressionMode: websocket.CompressionDisabled,
@@ -246,16 +248,15 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 	c := codec.ByName(ws.Subprotocol())
 	if c == nil {
 		s.metrics.Closes.WithLabelValues(codeLabel(int(websocket.StatusPolicyViolation))).Inc()
-		lw.conn.closeWithin(closeGrace)
+		t.CloseWithin(wsnet.CloseGrace)
 		_ = ws.Close(websocket.StatusPolicyViolation, "offer subprotocol ballet.v1.msgpack or ballet.v1.json")
 		s.releaseConn()
 		release()
 		return
 	}
-	ws.SetReadLimit(s.cfg.ReadLimit)
-	sess.init(ws, lw, c, r, addr)
+	sess.init(t, c, r, addr)
 	if !s.track(sess) {
-		lw.conn.closeWithin(closeGrace)
+		t.CloseWithin(wsnet.CloseGrace)
 		_ = ws.Close(websocket.StatusGoingAway, "the gateway is shutting down")
 		s.releaseConn()
 		release()

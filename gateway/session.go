@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/gateway/internal/wsnet"
 	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 	"github.com/ballet/gateway/streams"
@@ -31,7 +31,7 @@ const (
 type session struct {
 	srv   *Server
 	conn  *rpc.Conn // its Codec is the session's
-	t     *wsTransport
+	t     *wsnet.Transport
 	id    uint64 // random: connID
 	trace string // W3C trace id of the upgrade request, if any
 
@@ -51,11 +51,11 @@ type session struct {
 	closeCode websocket.StatusCode
 	closeMsg  string
 	authTimer *time.Timer
-	hb        heartbeatTimer // srv.timers' (timers.go)
-	ticking   bool           // heartbeats started
-	started   bool           // start has run: until then finish waits (closeWith leaves it to start)
-	closeSet  bool           // closeWith has been called: closeCode and closeMsg are final
-	closed    bool           // subs is closed to new entries
+	hb        wsnet.Timer // srv.timers'
+	ticking   bool        // heartbeats started
+	started   bool        // start has run: until then finish waits (closeWith leaves it to start)
+	closeSet  bool        // closeWith has been called: closeCode and closeMsg are final
+	closed    bool        // subs is closed to new entries
 	finished  bool
 	counted   bool    // the principal's subject is counted against BALLET_MAX_CONNECTIONS_PER_SUBJECT
 	expAt     int64   // the token's expiry, Unix ns; zero until authenticated
@@ -73,18 +73,11 @@ type clientSub struct {
 }
 
 // init sets up s, made with its server before the upgrade (which binds its ping hook).
-func (s *session) init(ws *websocket.Conn, lw *leanWriter, c codec.Codec, r *http.Request, addr addrKey) {
+func (s *session) init(t *wsnet.Transport, c codec.Codec, r *http.Request, addr addrKey) {
 	srv := s.srv
-	s.id, s.addr = newConnID(), addr
+	s.t, s.id, s.addr = t, newConnID(), addr
 	s.trace = traceID(r.Header.Get("traceparent"))
-	typ := websocket.MessageText
-	if c.Binary() {
-		typ = websocket.MessageBinary
-	}
-	t := &wsTransport{ws: ws, typ: typ, cork: lw.conn, br: lw.br, sess: s}
-	t.pc = srv.idle.conn(lw.conn.raw)
-	lw.conn.guard = &frameGuard{sess: s}
-	s.t = t
+	t.Attach(s, c.Binary(), srv.cfg.ReadLimit)
 	s.conn = rpc.NewConn(t, c, &rpc.Options{
 		Handler:        s,
 		Hooks:          s,
@@ -166,17 +159,23 @@ func (s *session) OnOverflow() {
 	s.closeWith(websocket.StatusTryAgainLater, "too far behind: "+strconv.Itoa(s.srv.cfg.ConnectionQueueBytes)+" bytes queued")
 }
 
-// chosenClose is the close code and reason closeWith chose, 0 when none was.
-func (s *session) chosenClose() (websocket.StatusCode, string) {
+// CloseWith closes the session with the code its transport chose (wsnet.Owner).
+func (s *session) CloseWith(code websocket.StatusCode, reason string) { s.closeWith(code, reason) }
+
+// CloseCode is the close code and reason closeWith chose, 0 when none was (wsnet.Owner).
+func (s *session) CloseCode() (websocket.StatusCode, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.closeCode, s.closeMsg
 }
 
-// heartbeat runs from the server's heartbeat timers: it closes a connection whose
+// HeartbeatTimer is the session's place in the server's heartbeat timers (wsnet.Beater).
+func (s *session) HeartbeatTimer() *wsnet.Timer { return &s.hb }
+
+// Heartbeat runs from the server's heartbeat timers: it closes a connection whose
 // token expired (4001) or that went silent (4000), or sends $/heartbeat,
 // then sleeps until the next of the three is due.
-func (s *session) heartbeat() {
+func (s *session) Heartbeat() {
 	interval := s.srv.cfg.HeartbeatInterval
 	now := time.Now()
 	s.mu.Lock()
@@ -215,7 +214,7 @@ func (s *session) rescheduleLocked(now time.Time) {
 	if s.expAt != 0 {
 		next = min(next, time.Unix(0, s.expAt).Sub(now))
 	}
-	s.srv.timers.schedule(s, now.Add(max(next, time.Millisecond)).UnixNano())
+	s.srv.timers.Schedule(s, now.Add(max(next, time.Millisecond)).UnixNano())
 }
 
 func (s *session) sendHeartbeat() {
@@ -243,7 +242,7 @@ func (s *session) finish() {
 	if s.authTimer != nil {
 		s.authTimer.Stop()
 	}
-	s.srv.timers.remove(s)
+	s.srv.timers.Remove(s)
 	var counted string
 	if s.counted {
 		counted, s.counted = s.principal.Subject, false
@@ -253,28 +252,18 @@ func (s *session) finish() {
 		s.srv.releaseSubject(counted)
 	}
 	s.releaseAddr()
-	s.t.beginClose()
+	s.t.BeginClose()
 	if code != 0 {
 		// The flush and the close handshake, bounded whatever the peer does.
-		s.t.cork.closeWithin(time.Second + closeGrace)
+		s.t.CloseWithin(time.Second + wsnet.CloseGrace)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = s.conn.Flush(ctx)
 		cancel()
-		_ = s.t.ws.Close(code, reason)
+		_ = s.t.WebSocket().Close(code, reason)
 	} else {
 		// The peer closed, or the transport failed.
-		code = websocket.CloseStatus(s.conn.Err())
-		if code == -1 {
-			switch {
-			case errors.Is(s.conn.Err(), errWrongFrameKind):
-				code = websocket.StatusUnsupportedData
-			case errors.Is(s.conn.Err(), errInvalidUTF8):
-				code = websocket.StatusInvalidFramePayloadData
-			default:
-				code = websocket.StatusAbnormalClosure
-			}
-		}
-		_ = s.t.ws.CloseNow()
+		code = wsnet.Status(s.conn.Err())
+		_ = s.t.WebSocket().CloseNow()
 	}
 	_ = s.conn.Close()
 	s.mu.Lock()
@@ -332,18 +321,12 @@ type heartbeat struct {
 	Time int64 `json:"time"`
 }
 
-// wrongKind ends a session whose client sent a frame of the other codec's kind.
-func (s *session) wrongKind() {
-	s.closeWith(websocket.StatusUnsupportedData, "frame kind does not match the subprotocol")
-}
-
 // abort ends the session now: the rpc connection ends and the socket is
 // closed under whatever the WebSocket library is doing (a close handshake
 // waits for the peer).
 func (s *session) abort() {
 	s.conn.Abort(ErrServerClosed)
-	s.t.beginClose()
-	_ = s.t.cork.Close()
+	s.t.Abort()
 }
 
 // codecLabel is the codec's metrics label.
@@ -360,7 +343,7 @@ func (s *session) connID() string { return fmt.Sprintf("%016x", s.id) }
 // remoteAddr is the peer's address, as the upgrade request gave it (read from the socket rather
 // than kept).
 func (s *session) remoteAddr() string {
-	if a := s.t.cork.RemoteAddr(); a != nil {
+	if a := s.t.RemoteAddr(); a != nil {
 		return a.String()
 	}
 	return ""

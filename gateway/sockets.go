@@ -18,19 +18,18 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/ballet/gateway/gateway/internal/wsnet"
 )
 
 // Deadlines of the client port's sockets in the states that net/http holds them in (the
-// session's own are the auth timeout, the heartbeat rule and closeGrace).
+// session's own are the auth timeout, the heartbeat rule and wsnet.CloseGrace).
 const (
 	// requestHeaderTimeout bounds the time to send a request's header, from the socket's
 	// accept or from the end of the previous request.
 	requestHeaderTimeout = 5 * time.Second
 	// keepAliveIdle is how long a keep-alive socket may wait for its next request.
 	keepAliveIdle = 30 * time.Second
-	// closeGrace bounds a close handshake: once the server has sent its close frame, the peer
-	// has this long to answer it before the socket is closed, whatever it is sending.
-	closeGrace = 2 * time.Second
 )
 
 // sockState is where a socket is; its name is the label of ballet_gateway_sockets.
@@ -245,13 +244,6 @@ func (r *sockets) connState(c net.Conn, st http.ConnState) {
 }
 
 // forget gives a closed socket's place back.
-// Sockets returns the number of open sockets Listener counts.
-func (s *Server) Sockets() int {
-	s.sockets.mu.Lock()
-	defer s.sockets.mu.Unlock()
-	return s.sockets.open
-}
-
 func (r *sockets) forget(sc *socket) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -321,7 +313,7 @@ var refusal = func() []byte {
 		"\r\nConnection: close\r\n\r\n" + body)
 }()
 
-// refuse answers a socket beyond limit 503 and closes it, within closeGrace: it reads the
+// refuse answers a socket beyond limit 503 and closes it, within wsnet.CloseGrace: it reads the
 // request's header first (an answer before the request is not one to an HTTP client).
 func (r *sockets) refuse(c net.Conn, limit string) {
 	r.srv.metrics.LimitRejections.WithLabelValues(limit).Inc()
@@ -333,7 +325,7 @@ func (r *sockets) refuse(c net.Conn, limit string) {
 	go func() {
 		defer r.refusing.Add(-1)
 		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(closeGrace))
+		_ = c.SetDeadline(time.Now().Add(wsnet.CloseGrace))
 		if _, err := http.ReadRequest(bufio.NewReader(io.LimitReader(c, 64<<10))); err != nil {
 			return
 		}

@@ -326,9 +326,9 @@ func memInUse() int64 {
 func waitSockets(t *testing.T, env *gatewaytest.Env, want int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for env.Server.Sockets() != want {
+	for gateway.Sockets(env.Server) != want {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d sockets open, want %d", env.Server.Sockets(), want)
+			t.Fatalf("%d sockets open, want %d", gateway.Sockets(env.Server), want)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -515,7 +515,7 @@ func TestOneAddressCannotFillAReplica(t *testing.T) {
 		k.mustCall("auth", map[string]string{"token": env.Token(t, "alice")}, nil)
 		ws.CloseNow()
 	}
-	if n := env.Server.Sockets(); n > perAddr+1 {
+	if n := gateway.Sockets(env.Server); n > perAddr+1 {
 		t.Fatalf("%d sockets open, at most %d of the attacker's", n, perAddr)
 	}
 	t.Logf("the attacker opened %d sockets, %d of them refused at once", opened.Load(), refused.Load())

@@ -18,6 +18,7 @@ import (
 	"github.com/ballet/gateway/codec"
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/gateway/gatewaytest"
+	"github.com/ballet/gateway/gateway/internal/wsnet"
 	"github.com/ballet/gateway/streams"
 	"github.com/ballet/gateway/tracker"
 )
@@ -348,8 +349,8 @@ func TestReplayLiveSeamUnderConcurrentWrites(t *testing.T) {
 func TestLaggingSubscriberIsClosedAlone(t *testing.T) {
 	// The stalled client takes nothing until the end: on a loaded machine that
 	// can be longer than the 30 s after which a stalled peer is disconnected.
-	t.Cleanup(gateway.SetFlushStall(5 * time.Minute))
-	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{SubscriberQueue: 32}})
+	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{SubscriberQueue: 32},
+		WebSockets: &wsnet.Options{FlushStall: 5 * time.Minute}})
 	env.Project(t, "WEB", "alice", "viewer")
 	reader := login(t, env, codec.MsgPack, "alice")
 	reader.mustCall("stream.subscribe", map[string]any{"subscription": "r", "stream": "project:WEB"}, nil)

@@ -18,6 +18,7 @@ import (
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/auth/authtest"
 	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/gateway/internal/wsnet"
 	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/internal/pgstandby"
 	"github.com/ballet/gateway/planner"
@@ -92,6 +93,8 @@ type Options struct {
 	Metrics *gateway.Metrics
 	// RESTTimeout is the server's RESTTimeout.
 	RESTTimeout time.Duration
+	// WebSockets is the server's WebSockets.
+	WebSockets *wsnet.Options
 	// Roles, when set, wraps the roles the server checks (the Store's), e.g. to change
 	// them at a chosen point of a request.
 	Roles func(gateway.Roles) gateway.Roles
@@ -256,7 +259,7 @@ func Start(t testing.TB, o *Options) *Env {
 	}
 	srv, err := gateway.NewServer(&gateway.Options{
 		Config: cfg, Verifier: verifier, Log: env.Store, Hub: env.Hub, Roles: roles, API: env.api, Items: items, Planner: plan,
-		Logger: quiet, Metrics: o.Metrics, RESTTimeout: o.RESTTimeout, PresenceStore: presenceStore(env.Presence),
+		Logger: quiet, Metrics: o.Metrics, RESTTimeout: o.RESTTimeout, PresenceStore: presenceStore(env.Presence), WebSockets: o.WebSockets,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,60 +1,14 @@
-package gateway
+package wsnet
 
 import (
-	"bufio"
 	"errors"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
-
-// Buffer sizes on a hijacked /rpc connection. net/http hands a hijacked
-// connection 4 KiB read and write buffers, 8 KiB an idle connection holds
-// for nothing. The WebSocket library's buffers here are the smallest bufio
-// allows: reads go through corkConn's pooled buffer, held only while it
-// has unread bytes, and the writer's frames are gathered by corkConn.
-const (
-	leanReadBuffer  = 16
-	leanWriteBuffer = 16
-	readChunk       = 4 << 10 // corkConn's pooled read buffer
-)
-
-// leanWriter wraps the upgrade's ResponseWriter so that the WebSocket
-// library gets a corkable connection with small buffers when it hijacks.
-type leanWriter struct {
-	http.ResponseWriter
-	conn *corkConn
-	br   *bufio.Reader // the WebSocket library's reader
-}
-
-var _ http.Hijacker = (*leanWriter)(nil)
-
-func (w *leanWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	hj, ok := w.ResponseWriter.(http.Hijacker)
-	if !ok {
-		return nil, nil, errors.New("gateway: the response writer cannot be hijacked")
-	}
-	c, brw, err := hj.Hijack()
-	if err != nil {
-		return nil, nil, err
-	}
-	w.conn = newCorkConn(c)
-	// Bytes net/http has already read must stay readable: they go first
-	// into the connection's read buffer, where Park sees them. A client
-	// may send them before the 101 or, as the WebSocket library writes the
-	// 101 before it hijacks, right after it while net/http still reads.
-	if n := brw.Reader.Buffered(); n > 0 {
-		early, _ := brw.Reader.Peek(n)
-		w.conn.unread(early)
-	}
-	w.br = bufio.NewReaderSize(w.conn, leanReadBuffer)
-	return w.conn, bufio.NewReadWriter(w.br, bufio.NewWriterSize(w.conn, leanWriteBuffer)), nil
-}
 
 // corkConn is the hijacked connection under the WebSocket library. It can
 // hold back writes and send them in one syscall (between Cork and Uncork,
@@ -75,7 +29,7 @@ type corkConn struct {
 	werr     error         // a write failed: so does every later one
 	ctrl     int           // bytes of uncorked writes in out
 	drained  chan struct{} // closed as the flusher ends; made by a waiter
-	stall    time.Duration // flushStall; shorter in tests
+	stall    time.Duration // Options.FlushStall
 
 	closer  *time.Timer // closeWithin's earliest, stopped by Close (mu)
 	closeAt int64       // when closer fires, Unix ns (mu)
@@ -83,7 +37,7 @@ type corkConn struct {
 	// The reader's; see Read.
 	rbuf  *[]byte
 	roff  int
-	guard *frameGuard // the peer's frame headers, once the session is set up
+	guard *frameGuard // the peer's frame headers, once Attach has run
 }
 
 // maxUnreadControl bounds the bytes the WebSocket library writes on its
@@ -95,28 +49,13 @@ type corkConn struct {
 const maxUnreadControl = 64 << 10
 
 // errUnreadControl ends a connection whose peer does not read its pongs.
-var errUnreadControl = errors.New("gateway: the peer does not read the answers to its pings")
+var errUnreadControl = errors.New("wsnet: the peer does not read the answers to its pings")
 
-// flushStall is how long the flusher waits for a peer that takes none of
-// a flushChunk: past it the peer is taken to be gone and the connection
-// fails, ending the flusher rather than leaving it blocked until the
-// heartbeat rule notices (a peer that sends but does not read would never
-// trip that rule).
-const (
-	flushStall = 30 * time.Second
-	flushChunk = 64 << 10
-)
+// flushChunk is what the flusher writes at once: the peer must take each
+// within the connection's stall (Options.FlushStall).
+const flushChunk = 64 << 10
 
-// flushStallOverride, when positive, replaces flushStall for the connections
-// made after it is set: a test that stalls a peer on purpose, longer than a
-// loaded machine lets it finish within flushStall, raises it.
-var flushStallOverride atomic.Int64
-
-func newCorkConn(c net.Conn) *corkConn {
-	stall := flushStall
-	if d := flushStallOverride.Load(); d > 0 {
-		stall = time.Duration(d)
-	}
+func newCorkConn(c net.Conn, stall time.Duration) *corkConn {
 	return &corkConn{Conn: c, raw: rawConnOf(c), stall: stall}
 }
 
@@ -205,7 +144,7 @@ func (c *corkConn) Write(p []byte) (int, error) {
 
 // Close closes the socket. After a frame was refused at its header, the peer may still be
 // sending the frame: the socket is then shut for writing (the close frame has gone) and
-// what arrives is read and dropped for up to closeGrace before it is closed, so that the
+// what arrives is read and dropped for up to CloseGrace before it is closed, so that the
 // peer reads the close frame rather than a reset.
 func (c *corkConn) Close() error {
 	c.mu.Lock()
@@ -214,12 +153,12 @@ func (c *corkConn) Close() error {
 	}
 	c.mu.Unlock()
 	cw, ok := c.Conn.(interface{ CloseWrite() error })
-	if c.guard == nil || !c.guard.refused.Load() || !ok {
+	if c.guard == nil || c.guard.refused.Load() == 0 || !ok {
 		return c.Conn.Close()
 	}
 	_ = cw.CloseWrite()
 	go func() {
-		_ = c.Conn.SetReadDeadline(time.Now().Add(closeGrace))
+		_ = c.Conn.SetReadDeadline(time.Now().Add(CloseGrace))
 		_, _ = io.CopyN(io.Discard, c.Conn, 1<<20)
 		_ = c.Conn.Close()
 	}()

@@ -1,4 +1,4 @@
-package gateway
+package wsnet
 
 import (
 	"bytes"
@@ -48,7 +48,7 @@ func tcpPair(t *testing.T) (*corkConn, net.Conn) {
 	if err := srv.(*net.TCPConn).SetWriteBuffer(sockBuf); err != nil {
 		t.Fatal(err)
 	}
-	cc := newCorkConn(srv)
+	cc := newCorkConn(srv, defaultFlushStall)
 	if cc.raw == nil {
 		t.Fatal("a TCP connection has no raw connection")
 	}
@@ -92,7 +92,7 @@ func fillSocket(t *testing.T, cc *corkConn) {
 		_, _ = cc.Write(chunk(i))
 		if err := cc.Uncork(); err != nil {
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() && cc.stall < flushStall {
+			if errors.As(err, &ne) && ne.Timeout() && cc.stall < defaultFlushStall {
 				return
 			}
 			t.Fatal(err)

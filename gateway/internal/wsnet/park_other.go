@@ -1,6 +1,6 @@
 //go:build !linux || nopark
 
-package gateway
+package wsnet
 
 import "syscall"
 

@@ -1,4 +1,4 @@
-package gateway
+package wsnet
 
 import (
 	"encoding/binary"
@@ -8,9 +8,9 @@ import (
 	"github.com/coder/websocket"
 )
 
-// errFrameRefused ends a session whose peer sent a frame header that RFC 6455 or the read
-// limit refuses; the session closes with the code frameGuard chose.
-var errFrameRefused = errors.New("gateway: frame refused at its header")
+// errFrameRefused ends a connection whose peer sent a frame header that RFC 6455 or the
+// read limit refuses; Transport.Read tells its Owner the code frameGuard chose.
+var errFrameRefused = errors.New("wsnet: frame refused at its header")
 
 // frameGuard reads the peer's frame headers as their bytes pass to the WebSocket library, so
 // that a frame is refused at its header rather than after its payload: a data frame that
@@ -19,18 +19,32 @@ var errFrameRefused = errors.New("gateway: frame refused at its header")
 // library ends the connection without a close frame). It sees every byte once, in order: it
 // is called by the connection's one reader.
 type frameGuard struct {
-	sess    *session // closed with the code a refusal chooses; its BALLET_READ_LIMIT is the longest message
+	limit   int64 // the longest message
 	hdr     [14]byte
-	hn      uint8       // header bytes read
-	need    uint8       // the header's length, once its second byte is read
-	payload int64       // payload bytes of the current frame still to come
-	msg     int64       // bytes of the current data message so far
-	refused atomic.Bool // once refused, every later read fails; read by Close
+	hn      uint8         // header bytes read
+	need    uint8         // the header's length, once its second byte is read
+	payload int64         // payload bytes of the current frame still to come
+	msg     int64         // bytes of the current data message so far
+	refused atomic.Uint32 // a refusal's index in refusals, once refused: every later read fails; read by Close and Read
 }
+
+// refusals are the close codes and reasons of refused frames, by frameGuard.refused.
+var refusals = [...]struct {
+	code   websocket.StatusCode
+	reason string
+}{
+	refusedTooBig:   {websocket.StatusMessageTooBig, "message too big"},
+	refusedUnmasked: {websocket.StatusProtocolError, "client frames must be masked"},
+}
+
+const (
+	refusedTooBig = 1 + iota
+	refusedUnmasked
+)
 
 // scan follows p, the next bytes read; an error when a header in it is refused.
 func (g *frameGuard) scan(p []byte) error {
-	if g.refused.Load() {
+	if g.refused.Load() != 0 {
 		return errFrameRefused
 	}
 	for len(p) > 0 {
@@ -45,7 +59,7 @@ func (g *frameGuard) scan(p []byte) error {
 		p = p[1:]
 		if g.hn == 2 {
 			if g.hdr[1]&0x80 == 0 {
-				return g.fail(websocket.StatusProtocolError, "client frames must be masked")
+				return g.fail(refusedUnmasked)
 			}
 			switch g.hdr[1] & 0x7f {
 			case 126:
@@ -77,16 +91,26 @@ func (g *frameGuard) scan(p []byte) error {
 			if op != 0 {
 				g.msg = 0
 			}
-			if g.msg += n; g.msg > int64(g.sess.srv.cfg.ReadLimit) {
-				return g.fail(websocket.StatusMessageTooBig, "message too big")
+			if g.msg += n; g.msg > g.limit {
+				return g.fail(refusedTooBig)
 			}
 		}
 	}
 	return nil
 }
 
-func (g *frameGuard) fail(code websocket.StatusCode, reason string) error {
-	g.refused.Store(true)
-	g.sess.closeWith(code, reason)
+func (g *frameGuard) fail(why uint32) error {
+	g.refused.Store(why)
 	return errFrameRefused
+}
+
+// refusal is the close code and reason of the refused frame, 0 when none was.
+func (g *frameGuard) refusal() (websocket.StatusCode, string) {
+	if g == nil {
+		return 0, ""
+	}
+	if why := g.refused.Load(); why != 0 {
+		return refusals[why].code, refusals[why].reason
+	}
+	return 0, ""
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package gateway
+package wsnet
 
 import (
 	"errors"
