@@ -19,8 +19,9 @@ test: vet
 # The off-switch builds (docs/benchmarks.md) run the tests of what they switch: nopark, nodirect
 # and notimerheap the whole of gateway/internal/wsnet (its transport under an rpc.Conn over real
 # sockets, parked or not, written directly or not; the heartbeat timers), noparallel the hub's
-# fan-out. They add about 40 s to make test, 25 s of it building (measured on two cores under a
-# load of 12 to 16; the gateway package's own tests in each build would add 30 to 40 s a build).
+# fan-out. They add 30 to 40 s to make test on two shared cores (29 s at a load of 6, 41 s at 12
+# to 16, 60 % of it building); the gateway package's tests in each build would add 30 to 40 s more
+# a build.
 HUB_TESTS = ^Test(DispatchRunsInOrder|RevocationInsideABatch|OnAccessLost|RunLargerThanQueueIsLagging)$$
 
 vet:
