@@ -1,18 +1,12 @@
 package gateway
 
 import (
-	"context"
-	"errors"
-	"net"
-	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/ballet/gateway/planner"
-	"github.com/ballet/gateway/planner/provider"
 	"github.com/ballet/gateway/protocol"
 )
 
@@ -42,12 +36,7 @@ type Metrics struct {
 	PresenceMembers  prometheus.Gauge       // (stream, subject) pairs present through this replica
 	PresenceChanges  prometheus.Counter     // presence.changed notifications queued to clients
 
-	// The planner's, fed by PlannerObserver.
-	PlannerTurns        *prometheus.CounterVec // by outcome (done's reason)
-	PlannerTurnDuration prometheus.Histogram
-	ProviderLatency     *prometheus.HistogramVec // by provider
-	ProviderErrors      *prometheus.CounterVec   // by provider and kind
-	PlannerTokens       *prometheus.CounterVec   // by provider and kind (input, output)
+	Planner *planner.Metrics // fed through PlannerObserver
 }
 
 // methodLabel bounds the method label to the protocol table's names; anything else counts
@@ -110,24 +99,13 @@ func NewMetrics() *Metrics {
 			Help: "Subjects present on streams through this replica's connections, counted once per stream."}),
 		PresenceChanges: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "presence_changes_total",
 			Help: "presence.changed notifications queued to clients."}),
-		PlannerTurns: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "planner_turns_total",
-			Help: "Planner turns ended on this replica, by outcome (done's reason)."}, []string{"outcome"}),
-		PlannerTurnDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "planner_turn_duration_seconds",
-			Help:    "Time from a planner turn's start to its end, on the replica that ran it.",
-			Buckets: []float64{0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600}}),
-		ProviderLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "planner_provider_latency_seconds",
-			Help:    "Time of one model call, from the request to the complete response or the error, by provider.",
-			Buckets: []float64{0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300}}, []string{"provider"}),
-		ProviderErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "planner_provider_errors_total",
-			Help: "Failed model calls, by provider and kind."}, []string{"provider", "kind"}),
-		PlannerTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "planner_tokens_total",
-			Help: "Tokens of model calls as the provider reports them, by provider and kind (input, output)."}, []string{"provider", "kind"}),
 	}
 	r.MustRegister(m.Connections, m.Connects, m.Closes, m.AuthFailures, m.MessagesIn, m.MessagesOut,
 		m.Requests, m.RequestDuration, m.Subscriptions, m.EventsDelivered, m.LaggingCloses, m.ServerCloses,
 		m.ReplayEvents, m.DeliveryLatency, m.TailerPosition, m.TailerDispatched, m.LimitRejections,
-		m.Sockets, m.SocketsEvicted, m.PresenceMembers, m.PresenceChanges,
-		m.PlannerTurns, m.PlannerTurnDuration, m.ProviderLatency, m.ProviderErrors, m.PlannerTokens)
+		m.Sockets, m.SocketsEvicted, m.PresenceMembers, m.PresenceChanges)
+	m.Planner = planner.NewMetrics(ns, func(limit string) { m.LimitRejections.WithLabelValues(limit).Inc() })
+	r.MustRegister(m.Planner.Collectors()...)
 	for _, c := range []string{"msgpack", "json"} {
 		m.Connections.WithLabelValues(c)
 		m.Connects.WithLabelValues(c)
@@ -142,108 +120,15 @@ func NewMetrics() *Metrics {
 	for _, k := range []string{"project", "item", "planner"} {
 		m.Subscriptions.WithLabelValues(k)
 	}
-	for _, o := range []string{planner.DoneEndTurn, planner.DoneCancelled, planner.DoneError, planner.DoneMaxRounds} {
-		m.PlannerTurns.WithLabelValues(o)
-	}
 	return m
-}
-
-// Kinds of failed model calls: the kind label of planner_provider_errors_total.
-const (
-	kindRateLimited = "rate_limited" // 429, or the provider's rate limit error
-	kindOverloaded  = "overloaded"   // 529, or the provider's overloaded error
-	kindServer      = "server"       // other 5xx, or an error reported in the stream
-	kindAuth        = "auth"         // 401, 403: the API key or its permissions
-	kindConnection  = "connection"   // unreachable, or the connection broke
-	kindTimeout     = "timeout"      // the request or the connection timed out
-	kindMalformed   = "malformed"    // the answer broke the provider's wire format
-	kindOther       = "other"        // anything else (other 4xx, local failures)
-)
-
-var providerErrKinds = []string{
-	kindRateLimited, kindOverloaded, kindServer, kindAuth,
-	kindConnection, kindTimeout, kindMalformed, kindOther,
-}
-
-// providerErrorKind classifies the error of a model call.
-func providerErrorKind(err error) string {
-	var pe *provider.Error
-	var ne net.Error
-	switch {
-	case errors.Is(err, provider.ErrMalformed):
-		return kindMalformed
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return kindTimeout
-	case !errors.As(err, &pe):
-		return kindOther
-	case pe.Status == http.StatusTooManyRequests || pe.Type == "rate_limit_error" || pe.Type == "rate_limit_exceeded":
-		return kindRateLimited
-	case pe.Status == 529 || pe.Type == "overloaded_error":
-		return kindOverloaded
-	case pe.Status >= 500:
-		return kindServer
-	case pe.Status == http.StatusUnauthorized || pe.Status == http.StatusForbidden:
-		return kindAuth
-	case pe.Type == "connection_error":
-		return kindConnection
-	case pe.Status == 0:
-		return kindServer
-	}
-	return kindOther
-}
-
-// turnOutcomes bounds the outcome label: done's reasons and the stop reasons the providers
-// normalise to; any other stop reason counts as "other".
-var turnOutcomes = map[string]bool{
-	planner.DoneEndTurn: true, planner.DoneCancelled: true, planner.DoneError: true, planner.DoneMaxRounds: true,
-	provider.StopMaxTokens: true, provider.StopStopSequence: true,
 }
 
 // PlannerObserver returns the planner.Observer that feeds the planner's metrics, with
 // series at zero for the named providers.
 func (m *Metrics) PlannerObserver(providers ...string) planner.Observer {
-	for _, p := range providers {
-		m.ProviderLatency.WithLabelValues(p)
-		for _, k := range providerErrKinds {
-			m.ProviderErrors.WithLabelValues(p, k)
-		}
-		m.PlannerTokens.WithLabelValues(p, "input")
-		m.PlannerTokens.WithLabelValues(p, "output")
-	}
 	m.LimitRejections.WithLabelValues(planner.LimitTurns)
 	m.LimitRejections.WithLabelValues(planner.LimitSessions)
-	return plannerObserver{m}
-}
-
-type plannerObserver struct{ m *Metrics }
-
-var _ planner.Observer = plannerObserver{}
-
-func (o plannerObserver) TurnEnded(reason string, d time.Duration) {
-	if !turnOutcomes[reason] {
-		reason = "other"
-	}
-	o.m.PlannerTurns.WithLabelValues(reason).Inc()
-	if d > 0 {
-		o.m.PlannerTurnDuration.Observe(d.Seconds())
-	}
-}
-
-func (o plannerObserver) ModelCalled(name string, d time.Duration, resp *provider.Response, err error) {
-	o.m.ProviderLatency.WithLabelValues(name).Observe(d.Seconds())
-	if err != nil {
-		o.m.ProviderErrors.WithLabelValues(name, providerErrorKind(err)).Inc()
-		return
-	}
-	if resp != nil {
-		o.m.PlannerTokens.WithLabelValues(name, "input").Add(float64(max(resp.Usage.InputTokens, 0)))
-		o.m.PlannerTokens.WithLabelValues(name, "output").Add(float64(max(resp.Usage.OutputTokens, 0)))
-	}
-}
-
-// Refused counts the planner's refusals with the gateway's own (planner_turns, planner_sessions).
-func (o plannerObserver) Refused(limit string) {
-	o.m.LimitRejections.WithLabelValues(limit).Inc()
+	return m.Planner.Providers(providers...)
 }
 
 func codeLabel(code int) string { return strconv.Itoa(code) }

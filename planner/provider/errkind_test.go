@@ -1,4 +1,4 @@
-package gateway
+package provider_test
 
 import (
 	"context"
@@ -18,7 +18,7 @@ func (timeoutErr) Temporary() bool { return true }
 
 var _ net.Error = timeoutErr{}
 
-func TestProviderErrorKind(t *testing.T) {
+func TestErrorKind(t *testing.T) {
 	for _, c := range []struct {
 		err  error
 		want string
@@ -38,7 +38,7 @@ func TestProviderErrorKind(t *testing.T) {
 		{context.DeadlineExceeded, "timeout"},
 		{errors.New("encode request"), "other"},
 	} {
-		if got := providerErrorKind(c.err); got != c.want {
+		if got := provider.ErrorKind(c.err); got != c.want {
 			t.Errorf("%v: %s, want %s", c.err, got, c.want)
 		}
 	}
