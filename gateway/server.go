@@ -321,9 +321,6 @@ func (s *Server) BeginDrain() {
 	s.mu.Unlock()
 }
 
-// Draining reports whether Shutdown has begun.
-func (s *Server) Draining() bool { return s.draining.Load() }
-
 // Shutdown stops accepting /rpc sessions, then closes the open ones with
 // 1001 (going away), spread evenly over the drain window in random order so
 // clients do not all reconnect in the same second, and waits for them to end
