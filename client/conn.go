@@ -73,9 +73,9 @@ type tokenParams struct {
 }
 
 type authResult struct {
-	Subject   string      `json:"subject"`
-	ExpiresAt int64       `json:"expires_at"`
-	Limits    *wireLimits `json:"limits,omitempty"` // absent from older servers
+	Subject   string           `json:"subject"`
+	ExpiresAt int64            `json:"expires_at"`
+	Limits    *protocol.Limits `json:"limits,omitempty"` // absent from older servers
 }
 
 type heartbeat struct {
@@ -125,7 +125,7 @@ func (c *Client) connect(ctx context.Context, gen uint64) (*conn, error) {
 		return nil, fmt.Errorf("client: auth: %w", err)
 	}
 	cn.subject = ar.Subject
-	cn.limits = ar.Limits.limits()
+	cn.limits = limitsOf(ar.Limits)
 	cn.beat, cn.silence = heartbeats(c.o.HeartbeatInterval, cn.limits.Heartbeat)
 	cn.wg.Add(2)
 	go cn.keepalive()
@@ -289,7 +289,7 @@ func (cn *conn) refresh() (authResult, error) {
 	}
 	err = cn.call(ctx, protocol.AuthRefresh, tokenParams{Token: tok}, &ar)
 	if err == nil && ar.Limits != nil {
-		cn.c.setLimits(cn, ar.Limits.limits())
+		cn.c.setLimits(cn, limitsOf(ar.Limits))
 	}
 	return ar, err
 }

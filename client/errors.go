@@ -152,5 +152,5 @@ func isSubjectLimit(err error) bool {
 	if errors.As(err, &le) && le.Limit == LimitConnectionsPerSubject {
 		return true
 	}
-	return websocket.CloseStatus(err) == statusLimitExceeded
+	return websocket.CloseStatus(err) == protocol.CloseLimitExceeded
 }

@@ -8,12 +8,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/ballet/gateway/protocol"
 )
-
-// statusLimitExceeded is the close code of a connection refused for the
-// subject's connection limit (after a -32029 answer to its auth).
-const statusLimitExceeded websocket.StatusCode = 4029
 
 // maxRetryAfter caps a server's Retry-After, so that a misconfigured
 // proxy cannot stop a client for hours.
@@ -40,22 +36,8 @@ type Limits struct {
 	PlannerTurns             int           // planner turns of the subject running at once, on all replicas
 }
 
-// wireLimits is the auth result's "limits".
-type wireLimits struct {
-	Subscriptions            int   `json:"subscriptions"`
-	RequestsPerSecond        int   `json:"requests_per_second"`
-	SubjectRequestsPerSecond int   `json:"subject_requests_per_second"`
-	MessageBytes             int64 `json:"message_bytes"`
-	QueuedBytes              int64 `json:"queued_bytes"`
-	Replay                   int   `json:"replay"`
-	ReplayEventsPerSecond    int   `json:"replay_events_per_second"`
-	ConnectionsPerSubject    int   `json:"connections_per_subject"`
-	HeartbeatMs              int64 `json:"heartbeat_ms"`
-	PlannerMessageBytes      int   `json:"planner_message_bytes"`
-	PlannerTurns             int   `json:"planner_turns"`
-}
-
-func (w *wireLimits) limits() Limits {
+// limitsOf is what an auth result's "limits" advertise.
+func limitsOf(w *protocol.Limits) Limits {
 	if w == nil {
 		return Limits{}
 	}

@@ -71,34 +71,13 @@ func intLit(e ast.Expr) (int, bool) {
 	return n, err == nil
 }
 
-// jsonFields returns the JSON names of the fields of the struct type name in dir, each with
-// whether it is omitempty.
-func jsonFields(t *testing.T, dir, name string) map[string]bool {
-	t.Helper()
+// jsonFields returns the JSON names of the fields of struct type t, each with whether it is
+// omitempty.
+func jsonFields(t reflect.Type) map[string]bool {
 	fields := map[string]bool{}
-	for _, f := range parseDir(t, dir) {
-		ast.Inspect(f, func(n ast.Node) bool {
-			ts, ok := n.(*ast.TypeSpec)
-			if !ok || ts.Name.Name != name {
-				return true
-			}
-			st, ok := ts.Type.(*ast.StructType)
-			if !ok {
-				t.Fatalf("%s.%s is not a struct", dir, name)
-			}
-			for _, fld := range st.Fields.List {
-				tag, ok := stringLit(fld.Tag)
-				if fld.Tag == nil || !ok {
-					t.Fatalf("%s.%s: a field without a tag", dir, name)
-				}
-				opts := strings.Split(reflect.StructTag(tag).Get("json"), ",")
-				fields[opts[0]] = slices.Contains(opts[1:], "omitempty")
-			}
-			return false
-		})
-	}
-	if len(fields) == 0 {
-		t.Fatalf("no struct %s in %s", name, dir)
+	for f := range t.Fields() {
+		opts := strings.Split(f.Tag.Get("json"), ",")
+		fields[opts[0]] = slices.Contains(opts[1:], "omitempty")
 	}
 	return fields
 }
@@ -136,12 +115,16 @@ var wsStatus = map[string]websocket.StatusCode{
 	"StatusTLSHandshake":            websocket.StatusTLSHandshake,
 }
 
-// serverCloseCodes are the close codes the gateway's code names (the sessions' and, for the
-// frames their connections refuse, gateway/internal/wsnet's): the websocket package's Status
-// constants it uses, and its own constants of type websocket.StatusCode.
+// serverCloseCodes are the close codes the gateway closes with: the websocket package's Status
+// constants its code names (the sessions' and, for the frames their connections refuse,
+// gateway/internal/wsnet's), and the realtime API's own (package protocol's table). A close
+// code the gateway declares itself, not from the table, fails the test.
 func serverCloseCodes(t *testing.T) map[int]string {
 	t.Helper()
 	codes := map[int]string{}
+	for _, c := range protocol.CloseCodes() {
+		codes[c] = "protocol"
+	}
 	for _, f := range append(parseDir(t, "gateway"), parseDir(t, "gateway/internal/wsnet")...) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch n := n.(type) {
@@ -157,15 +140,16 @@ func serverCloseCodes(t *testing.T) map[int]string {
 				codes[int(code)] = "websocket." + n.Sel.Name
 			case *ast.ValueSpec:
 				sel, ok := n.Type.(*ast.SelectorExpr)
-				if !ok || sel.Sel.Name != "StatusCode" || len(n.Values) != len(n.Names) {
+				if !ok || sel.Sel.Name != "StatusCode" {
 					return true
 				}
 				for i, name := range n.Names {
-					code, ok := intLit(n.Values[i])
-					if !ok {
-						t.Fatalf("gateway.%s: not an integer literal", name.Name)
+					if i >= len(n.Values) {
+						break
 					}
-					codes[code] = "gateway." + name.Name
+					if v, ok := n.Values[i].(*ast.SelectorExpr); !ok || v.X.(*ast.Ident).Name != "protocol" {
+						t.Errorf("gateway.%s: a close code of the gateway's own; put it in package protocol's table", name.Name)
+					}
 				}
 			}
 			return true

@@ -17,9 +17,9 @@ type tokenParams struct {
 }
 
 type authResult struct {
-	Subject   string  `json:"subject"`
-	ExpiresAt int64   `json:"expires_at"`
-	Limits    *limits `json:"limits"`
+	Subject   string           `json:"subject"`
+	ExpiresAt int64            `json:"expires_at"`
+	Limits    *protocol.Limits `json:"limits"`
 }
 
 func (s *session) verify(ctx context.Context, req *rpc.Request) (*auth.Principal, error) {

@@ -15,7 +15,7 @@ import (
 
 // StatusLimitExceeded closes a connection that a limit refuses (the
 // connections of one subject); numbered like HTTP's 429, as -32029 is.
-const StatusLimitExceeded websocket.StatusCode = 4029
+const StatusLimitExceeded websocket.StatusCode = protocol.CloseLimitExceeded
 
 // The limit label of ballet_gateway_limit_rejections_total and the "limit"
 // of -32029's data.
@@ -60,28 +60,12 @@ func limitExceeded(limit string, max int, retryAfter time.Duration) error {
 	return &rpc.Error{Code: int(protocol.ErrLimitExceeded), Message: msg, Data: d}
 }
 
-// limits is what the auth result advertises, so that clients stay within
-// them without learning them by error. The planner's are advertised only by
-// a server that runs the planner.
-type limits struct {
-	Subscriptions            int   `json:"subscriptions"`
-	RequestsPerSecond        int   `json:"requests_per_second"`
-	SubjectRequestsPerSecond int   `json:"subject_requests_per_second"`
-	MessageBytes             int64 `json:"message_bytes"`
-	QueuedBytes              int   `json:"queued_bytes"`
-	Replay                   int   `json:"replay"`
-	ReplayEventsPerSecond    int   `json:"replay_events_per_second"`
-	ConnectionsPerSubject    int   `json:"connections_per_subject"`
-	HeartbeatMs              int64 `json:"heartbeat_ms"`
-	PlannerMessageBytes      int   `json:"planner_message_bytes,omitempty"`
-	PlannerTurns             int   `json:"planner_turns,omitempty"`
-}
-
-func (s *Server) advertised() *limits {
+// advertised is the limits the auth result tells.
+func (s *Server) advertised() *protocol.Limits {
 	c := &s.cfg
-	l := &limits{
+	l := &protocol.Limits{
 		Subscriptions: c.MaxSubscriptions, RequestsPerSecond: c.RequestRate, SubjectRequestsPerSecond: c.SubjectRequestRate,
-		MessageBytes: c.ReadLimit, QueuedBytes: c.ConnectionQueueBytes, Replay: c.ReplayLimit, ReplayEventsPerSecond: c.ReplayRate,
+		MessageBytes: c.ReadLimit, QueuedBytes: int64(c.ConnectionQueueBytes), Replay: c.ReplayLimit, ReplayEventsPerSecond: c.ReplayRate,
 		ConnectionsPerSubject: c.MaxConnectionsPerSubject, HeartbeatMs: c.HeartbeatInterval.Milliseconds(),
 	}
 	if s.planner != nil {

@@ -22,8 +22,8 @@ import (
 
 // Close codes of the realtime API beyond RFC 6455's.
 const (
-	StatusHeartbeatTimeout websocket.StatusCode = 4000
-	StatusUnauthenticated  websocket.StatusCode = 4001
+	StatusHeartbeatTimeout websocket.StatusCode = protocol.CloseHeartbeatTimeout
+	StatusUnauthenticated  websocket.StatusCode = protocol.CloseUnauthenticated
 )
 
 // session is one /rpc connection: authentication, heartbeats,
