@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -26,10 +25,10 @@ const DefaultChannel = "ballet_planner"
 // connection string sets application_name.
 const applicationName = "ballet-gateway-planner-bus"
 
-// Payload limits. NOTIFY refuses payloads of 8000 bytes or more; a note whose JSON is longer
-// than maxWhole is cut into fragments of fragmentData bytes, base64 in a small envelope.
+// Payload limits: a note whose JSON is longer than maxWhole is cut into fragments of
+// fragmentData bytes, base64 in a small envelope.
 const (
-	maxWhole     = 7000
+	maxWhole     = pglisten.MaxPayload
 	fragmentData = 5000
 	// maxFragments bounds a reassembled note (20 MB); maxPartial the notes being reassembled
 	// at once; partialAge how long an incomplete one is kept.
@@ -120,20 +119,7 @@ func (b *Bus) Publish(ctx context.Context, n planner.Note) error {
 	if err != nil {
 		return fmt.Errorf("pgstore: publish: %w", err)
 	}
-	if len(payloads) == 1 {
-		_, err = b.pool.Exec(ctx, "SELECT pg_notify($1, $2)", b.channel, payloads[0])
-	} else {
-		// One transaction: its notifications are delivered together, in order.
-		err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-			for _, p := range payloads {
-				if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", b.channel, p); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
-	if err != nil {
+	if err := pglisten.Notify(ctx, b.pool, b.channel, payloads...); err != nil {
 		return fmt.Errorf("pgstore: publish: %w", err)
 	}
 	return nil

@@ -32,13 +32,8 @@ const DefaultTTL = 5 * time.Second
 // connection string sets application_name.
 const applicationName = "ballet-gateway-presence"
 
-const (
-	// maxPayload keeps one notification under NOTIFY's 8000 bytes; longer lists of streams
-	// are sent as several notifications in the same transaction.
-	maxPayload = 7000
-	// readBatch is the most streams read in one round trip.
-	readBatch = 64
-)
+// readBatch is the most streams read in one round trip.
+const readBatch = 64
 
 // Options configure Open. A nil *Options means defaults.
 type Options struct {
@@ -154,23 +149,22 @@ func (s *Store) receive(n *pgconn.Notification) {
 }
 
 // notify announces, within tx, that streams changed; sender is the replica whose listener
-// ignores it ("" for none).
+// ignores it ("" for none). A long list of streams is cut into several notifications.
 func (s *Store) notify(ctx context.Context, tx pgx.Tx, sender string, streams []string) error {
 	slices.Sort(streams)
 	streams = slices.Compact(streams)
+	var payloads []string
 	for len(streams) > 0 {
 		var b strings.Builder
 		b.WriteString(sender)
-		for len(streams) > 0 && (b.Len() == len(sender) || b.Len()+1+len(streams[0]) <= maxPayload) {
+		for len(streams) > 0 && (b.Len() == len(sender) || b.Len()+1+len(streams[0]) <= pglisten.MaxPayload) {
 			b.WriteByte('\n')
 			b.WriteString(streams[0])
 			streams = streams[1:]
 		}
-		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, s.channel, b.String()); err != nil {
-			return err
-		}
+		payloads = append(payloads, b.String())
 	}
-	return nil
+	return pglisten.Notify(ctx, tx, s.channel, payloads...)
 }
 
 // Flush writes this replica's counts (0 removes a row) in one transaction, and notifies the
