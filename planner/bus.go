@@ -2,7 +2,8 @@ package planner
 
 import (
 	"context"
-	"sync"
+
+	"github.com/ballet/gateway/internal/subscribers"
 )
 
 // Note is what the Bus carries between replicas: a turn's Output, a request to cancel a
@@ -34,15 +35,13 @@ type Bus interface {
 // MemoryBus is the Bus of one process: Publish delivers to the subscribers before it
 // returns. It starts no goroutine and needs no Close.
 type MemoryBus struct {
-	mu   sync.Mutex
-	next int
-	subs map[int]func(Note)
+	subs subscribers.Set[Note]
 }
 
 var _ Bus = (*MemoryBus)(nil)
 
 // NewMemoryBus returns an empty in-process bus.
-func NewMemoryBus() *MemoryBus { return &MemoryBus{subs: map[int]func(Note){}} }
+func NewMemoryBus() *MemoryBus { return &MemoryBus{} }
 
 // Publish calls every subscriber with n; ctx only matters for its error.
 func (b *MemoryBus) Publish(ctx context.Context, n Note) error {
@@ -50,24 +49,9 @@ func (b *MemoryBus) Publish(ctx context.Context, n Note) error {
 		return err
 	}
 	n.Lost = false
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, fn := range b.subs {
-		fn(n)
-	}
+	b.subs.Publish(n)
 	return nil
 }
 
 // Subscribe registers fn.
-func (b *MemoryBus) Subscribe(fn func(Note)) func() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	id := b.next
-	b.next++
-	b.subs[id] = fn
-	return func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		delete(b.subs, id)
-	}
-}
+func (b *MemoryBus) Subscribe(fn func(Note)) func() { return b.subs.Subscribe(fn) }

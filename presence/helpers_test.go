@@ -11,6 +11,7 @@ import (
 
 	"github.com/ballet/gateway/codec"
 	"github.com/ballet/gateway/internal/leaktest"
+	"github.com/ballet/gateway/internal/subscribers"
 	"github.com/ballet/gateway/presence"
 )
 
@@ -36,15 +37,13 @@ func newShared() *shared {
 type replica struct {
 	sh   *shared
 	id   string
-	mu   sync.Mutex
-	subs map[int]func([]string)
-	next int
+	subs subscribers.Set[[]string]
 }
 
 func (sh *shared) replica(id string) *replica {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	r := &replica{sh: sh, id: id, subs: map[int]func([]string){}}
+	r := &replica{sh: sh, id: id}
 	sh.replicas[id] = r
 	sh.rows[id] = map[[2]string]int{}
 	return r
@@ -132,26 +131,9 @@ func (r *replica) Read(_ context.Context, streams []string, limit int) (map[stri
 	return out, nil
 }
 
-func (r *replica) Subscribe(fn func([]string)) func() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	id := r.next
-	r.next++
-	r.subs[id] = fn
-	return func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		delete(r.subs, id)
-	}
-}
+func (r *replica) Subscribe(fn func([]string)) func() { return r.subs.Subscribe(fn) }
 
-func (r *replica) notify(streams []string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, fn := range r.subs {
-		fn(streams)
-	}
-}
+func (r *replica) notify(streams []string) { r.subs.Publish(streams) }
 
 func newRegistry(t *testing.T, store presence.Store, o presence.Options) *presence.Registry {
 	t.Helper()

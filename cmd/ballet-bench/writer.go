@@ -17,9 +17,10 @@ import (
 )
 
 // The writer appends events the way any Core component does: a plain SQL
-// INSERT into events (the event-log CONTRACT's columns). A batch is one
-// INSERT of --batch rows, in its own (implicit, or with --explicit-tx an
-// explicit BEGIN … COMMIT) transaction. Every payload carries the intended
+// INSERT into events (the event-log CONTRACT's columns), deliberately not
+// pglog.Insert, since it stands for a program outside the gateway. A batch
+// is one INSERT of --batch rows, in its own (implicit, or with --explicit-tx
+// an explicit BEGIN … COMMIT) transaction. Every payload carries the intended
 // commit time "t" (Unix ns), the run id "r", the writer "w" and the
 // writer's running number "i", padded to about --payload-bytes.
 const insertSQL = `INSERT INTO events (project_key, type, entity_type, entity_id, entity_key, actor_kind, actor_subject, payload)

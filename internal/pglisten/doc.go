@@ -1,4 +1,5 @@
-// Package pglisten keeps one Postgres connection LISTENing on a few channels.
+// Package pglisten keeps one Postgres connection LISTENing on a few channels; Notify is the
+// sending side (payloads in order, all or none; senders cut what is longer than MaxPayload).
 //
 // Open connects and LISTENs before it returns (an error then is returned); one goroutine then
 // hands every notification to Options.OnNotify, in the order Postgres delivers them. When the

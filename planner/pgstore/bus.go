@@ -8,14 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ballet/gateway/internal/pglisten"
+	"github.com/ballet/gateway/internal/subscribers"
 	"github.com/ballet/gateway/planner"
 )
 
@@ -26,10 +25,10 @@ const DefaultChannel = "ballet_planner"
 // connection string sets application_name.
 const applicationName = "ballet-gateway-planner-bus"
 
-// Payload limits. NOTIFY refuses payloads of 8000 bytes or more; a note whose JSON is longer
-// than maxWhole is cut into fragments of fragmentData bytes, base64 in a small envelope.
+// Payload limits: a note whose JSON is longer than maxWhole is cut into fragments of
+// fragmentData bytes, base64 in a small envelope.
 const (
-	maxWhole     = 7000
+	maxWhole     = pglisten.MaxPayload
 	fragmentData = 5000
 	// maxFragments bounds a reassembled note (20 MB); maxPartial the notes being reassembled
 	// at once; partialAge how long an incomplete one is kept.
@@ -52,9 +51,7 @@ type Bus struct {
 	channel string
 	logger  *slog.Logger
 
-	mu   sync.Mutex // held while subscribers are called
-	subs map[int]func(planner.Note)
-	next int
+	subs subscribers.Set[planner.Note]
 
 	partial map[string]*partial // listener goroutine only
 
@@ -92,7 +89,7 @@ func OpenBus(ctx context.Context, pool *pgxpool.Pool, opts *BusOptions) (*Bus, e
 	}
 	b := &Bus{
 		pool: pool, channel: o.Channel, logger: o.Logger,
-		subs: map[int]func(planner.Note){}, partial: map[string]*partial{},
+		partial: map[string]*partial{},
 	}
 	var err error
 	b.listener, err = pglisten.Open(ctx, pool.Config().ConnConfig, []string{o.Channel}, &pglisten.Options{
@@ -114,18 +111,7 @@ func (b *Bus) Close() error { return b.listener.Close() }
 func (b *Bus) ListenerPID() int32 { return b.listener.PID() }
 
 // Subscribe registers fn; it is called on the listener's goroutine.
-func (b *Bus) Subscribe(fn func(planner.Note)) func() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	id := b.next
-	b.next++
-	b.subs[id] = fn
-	return func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		delete(b.subs, id)
-	}
-}
+func (b *Bus) Subscribe(fn func(planner.Note)) func() { return b.subs.Subscribe(fn) }
 
 // Publish sends n with NOTIFY; it returns once the notification is committed.
 func (b *Bus) Publish(ctx context.Context, n planner.Note) error {
@@ -133,20 +119,7 @@ func (b *Bus) Publish(ctx context.Context, n planner.Note) error {
 	if err != nil {
 		return fmt.Errorf("pgstore: publish: %w", err)
 	}
-	if len(payloads) == 1 {
-		_, err = b.pool.Exec(ctx, "SELECT pg_notify($1, $2)", b.channel, payloads[0])
-	} else {
-		// One transaction: its notifications are delivered together, in order.
-		err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-			for _, p := range payloads {
-				if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", b.channel, p); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
-	if err != nil {
+	if err := pglisten.Notify(ctx, b.pool, b.channel, payloads...); err != nil {
 		return fmt.Errorf("pgstore: publish: %w", err)
 	}
 	return nil
@@ -244,15 +217,6 @@ func (b *Bus) prune(now time.Time) {
 	}
 }
 
-// deliver calls every subscriber with n.
-func (b *Bus) deliver(n planner.Note) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, fn := range b.subs {
-		fn(n)
-	}
-}
-
 // receive delivers the note a notification completes, if any.
 func (b *Bus) receive(n *pgconn.Notification) {
 	note, complete, err := b.decodePayload(n.Payload, time.Now())
@@ -262,7 +226,7 @@ func (b *Bus) receive(n *pgconn.Notification) {
 	}
 	if complete {
 		note.Lost = false
-		b.deliver(note)
+		b.subs.Publish(note)
 	}
 }
 
@@ -270,5 +234,5 @@ func (b *Bus) receive(n *pgconn.Notification) {
 // that notes may have been lost.
 func (b *Bus) reconnected() {
 	clear(b.partial)
-	b.deliver(planner.Note{Lost: true})
+	b.subs.Publish(planner.Note{Lost: true})
 }

@@ -3,9 +3,10 @@
 //
 // Store: sessions, transcripts, summaries and turn leases. AppendMessage numbers the message
 // from its session row (whose lock serializes one transcript's appends) and inserts the
-// message and its planner.message event in one transaction. Lease expiry is judged by the
-// database's clock. Turn outputs for resuming are rows of the UNLOGGED planner_outputs
-// (0004_planner_resume); a turn's cut is a row there too, flagged (0006_planner_output_cut).
+// message and its planner.message event (pglog.Insert) in one transaction. Lease expiry is
+// judged by the database's clock. Turn outputs for resuming are rows of the UNLOGGED
+// planner_outputs (0004_planner_resume); a turn's cut is a row there too, flagged
+// (0006_planner_output_cut).
 //
 // Bus: Publish is one NOTIFY on channel "ballet_planner" whose payload is the note's JSON
 // ({"session", "output"} or {"session", "cancel"}); a note too long for NOTIFY's 8000 bytes is

@@ -48,7 +48,7 @@ func FuzzDecodePayload(f *testing.F) {
 		var got planner.Note
 		complete := false
 		for i, p := range payloads {
-			if len(p) >= 8000 {
+			if len(p) > maxWhole {
 				t.Fatalf("payload of %d bytes", len(p))
 			}
 			n, ok, err := b.decodePayload(p, now)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ballet/gateway/planner"
+	"github.com/ballet/gateway/streams/pglog"
 )
 
 // Store is the planner in Postgres. It is safe for concurrent use.
@@ -167,13 +168,7 @@ func (s *Store) AppendMessage(ctx context.Context, id string, m planner.NewMessa
 			return err
 		}
 		msg.Content, msg.CreatedAt = json.RawMessage(content), msg.CreatedAt.UTC()
-		ev := planner.MessageEvent(project, id, msg.Seq, m.Role, m.Actor, msg.CreatedAt)
-		if err := ev.Validate(); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `INSERT INTO events (project_key, type, entity_type, entity_id, entity_key, occurred_at, actor_kind, actor_subject, payload)
-			VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8::jsonb)`,
-			ev.ProjectKey, ev.Type, ev.EntityType, ev.EntityID, ev.OccurredAt, ev.ActorKind, ev.ActorSubject, string(ev.Payload))
+		_, err = pglog.Insert(ctx, tx, planner.MessageEvent(project, id, msg.Seq, m.Role, m.Actor, msg.CreatedAt))
 		if err != nil || m.IdempotencyKey == "" {
 			return err
 		}

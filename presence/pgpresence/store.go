@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ballet/gateway/internal/pglisten"
+	"github.com/ballet/gateway/internal/subscribers"
 	"github.com/ballet/gateway/presence"
 )
 
@@ -31,13 +32,8 @@ const DefaultTTL = 5 * time.Second
 // connection string sets application_name.
 const applicationName = "ballet-gateway-presence"
 
-const (
-	// maxPayload keeps one notification under NOTIFY's 8000 bytes; longer lists of streams
-	// are sent as several notifications in the same transaction.
-	maxPayload = 7000
-	// readBatch is the most streams read in one round trip.
-	readBatch = 64
-)
+// readBatch is the most streams read in one round trip.
+const readBatch = 64
 
 // Options configure Open. A nil *Options means defaults.
 type Options struct {
@@ -61,9 +57,7 @@ type Store struct {
 	mu      sync.Mutex  // serializes writes of this replica's rows
 	mine    map[key]int // this replica's rows as last written
 	failing bool        // the last heartbeat failed (logged once)
-	subsMu  sync.Mutex  // held while subscribers are called
-	subs    map[int]func([]string)
-	next    int
+	subs    subscribers.Set[[]string]
 	stop    context.CancelFunc
 	done    chan struct{}
 	once    sync.Once
@@ -94,7 +88,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error
 	_, _ = crand.Read(id[:])
 	s := &Store{
 		pool: pool, id: hex.EncodeToString(id[:]), channel: o.Channel, ttl: o.TTL, logger: o.Logger,
-		mine: map[key]int{}, subs: map[int]func([]string){}, done: make(chan struct{}),
+		mine: map[key]int{}, done: make(chan struct{}),
 	}
 	if _, err := pool.Exec(ctx, `INSERT INTO presence_replicas (id) VALUES ($1)`, s.id); err != nil {
 		return nil, fmt.Errorf("pgpresence: register replica: %w", err)
@@ -103,7 +97,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error
 	s.lsn, err = pglisten.Open(ctx, pool.Config().ConnConfig, []string{s.channel}, &pglisten.Options{
 		ApplicationName: applicationName,
 		OnNotify:        s.receive,
-		OnReconnect:     func() { s.deliver(nil) },
+		OnReconnect:     func() { s.subs.Publish(nil) },
 		Logger:          o.Logger,
 	})
 	if err != nil {
@@ -143,26 +137,7 @@ func (s *Store) Close() error {
 
 // Subscribe registers fn for the streams other replicas changed (nil: any stream, after the
 // listening connection was re-established); it is called on the listener's goroutine.
-func (s *Store) Subscribe(fn func(streams []string)) func() {
-	s.subsMu.Lock()
-	defer s.subsMu.Unlock()
-	id := s.next
-	s.next++
-	s.subs[id] = fn
-	return func() {
-		s.subsMu.Lock()
-		defer s.subsMu.Unlock()
-		delete(s.subs, id)
-	}
-}
-
-func (s *Store) deliver(streams []string) {
-	s.subsMu.Lock()
-	defer s.subsMu.Unlock()
-	for _, fn := range s.subs {
-		fn(streams)
-	}
-}
+func (s *Store) Subscribe(fn func(streams []string)) func() { return s.subs.Subscribe(fn) }
 
 // receive delivers the streams of another replica's notification ("<sender>\n<stream>...").
 func (s *Store) receive(n *pgconn.Notification) {
@@ -170,27 +145,26 @@ func (s *Store) receive(n *pgconn.Notification) {
 	if sender == s.id || rest == "" {
 		return
 	}
-	s.deliver(strings.Split(rest, "\n"))
+	s.subs.Publish(strings.Split(rest, "\n"))
 }
 
 // notify announces, within tx, that streams changed; sender is the replica whose listener
-// ignores it ("" for none).
+// ignores it ("" for none). A long list of streams is cut into several notifications.
 func (s *Store) notify(ctx context.Context, tx pgx.Tx, sender string, streams []string) error {
 	slices.Sort(streams)
 	streams = slices.Compact(streams)
+	var payloads []string
 	for len(streams) > 0 {
 		var b strings.Builder
 		b.WriteString(sender)
-		for len(streams) > 0 && (b.Len() == len(sender) || b.Len()+1+len(streams[0]) <= maxPayload) {
+		for len(streams) > 0 && (b.Len() == len(sender) || b.Len()+1+len(streams[0]) <= pglisten.MaxPayload) {
 			b.WriteByte('\n')
 			b.WriteString(streams[0])
 			streams = streams[1:]
 		}
-		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, s.channel, b.String()); err != nil {
-			return err
-		}
+		payloads = append(payloads, b.String())
 	}
-	return nil
+	return pglisten.Notify(ctx, tx, s.channel, payloads...)
 }
 
 // Flush writes this replica's counts (0 removes a row) in one transaction, and notifies the

@@ -1,5 +1,6 @@
 // Package pglog is the Postgres event log: it reads the events table (streams.Log), appends
-// to it (streams.Appender) and keeps projects and members (streams.ProjectStore).
+// to it (streams.Appender; Insert, inside a store's own transaction) and keeps projects and
+// members (streams.ProjectStore).
 //
 // Open starts a listener (internal/pglisten) that LISTENs for the insert trigger's wake-ups on
 // a dedicated connection, named "ballet-gateway-event-listener" unless the pool's connection

@@ -7,10 +7,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ballet/gateway/streams"
+	"github.com/ballet/gateway/streams/pglog"
 	"github.com/ballet/gateway/tracker"
 )
 
@@ -39,32 +39,7 @@ func (s *Store) tx(ctx context.Context, op string, f func(tx pgx.Tx) error) erro
 
 // insertEvents appends evs inside tx, in order, with one statement. It validates them first.
 func insertEvents(ctx context.Context, tx pgx.Tx, evs []streams.NewEvent) error {
-	if len(evs) == 0 {
-		return nil
-	}
-	n := len(evs)
-	var (
-		project, typ, etype, eid, actorKind, actorSubject, payload = make([]string, n), make([]string, n),
-			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		ekey = make([]pgtype.Text, n)
-		at   = make([]pgtype.Timestamptz, n)
-	)
-	for i := range evs {
-		e := &evs[i]
-		if err := e.Validate(); err != nil {
-			return err
-		}
-		project[i], typ[i], etype[i], eid[i] = e.ProjectKey, e.Type, e.EntityType, e.EntityID
-		actorKind[i], actorSubject[i], payload[i] = e.ActorKind, e.ActorSubject, string(e.PayloadOrEmpty())
-		ekey[i] = pgtype.Text{String: e.EntityKey, Valid: e.EntityKey != ""}
-		at[i] = pgtype.Timestamptz{Time: e.OccurredAt, Valid: !e.OccurredAt.IsZero()}
-	}
-	_, err := tx.Exec(ctx, `INSERT INTO events (project_key, type, entity_type, entity_id, entity_key, occurred_at, actor_kind, actor_subject, payload)
-		SELECT p, t, et, ei, ek, coalesce(oa, now()), ak, asub, pl::jsonb
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::text[], $8::text[], $9::text[])
-			WITH ORDINALITY AS u(p, t, et, ei, ek, oa, ak, asub, pl, ord)
-		ORDER BY ord`,
-		project, typ, etype, eid, ekey, at, actorKind, actorSubject, payload)
+	_, err := pglog.Insert(ctx, tx, evs...)
 	return err
 }
 
