@@ -227,12 +227,8 @@ func (c *Conn) writeNow(fs []outFrame) {
 			f := &fs[i]
 			end := -1
 			if f.Params != nil {
-				var serr error
-				n := len(d.data)
-				if d.data, serr = c.codec.Splice(d.data, f.Method, f.Sub, f.Params); serr != nil {
-					c.log.Error("rpc: splice failed", "method", f.Method, "err", serr)
-					d.data = d.data[:n] // dropped like the writer drops it
-				} else {
+				var ok bool
+				if d.data, ok = c.splice(d.data, f); ok {
 					end = len(d.data)
 				}
 			}
@@ -377,12 +373,11 @@ func (c *Conn) writeBatch(batch []outFrame, batcher Batcher, scratch *[]byte) (e
 		f := &batch[i]
 		data := f.Data
 		if f.Params != nil {
-			*scratch, err = c.codec.Splice((*scratch)[:0], f.Method, f.Sub, f.Params)
-			if err != nil {
-				c.log.Error("rpc: splice failed", "method", f.Method, "err", err)
-				data = nil
-			} else {
+			var ok bool
+			if *scratch, ok = c.splice((*scratch)[:0], f); ok {
 				data = *scratch
+			} else {
+				data = nil
 			}
 		}
 		if data != nil {
@@ -394,6 +389,17 @@ func (c *Conn) writeBatch(batch []outFrame, batcher Batcher, scratch *[]byte) (e
 		*f = outFrame{}
 	}
 	return nil
+}
+
+// splice appends to buf the frame f's Params make. One that cannot be made is logged and
+// dropped, by the direct path and the writer alike: buf comes back as it was, and false.
+func (c *Conn) splice(buf []byte, f *outFrame) ([]byte, bool) {
+	out, err := c.codec.Splice(buf, f.Method, f.Sub, f.Params)
+	if err != nil {
+		c.log.Error("rpc: splice failed", "method", f.Method, "err", err)
+		return buf, false
+	}
+	return out, true
 }
 
 func (c *Conn) finish(f outFrame) {
