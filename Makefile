@@ -43,9 +43,9 @@ fuzz:
 	  done; \
 	done
 
-## bench: Go micro-benchmarks (codec, splice, hub fan-out) and a short load run (commit → client over WebSocket; needs Postgres)
+## bench: Go micro-benchmarks (codec, splice, hub fan-out, the rpc writer) and a short load run (commit → client over WebSocket; needs Postgres)
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./codec/ ./streams/
+	$(GO) test -run '^$$' -bench . -benchmem ./codec/ ./streams/ ./rpc/
 	$(GO) test -run '^$$' -bench CommitToClient -benchtime 200x ./gateway/
 
 ## web: rebuild the board's embedded assets (web/dist) with npm and esbuild

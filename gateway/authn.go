@@ -48,18 +48,18 @@ func (s *session) verify(ctx context.Context, req *rpc.Request) (*auth.Principal
 func (s *session) auth(ctx context.Context, req *rpc.Request, _ *auth.Principal) (any, error) {
 	p, err := s.verify(ctx, req)
 	if err != nil {
-		s.closing.Store(true)
+		s.refuse()
 		req.AfterReply(func() { s.closeWith(StatusUnauthenticated, "invalid token") })
 		return nil, err
 	}
 	s.mu.Lock()
-	if !s.finished {
+	if s.lifecycle() < stateFinishing {
 		b := s.srv.acquireSubject(p.Subject)
 		if b == nil {
 			s.mu.Unlock()
 			max := s.srv.cfg.MaxConnectionsPerSubject
 			s.lg().Info("connection refused: too many connections of its subject", "subject", p.Subject, "max", max)
-			s.closing.Store(true)
+			s.refuse()
 			req.AfterReply(func() { s.closeWith(StatusLimitExceeded, "too many connections of this subject") })
 			return nil, s.srv.limitError(limitSubjectConns, max, 0)
 		}
@@ -67,8 +67,10 @@ func (s *session) auth(ctx context.Context, req *rpc.Request, _ *auth.Principal)
 		s.budget.Store(b)
 	}
 	s.principal = p
+	if s.lifecycle() == stateStarted { // else closing: it stays so
+		s.advance(stateAuthed)
+	}
 	s.mu.Unlock()
-	s.authed.Store(true)
 	s.releaseAddr()
 	s.setExpiry(p.ExpiresAt)
 	s.lg().Info("authenticated", "human", p.Human)

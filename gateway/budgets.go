@@ -133,10 +133,10 @@ func (b *subjectBudget) chargeReplay(c *Config, n int) {
 // a closing session reads no more messages, and an authenticated one
 // spends its connection's request budget, then its subject's.
 func (s *session) Admit(ctx context.Context) error {
-	if s.closing.Load() {
+	switch st := s.lifecycle(); {
+	case st >= stateRefusing:
 		return rpc.ErrSkip
-	}
-	if !s.authed.Load() {
+	case st != stateAuthed:
 		return nil // only an auth request is served: see Inline and invalid
 	}
 	limit, rate := limitRequests, s.srv.cfg.RequestRate
@@ -168,7 +168,7 @@ func (s *session) Admit(ctx context.Context) error {
 // (TCP holds the peer back) until the session has ended or ctx (the
 // library's bound on one control frame) ends.
 func (s *session) pinged(ctx context.Context, _ []byte) bool {
-	if s.conn == nil || s.closing.Load() {
+	if s.conn == nil || s.closing() {
 		return false // not set up yet, or a close handshake under way
 	}
 	ok, wait, _ := s.rate.take(s.srv.cfg.RequestRate)

@@ -80,7 +80,7 @@ func (s *Server) advertised() *protocol.Limits {
 // -32001 and closes the connection); anything else closes the connection
 // at once.
 func (s *session) Screen(m *codec.Message, err *codec.DecodeError) bool {
-	if s.authed.Load() || (err == nil && m.IsRequest()) {
+	if s.authed() || (err == nil && m.IsRequest()) {
 		return true
 	}
 	s.srv.metrics.AuthFailures.WithLabelValues("no_auth").Inc()

@@ -69,7 +69,7 @@ func (s *session) Handle(ctx context.Context, req *rpc.Request) (result any, err
 	case p == nil && (!m.anonymous || req.Notification):
 		s.srv.metrics.AuthFailures.WithLabelValues("no_auth").Inc()
 		const msg = "the first message must be an auth request"
-		s.closing.Store(true) // read no further while the answer goes out
+		s.refuse() // read no further while the answer goes out
 		req.AfterReply(func() { s.closeWith(StatusUnauthenticated, msg) })
 		return nil, rpc.Errorf(protocol.ErrUnauthenticated, msg)
 	case !found || (m.planner && s.srv.planner == nil):

@@ -29,6 +29,7 @@ const (
 // session is one /rpc connection: authentication, heartbeats,
 // subscriptions, and method routing.
 type session struct {
+	// Set by init, before start, and read-only after.
 	srv   *Server
 	conn  *rpc.Conn // its Codec is the session's
 	t     *wsnet.Transport
@@ -36,31 +37,28 @@ type session struct {
 	trace string // W3C trace id of the upgrade request, if any
 
 	lastRecv atomic.Int64 // Unix ns of the last frame from the peer
-	authed   atomic.Bool  // principal is set
-	closing  atomic.Bool  // closeWith was called: no further message is read
-	rate     rateLimiter  // BALLET_REQUEST_RATE, WebSocket pings included (budgets.go)
+	// state is the session's lifecycle: written only by advance, under mu, and atomic so that
+	// the reader's checks of every frame (Admit, Inline, Screen) take no lock.
+	state   atomic.Uint32
+	counted bool        // (mu) the principal's subject is counted against BALLET_MAX_CONNECTIONS_PER_SUBJECT
+	rate    rateLimiter // BALLET_REQUEST_RATE, WebSocket pings included (budgets.go); its own lock
 
 	budget atomic.Pointer[subjectBudget] // the subject's budgets, once counted (budgets.go)
 
+	// mu guards the fields below (but hb) and counted.
 	mu        sync.Mutex
 	principal *auth.Principal // nil until auth succeeds
 	subs      subTable
 
 	// Timers instead of a goroutine per session: an idle connection costs
 	// only its reader.
-	closeCode websocket.StatusCode
+	closeCode websocket.StatusCode // final from stateClosing on
 	closeMsg  string
 	authTimer *time.Timer
-	hb        wsnet.Timer // srv.timers'
-	ticking   bool        // heartbeats started
-	started   bool        // start has run: until then finish waits (closeWith leaves it to start)
-	closeSet  bool        // closeWith has been called: closeCode and closeMsg are final
-	closed    bool        // subs is closed to new entries
-	finished  bool
-	counted   bool    // the principal's subject is counted against BALLET_MAX_CONNECTIONS_PER_SUBJECT
-	expAt     int64   // the token's expiry, Unix ns; zero until authenticated
-	lastSent  int64   // last heartbeat sent, Unix ns
-	addr      addrKey // the address counted against BALLET_MAX_CONNECTIONS_PER_IP until auth
+	hb        wsnet.Timer // guarded by srv.timers' lock, which Schedule and Remove take (under mu)
+	expAt     int64       // the token's expiry, Unix ns; zero until authenticated
+	lastSent  int64       // last heartbeat sent, Unix ns
+	addr      addrKey     // the address counted against BALLET_MAX_CONNECTIONS_PER_IP until auth
 }
 
 // clientSub is one entry of the connection's subscription-id namespace.
@@ -93,26 +91,26 @@ func (s *session) start() {
 	s.srv.metrics.Connects.WithLabelValues(s.codecLabel()).Inc()
 	now := time.Now()
 	s.lastRecv.Store(now.UnixNano())
+	s.mu.Lock()
 	s.lastSent = now.UnixNano()
 	// Not derived from a server context: the server ends its sessions one
 	// by one (abort), and a context with no parent to watch costs nothing
-	// per connection.
+	// per connection. Started under mu, so that what the reader serves
+	// (an auth) finds the session started.
 	s.conn.Start(context.Background())
 	if s.srv.ctx.Err() != nil {
 		s.conn.Abort(ErrServerClosed) // Shutdown gave up waiting meanwhile
 	}
-	s.mu.Lock()
-	s.started = true
-	closing := s.closeSet
+	closing := s.lifecycle() == stateClosing
 	if !closing {
+		s.advance(stateStarted)
 		s.authTimer = time.AfterFunc(s.srv.cfg.AuthTimeout, func() {
 			if s.getPrincipal() == nil {
 				s.srv.metrics.AuthFailures.WithLabelValues("timeout").Inc()
 				s.closeWith(StatusUnauthenticated, "no auth request in time")
 			}
 		})
-		s.ticking = true
-		s.rescheduleLocked(time.Now()) // an auth may have set the expiry already
+		s.rescheduleLocked(time.Now())
 	}
 	s.mu.Unlock()
 	s.lg().Debug("connection opened")
@@ -125,24 +123,47 @@ func (s *session) start() {
 // server, or 0 when the connection already ended. The first call wins; it
 // never blocks. Before start has run, start finishes the session.
 func (s *session) closeWith(code websocket.StatusCode, reason string) {
-	s.closing.Store(true)
 	s.mu.Lock()
-	if s.closeSet {
+	from := s.lifecycle()
+	if from >= stateClosing {
 		s.mu.Unlock()
 		return
 	}
-	s.closeSet = true
+	s.advance(stateClosing)
 	s.closeCode, s.closeMsg = code, reason
-	started := s.started
 	s.mu.Unlock()
-	if started {
+	if from != stateMade {
 		go s.finish()
 	}
 }
 
+// refuse makes the reader read no further while the answer to the message it served goes
+// out; closeWith follows (after the reply).
+func (s *session) refuse() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lifecycle() < stateClosing {
+		s.advance(stateRefusing)
+	}
+}
+
+// closing reports whether the reader reads no further: the session refuses or closes.
+func (s *session) closing() bool { return s.lifecycle() >= stateRefusing }
+
+// authed reports whether the principal is set: without a lock while the session runs.
+func (s *session) authed() bool {
+	switch st := s.lifecycle(); {
+	case st == stateAuthed:
+		return true
+	case st < stateAuthed:
+		return false
+	}
+	return s.getPrincipal() != nil // closing: it may have authenticated first
+}
+
 // Inline: before auth, a message is served before the next one is read, and anything but an
 // auth request closes the connection at once (rpc.Hooks).
-func (s *session) Inline(method string) bool { return method == protocol.Auth || !s.authed.Load() }
+func (s *session) Inline(method string) bool { return method == protocol.Auth || !s.authed() }
 
 // OnMessage notes when the peer last sent a frame, for heartbeats (rpc.Hooks).
 func (s *session) OnMessage() { s.lastRecv.Store(time.Now().UnixNano()) }
@@ -206,8 +227,8 @@ func (s *session) Heartbeat() {
 // token expiry. Both the timer and a refresh call it, under s.mu, so the
 // later call sees the latest expiry.
 func (s *session) rescheduleLocked(now time.Time) {
-	if s.finished || !s.ticking {
-		return
+	if st := s.lifecycle(); st < stateStarted || st >= stateClosing {
+		return // not ticking yet, or finish is about to stop it
 	}
 	interval := s.srv.cfg.HeartbeatInterval
 	next := min(time.Unix(0, s.lastSent).Add(interval).Sub(now), time.Unix(0, s.lastRecv.Load()).Add(3*interval).Sub(now))
@@ -238,7 +259,7 @@ func (s *session) finish() {
 	defer s.srv.untrack(s)
 	s.mu.Lock()
 	code, reason := s.closeCode, s.closeMsg
-	s.finished = true
+	s.advance(stateFinishing)
 	if s.authTimer != nil {
 		s.authTimer.Stop()
 	}
@@ -267,7 +288,7 @@ func (s *session) finish() {
 	}
 	_ = s.conn.Close()
 	s.mu.Lock()
-	s.closed = true
+	s.advance(stateClosed)
 	subs := s.subs.all()
 	s.mu.Unlock()
 	for _, e := range subs {

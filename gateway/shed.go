@@ -96,7 +96,7 @@ func (s *Server) shedRound() {
 	excess := s.queued.Bytes() - int64(shedTarget*float64(s.queued.Limit()))
 	for _, sess := range s.openSessions() {
 		b := sess.conn.QueuedBytes()
-		if sess.closing.Load() {
+		if sess.closing() {
 			excess -= b
 		} else if b > 0 {
 			open = append(open, queuedConn{sess, b})

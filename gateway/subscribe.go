@@ -40,7 +40,7 @@ func checkSubID(id string) error {
 func (s *session) reserve(id string, cs *clientSub) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.lifecycle() == stateClosed {
 		return rpc.ErrClosed
 	}
 	if _, dup := s.subs.get(id); dup {

@@ -78,6 +78,7 @@ type Options struct {
 // Registry is one replica's presence: its own members, the views of the streams it has
 // watchers for, and the goroutine that refreshes them. It is safe for concurrent use.
 type Registry struct {
+	// Set by New and read-only after.
 	store       Store
 	window      time.Duration
 	max         int
@@ -85,6 +86,7 @@ type Registry struct {
 	logger      *slog.Logger
 	unsubscribe func()
 
+	// mu guards the fields below, every streamState, and Presence's fields marked (r.mu).
 	mu        sync.Mutex
 	streams   map[string]*streamState
 	scheduled map[*streamState]struct{}
@@ -95,12 +97,15 @@ type Registry struct {
 	timer     *time.Timer      // starts the worker for the next due work
 	armedAt   time.Time        // when timer fires; zero when it is not armed
 	closed    bool
-	wg        sync.WaitGroup
+	wg        sync.WaitGroup // the worker goroutine; not under mu
 }
 
 type key struct{ stream, subject string }
 
-// streamState is a stream with members or watchers on this replica.
+// streamState is a stream with members or watchers on this replica. Its fields are guarded
+// by the registry's mu, not a lock of its own: a stream's state changes together with the
+// registry's tables that hold it (streams, scheduled), and the worker's round over many
+// streams reads them all in one critical section. name is read-only.
 type streamState struct {
 	name     string
 	watchers map[*Presence]struct{}    // the refreshes are for them: none, none are done
@@ -120,6 +125,7 @@ type streamState struct {
 // Presence is one presence subscription: its subject is present on the stream (Join,
 // Enter), its sink follows the stream (Join, Watch), until Leave.
 type Presence struct {
+	// Set by join, before the Presence is returned, and read-only after.
 	r       *Registry
 	st      *streamState
 	subject string
@@ -127,7 +133,7 @@ type Presence struct {
 	sink    Sink
 
 	mu     sync.Mutex // held while the sink is called; Leave takes it to stop deliveries
-	closed bool
+	closed bool       // (mu) no more deliveries
 
 	primed bool // had its snapshot, or watches nothing (r.mu)
 	left   bool // (r.mu)

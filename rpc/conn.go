@@ -81,6 +81,7 @@ func (NoHooks) OnOverflow()                                    {}
 
 // Conn is one JSON-RPC connection.
 type Conn struct {
+	// Set by NewConn and read-only after, but for the counters marked (mu) and nextID (atomic).
 	t       Transport
 	tw      TryWriter // nil: every frame goes through the writer
 	codec   codec.Codec
@@ -93,7 +94,7 @@ type Conn struct {
 	// before and during Start; see end.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // the connection's goroutines and a held writer role
 
 	maxConc   int
 	active    int           // requests being handled (mu)
@@ -102,13 +103,14 @@ type Conn struct {
 	used      int           // tokens taken (mu)
 	freed     chan struct{} // closed when a token is returned, if anyone waits (mu)
 	maxTry    int
-	nextID    atomic.Int64
+	nextID    atomic.Int64 // atomic
 	maxBytes  int64
 	total     *Total
 
+	// mu guards the fields below.
 	mu      sync.Mutex
 	started bool        // Start has been called
-	writing bool        // the writer role is held (write.go)
+	writer  writerState // the writer role's state (write.go): changed only by setWriterLocked
 	closed  bool        // no frame is taken any more
 	shed    bool        // Shed was called: frames with bytes are refused
 	over    bool        // MaxQueuedBytes refused a frame: OnOverflow has been called

@@ -113,15 +113,15 @@ func putFrames(fs *[]outFrame) {
 }
 
 // The writer role: at most one goroutine writes to the transport at a
-// time, the one that holds the role (c.writing, with a count of c.wg so
-// that Close waits for it). Frames are written in the order they were
-// queued. Under c.mu:
+// time, the one that holds the role (c.writer is not writerIdle, with a count
+// of c.wg so that Close waits for it). Frames are written in the order they
+// were queued. Under c.mu:
 //
-//	idle    !writing, queue empty.
-//	direct  writing, on a sender's goroutine (writeNow): the sender found the
+//	idle    no writer, queue empty.
+//	direct  on a sender's goroutine (writeNow): the sender found the
 //	        connection idle and the transport a TryWriter. Frames sent
 //	        meanwhile are queued behind the ones being written.
-//	queued  writing, on a writer goroutine (writeLoop), which writes the
+//	queued  on a writer goroutine (writeLoop), which writes the
 //	        queue until it is empty, then goes idle.
 //
 //	idle   → direct  enqueue with a TryWriter and no Flush marker
@@ -133,7 +133,44 @@ func putFrames(fs *[]outFrame) {
 //	                 still queued is finished unsent)
 //
 // The role passes from direct to queued without being released, so no
-// other sender can write in between.
+// other sender can write in between. The connection's closed is not a
+// state of the writer: Close may set it while a writer runs, which then
+// ends as above.
+type writerState uint8
+
+const (
+	writerIdle writerState = iota
+	writerDirect
+	writerQueued
+)
+
+func (w writerState) String() string {
+	switch w {
+	case writerIdle:
+		return "idle"
+	case writerDirect:
+		return "direct"
+	case writerQueued:
+		return "queued"
+	}
+	return fmt.Sprintf("writerState(%d)", uint8(w))
+}
+
+// writerMoves is, for each state, the states it may move to: one bit a state.
+var writerMoves = [...]uint8{
+	writerIdle:   1<<writerDirect | 1<<writerQueued,
+	writerDirect: 1<<writerQueued | 1<<writerIdle,
+	writerQueued: 1 << writerIdle,
+}
+
+// setWriterLocked moves the writer role to to. A move the role does not have, or going idle
+// with frames queued, is a bug and panics. c.mu is held.
+func (c *Conn) setWriterLocked(to writerState) {
+	if from := c.writer; writerMoves[from]&(1<<to) == 0 || (to == writerIdle && len(c.queue) > 0) {
+		panic(fmt.Sprintf("rpc: writer cannot go from %v to %v with %d frames queued", from, to, len(c.queue)))
+	}
+	c.writer = to
+}
 
 // FrameOverhead is what MaxQueuedBytes counts for a queued frame beside its bytes: the
 // queue's entry for it.
@@ -175,18 +212,19 @@ func (c *Conn) enqueue(fs []outFrame, try bool, room int) bool {
 	if try {
 		c.tryLen += len(fs)
 	}
-	if c.writing {
+	if c.writer != writerIdle {
 		c.queue = append(c.queue, fs...)
 		c.mu.Unlock()
 		return true
 	}
-	c.writing = true
 	c.wg.Add(1)
 	if c.tw != nil && fs[0].marker == nil {
+		c.setWriterLocked(writerDirect)
 		c.mu.Unlock()
 		c.writeNow(fs)
 		return true
 	}
+	c.setWriterLocked(writerQueued)
 	c.queue = append(c.queue, fs...)
 	c.mu.Unlock()
 	c.workers.run(c.writeLoop)
@@ -198,9 +236,10 @@ func (c *Conn) enqueue(fs []outFrame, try bool, room int) bool {
 // idle.
 func (c *Conn) handOffLocked() bool {
 	if len(c.queue) > 0 {
+		c.setWriterLocked(writerQueued)
 		return true
 	}
-	c.writing = false
+	c.setWriterLocked(writerIdle)
 	c.wg.Done()
 	return false
 }
@@ -227,12 +266,8 @@ func (c *Conn) writeNow(fs []outFrame) {
 			f := &fs[i]
 			end := -1
 			if f.Params != nil {
-				var serr error
-				n := len(d.data)
-				if d.data, serr = c.codec.Splice(d.data, f.Method, f.Sub, f.Params); serr != nil {
-					c.log.Error("rpc: splice failed", "method", f.Method, "err", serr)
-					d.data = d.data[:n] // dropped like the writer drops it
-				} else {
+				var ok bool
+				if d.data, ok = c.splice(d.data, f); ok {
 					end = len(d.data)
 				}
 			}
@@ -331,7 +366,7 @@ func (c *Conn) writeLoop() {
 			if c.ctx.Err() != nil {
 				c.closed = true
 			}
-			c.writing = false
+			c.setWriterLocked(writerIdle)
 			c.mu.Unlock()
 			for _, f := range rest {
 				c.finish(f)
@@ -377,12 +412,11 @@ func (c *Conn) writeBatch(batch []outFrame, batcher Batcher, scratch *[]byte) (e
 		f := &batch[i]
 		data := f.Data
 		if f.Params != nil {
-			*scratch, err = c.codec.Splice((*scratch)[:0], f.Method, f.Sub, f.Params)
-			if err != nil {
-				c.log.Error("rpc: splice failed", "method", f.Method, "err", err)
-				data = nil
-			} else {
+			var ok bool
+			if *scratch, ok = c.splice((*scratch)[:0], f); ok {
 				data = *scratch
+			} else {
+				data = nil
 			}
 		}
 		if data != nil {
@@ -394,6 +428,17 @@ func (c *Conn) writeBatch(batch []outFrame, batcher Batcher, scratch *[]byte) (e
 		*f = outFrame{}
 	}
 	return nil
+}
+
+// splice appends to buf the frame f's Params make. One that cannot be made is logged and
+// dropped, by the direct path and the writer alike: buf comes back as it was, and false.
+func (c *Conn) splice(buf []byte, f *outFrame) ([]byte, bool) {
+	out, err := c.codec.Splice(buf, f.Method, f.Sub, f.Params)
+	if err != nil {
+		c.log.Error("rpc: splice failed", "method", f.Method, "err", err)
+		return buf, false
+	}
+	return out, true
 }
 
 func (c *Conn) finish(f outFrame) {

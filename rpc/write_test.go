@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -407,4 +408,54 @@ func TestTrySendBoundedAndFlush(t *testing.T) {
 	if int(written.Load()) != ok {
 		t.Fatalf("written %d of %d", written.Load(), ok)
 	}
+}
+
+// A frame whose params cannot be spliced is dropped, and its done called, on the sender's
+// goroutine and through the writer alike; the frames around it go out.
+func TestSpliceFailureDropsTheFrame(t *testing.T) {
+	forEachCodec(t, func(t *testing.T, c codec.Codec) {
+		for _, direct := range []bool{true, false} {
+			a, b := NewPipe(4096)
+			e := &tryEnd{PipeEnd: a}
+			e.accept.Store(direct)
+			conn := NewConn(e, c, &Options{Logger: slog.New(slog.DiscardHandler)})
+			conn.Start(context.Background())
+			body := func(v any) []byte {
+				raw, err := c.Marshal(v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return raw
+			}
+			var done atomic.Int64
+			fs := []Frame{
+				{Method: "ev", Sub: "s", Params: body(map[string]int{"n": 1})},
+				{Method: "ev", Sub: "s", Params: body([]int{1})}, // not an object
+				{Method: "ev", Sub: "s", Params: body(map[string]int{"n": 2})},
+			}
+			if !conn.TrySendFrames(fs, 3, func() { done.Add(1) }) {
+				t.Fatal("frames refused")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			for want := 1; want <= 2; want++ {
+				frame, err := b.Read(ctx)
+				if err != nil {
+					t.Fatalf("direct %v: frame %d: %v", direct, want, err)
+				}
+				var m codec.Message
+				var p struct {
+					N int `json:"n" msgpack:"n"`
+				}
+				if err := c.Decode(frame, &m); err != nil || c.Unmarshal(m.Params, &p) != nil || p.N != want {
+					t.Fatalf("direct %v: got %q, want n %d", direct, frame, want)
+				}
+			}
+			cancel()
+			if err := conn.Flush(context.Background()); err != nil || done.Load() != 3 {
+				t.Fatalf("direct %v: flush %v, done %d times, want 3", direct, err, done.Load())
+			}
+			conn.Close()
+			b.Close()
+		}
+	})
 }

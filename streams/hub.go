@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ballet/gateway/codec"
 )
@@ -25,6 +26,8 @@ type Hub struct {
 	onAccessLost func(project, subject, reason string)
 	cache        bodyCache
 	recent       recentEvents
+	// dispatching is set while Dispatch runs (atomic): a second caller panics.
+	dispatching atomic.Bool
 }
 
 type hubShard struct {
@@ -125,10 +128,14 @@ func (h *Hub) Count() int {
 
 // Dispatch fans events out, in order, to the subscriptions of their streams.
 // It must be called from one goroutine at a time, with events in seq order
-// (the tailer's sink). A subscription gets the events of one call that are
+// (the tailer's sink); a call made while another runs panics. A subscription gets the events of one call that are
 // its stream's together, in one write when its connection allows: a
 // gateway that falls behind catches up with fewer writes, not more.
 func (h *Hub) Dispatch(evs []Event) {
+	if !h.dispatching.CompareAndSwap(false, true) {
+		panic("streams: Hub.Dispatch called while another Dispatch runs: it must have one caller at a time")
+	}
+	defer h.dispatching.Store(false)
 	// Recorded before the fan-out: a subscriber registered meanwhile
 	// either replays an event from here or receives it live (or both,
 	// and drops the duplicate by seq).

@@ -248,3 +248,30 @@ func TestRunLargerThanQueueIsLagging(t *testing.T) {
 		t.Errorf("large got %s", got)
 	}
 }
+
+// Dispatch has one caller at a time: a second one, entering while the first runs (here held
+// in OnEvent), panics, and the first goes on; a later call is served again.
+func TestDispatchConcurrentPanics(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	h := NewHub(&HubOptions{OnEvent: func(*Event) {
+		once.Do(func() { close(entered); <-release })
+	}})
+	first := make(chan struct{})
+	go func() {
+		defer close(first)
+		h.Dispatch([]Event{testEvent(1, "item.updated", "P-1", `{}`)})
+	}()
+	<-entered
+	func() {
+		defer func() {
+			if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "another Dispatch runs") {
+				t.Errorf("second Dispatch: recovered %v, want a panic naming the concurrent call", r)
+			}
+		}()
+		h.Dispatch([]Event{testEvent(2, "item.updated", "P-1", `{}`)})
+	}()
+	close(release)
+	<-first
+	h.Dispatch([]Event{testEvent(3, "item.updated", "P-1", `{}`)}) // the flag was reset
+}

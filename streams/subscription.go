@@ -89,6 +89,7 @@ type SubscribeRequest struct {
 
 // Subscription is one client's interest in one stream.
 type Subscription struct {
+	// Set by Subscribe before the hub holds it, and read-only after.
 	id       string
 	subject  string
 	stream   Stream
@@ -98,6 +99,7 @@ type Subscription struct {
 	limit    int
 	onClosed func(*Subscription, string)
 
+	// mu guards the fields below but pending and drained (atomic) and written.
 	mu       sync.Mutex
 	state    subState
 	reason   string
@@ -105,7 +107,8 @@ type Subscription struct {
 	pending  atomic.Int64 // frames handed to out and not yet written
 	replayed int          // events sent from the replay
 	buffer   []buffered
-	// written is bound once so queuing a frame does not allocate a closure.
+	// written is bound once, by Subscribe, so queuing a frame does not allocate a closure;
+	// read-only.
 	written func()
 	// drained is signalled when a frame was written, for a replay waiting
 	// for queue space; made by the first such wait. frameWritten reads it

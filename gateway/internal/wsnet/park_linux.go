@@ -17,24 +17,29 @@ import (
 // The loop runs while at least one connection is registered and stops with
 // the last one, so it never outlives the sessions that use it.
 type idlePoller struct {
-	mu     sync.Mutex
-	loop   *pollLoop // while refs > 0
-	refs   int       // registered connections
+	mu     sync.Mutex // guards the fields below and every pollConn's
+	loop   *pollLoop  // while refs > 0
+	refs   int        // registered connections
 	nextID uint64
 	parked map[uint64]*pollConn
 	broken bool // epoll failed: connections read with a goroutine each
 }
 
 // pollLoop is one epoll instance and the goroutine waiting on it. Event
-// data 0 is the wake-up pipe; connections are numbered from 1.
+// data 0 is the wake-up pipe; connections are numbered from 1. Its fields
+// are set by startPollLoop and read-only after; done is closed by run.
 type pollLoop struct {
 	epfd         int
 	wakeR, wakeW int
 	done         chan struct{}
 }
 
-// pollConn is one connection's registration. All fields are guarded by the
-// poller's mutex.
+// pollConn is one connection's registration. Its fields but ip and rc (set
+// by conn, read-only) are guarded by the poller's mutex, not one of its
+// own: a registration changes together with the poller's table of parked
+// connections and its count of registered ones, which the loop reads for
+// many connections in one critical section, and a lock each would grow
+// every socket.
 type pollConn struct {
 	ip     *idlePoller
 	rc     syscall.RawConn
