@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/internal/subqueue"
 	"github.com/ballet/gateway/protocol"
 )
 
@@ -95,23 +95,18 @@ type Subscription struct {
 	codec    codec.Codec
 	out      Sender
 	types    *TypeFilter
-	limit    int
 	onClosed func(*Subscription, string)
 
 	mu       sync.Mutex
 	state    subState
 	reason   string
-	last     int64        // highest seq sent (or covered by the replay)
-	pending  atomic.Int64 // frames handed to out and not yet written
-	replayed int          // events sent from the replay
+	last     int64 // highest seq sent (or covered by the replay)
+	replayed int   // events sent from the replay
 	buffer   []buffered
-	// written is bound once so queuing a frame does not allocate a closure.
-	written func()
-	// drained is signalled when a frame was written, for a replay waiting
-	// for queue space; made by the first such wait. frameWritten reads it
-	// and pending without mu: out may write a frame, and call it, while
-	// sendLocked holds mu.
-	drained atomic.Pointer[chan struct{}]
+	// queue counts the frames handed to out and not yet written, at most
+	// QueueLimit; closed with the subscription. out may write a frame, and
+	// count it written, while sendLocked holds mu.
+	queue subqueue.Queue
 }
 
 type subState uint8
@@ -159,9 +154,9 @@ func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Su
 	}
 	sub := &Subscription{
 		id: req.ID, subject: req.Subject, stream: req.Stream, codec: req.Codec,
-		out: req.Out, types: req.Types, limit: req.QueueLimit, onClosed: req.OnClosed,
+		out: req.Out, types: req.Types, onClosed: req.OnClosed,
 	}
-	sub.written = sub.frameWritten
+	sub.queue.Init(req.QueueLimit)
 	if req.FromSeq != nil {
 		// The client has every event up to from_seq: none of them is sent again.
 		sub.last = *req.FromSeq
@@ -254,17 +249,17 @@ func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Su
 		// client asked for it.
 		bodies := make([][]byte, 0, min(len(evs), replayChunk))
 		for i := 0; i < len(evs); {
-			if err := sub.waitSpace(ctx, i > 0); err != nil {
+			if err := sub.queue.Wait(ctx, i > 0); err != nil {
 				h.remove(sub)
 				sub.markClosed("")
 				return nil, head, fmt.Errorf("subscribe %s: replay: %w", req.Stream, err)
 			}
 			sub.mu.Lock()
-			room := min(int64(sub.limit)-sub.pending.Load(), replayChunk)
+			room := min(sub.queue.Room(), replayChunk)
 			bodies = bodies[:0]
 			var last int64
 			size := 0
-			for ; i < len(evs) && int64(len(bodies)) < room && (size < req.ReplayBytes || len(bodies) == 0); i++ {
+			for ; i < len(evs) && len(bodies) < room && (size < req.ReplayBytes || len(bodies) == 0); i++ {
 				if !sub.types.Match(evs[i].Type) {
 					continue
 				}
@@ -349,9 +344,8 @@ func (s *Subscription) deliver(p *Prepared, cache *bodyCache) bool {
 // bufferLocked keeps a live event while the replay runs, or closes the
 // subscription as lagging when the buffer is full.
 func (s *Subscription) bufferLocked(seq int64, body []byte) bool {
-	if len(s.buffer) >= s.limit {
-		s.state, s.reason = subClosed, ReasonLagging
-		s.buffer = nil
+	if len(s.buffer) >= s.queue.Limit() {
+		s.closeLocked(ReasonLagging)
 		return false
 	}
 	s.buffer = append(s.buffer, buffered{seq: seq, body: body})
@@ -409,16 +403,14 @@ func (s *Subscription) sendBatchLocked(last int64, bodies [][]byte) bool {
 	if s.state == subClosed {
 		return false
 	}
-	n := int64(len(bodies))
-	room := int64(s.limit) - s.pending.Load()
-	if room < n {
-		s.state, s.reason = subClosed, ReasonLagging
+	room, ok := s.queue.Reserve(len(bodies))
+	if !ok {
+		s.closeLocked(ReasonLagging)
 		return false
 	}
-	s.pending.Add(n)
-	if !s.out.TrySendSplicedBatch(protocol.StreamEvent, s.id, bodies, int(room), s.written) {
-		s.pending.Add(-n)
-		s.state, s.reason = subClosed, ReasonLagging
+	if !s.out.TrySendSplicedBatch(protocol.StreamEvent, s.id, bodies, room, s.queue.Written()) {
+		s.queue.Unreserve(len(bodies))
+		s.closeLocked(ReasonLagging)
 		return false
 	}
 	s.last = last
@@ -433,55 +425,17 @@ func (s *Subscription) sendLocked(seq int64, body []byte) bool {
 	if s.state == subClosed {
 		return false
 	}
-	if s.pending.Load() >= int64(s.limit) {
-		s.state, s.reason = subClosed, ReasonLagging
+	if _, ok := s.queue.Reserve(1); !ok {
+		s.closeLocked(ReasonLagging)
 		return false
 	}
-	s.pending.Add(1)
-	if !s.out.TrySendSpliced(protocol.StreamEvent, s.id, body, s.written) {
-		s.pending.Add(-1)
-		s.state, s.reason = subClosed, ReasonLagging
+	if !s.out.TrySendSpliced(protocol.StreamEvent, s.id, body, s.queue.Written()) {
+		s.queue.Unreserve(1)
+		s.closeLocked(ReasonLagging)
 		return false
 	}
 	s.last = seq
 	return true
-}
-
-func (s *Subscription) frameWritten() {
-	s.pending.Add(-1)
-	if drained := s.drained.Load(); drained != nil {
-		select {
-		case *drained <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// waitSpace waits until the client's queue has room for one more frame, or, with all,
-// until every frame queued is written.
-func (s *Subscription) waitSpace(ctx context.Context, all bool) error {
-	for {
-		s.mu.Lock()
-		n := s.pending.Load()
-		full := (n >= int64(s.limit) || (all && n > 0)) && s.state != subClosed
-		s.mu.Unlock()
-		if !full {
-			return nil
-		}
-		drained := s.drained.Load()
-		if drained == nil {
-			// Published before pending is read again: a frame written
-			// after that read finds it and signals.
-			ch := make(chan struct{}, 1)
-			s.drained.CompareAndSwap(nil, &ch)
-			continue
-		}
-		select {
-		case <-*drained:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 }
 
 // markClosed closes the subscription with reason ("" for an unsubscribe); it
@@ -492,8 +446,15 @@ func (s *Subscription) markClosed(reason string) bool {
 	if s.state == subClosed {
 		return false
 	}
-	s.state, s.reason, s.buffer = subClosed, reason, nil
+	s.closeLocked(reason)
 	return true
+}
+
+// closeLocked is every move to subClosed: the queue closes with it, which ends
+// a replay's wait for room.
+func (s *Subscription) closeLocked(reason string) {
+	s.state, s.reason, s.buffer = subClosed, reason, nil
+	s.queue.Close()
 }
 
 // notifyClosed tells the owner why the server closed the subscription.

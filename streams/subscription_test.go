@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/ballet/gateway/codec"
 )
@@ -125,5 +126,43 @@ func TestReplayHook(t *testing.T) {
 				h.Unsubscribe(sub)
 			}
 		})
+	}
+}
+
+// A subscription closed while its replay waits for the client's queue to drain ends the
+// replay at once, without waiting for a frame to be written: closing it closes its queue.
+func TestCloseEndsReplayWait(t *testing.T) {
+	l := &sliceLog{}
+	for seq := int64(1); seq <= 6; seq++ {
+		l.evs = append(l.evs, testEvent(seq, "item.updated", "P-1", `{}`))
+	}
+	h := NewHub(nil)
+	r := newRecSender(codec.JSON)
+	r.hold = true // the client takes nothing: the replay waits after its first chunk
+	cl := &closings{reasons: map[string]string{}}
+	go func() {
+		for len(r.got("s")) < 2 {
+			time.Sleep(time.Millisecond)
+		}
+		h.CloseMatching(ReasonForbidden, func(*Subscription) bool { return true })
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	from := int64(0)
+	_, _, err := h.Subscribe(ctx, l, SubscribeRequest{
+		ID: "s", Subject: "alice", Stream: Stream{Kind: StreamProject, Key: "P"}, Codec: codec.JSON,
+		Out: r, FromSeq: &from, QueueLimit: 2, OnClosed: cl.record,
+	})
+	if err != nil {
+		t.Fatalf("Subscribe: %v, want the replay ended by the close", err)
+	}
+	if got := fmt.Sprint(r.got("s")); got != "[1 2]" {
+		t.Fatalf("sent %s, want [1 2]", got)
+	}
+	if got := cl.get()["s"]; got != ReasonForbidden {
+		t.Fatalf("closed %q, want %q", got, ReasonForbidden)
+	}
+	if h.Count() != 0 {
+		t.Fatalf("%d subscriptions left in the hub", h.Count())
 	}
 }
