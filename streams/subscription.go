@@ -143,15 +143,7 @@ func (s *Subscription) Replayed() int {
 // returns the log head at registration: without FromSeq, exactly the events
 // after it are delivered. With Admit, nothing is delivered before it passes.
 func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Subscription, int64, error) {
-	if req.QueueLimit <= 0 {
-		req.QueueLimit = DefaultQueueLimit
-	}
-	if req.ReplayLimit <= 0 {
-		req.ReplayLimit = DefaultReplayLimit
-	}
-	if req.ReplayBytes <= 0 {
-		req.ReplayBytes = 256 << 10
-	}
+	req.withDefaults()
 	sub := &Subscription{
 		id: req.ID, subject: req.Subject, stream: req.Stream, codec: req.Codec,
 		out: req.Out, types: req.Types, onClosed: req.OnClosed,
@@ -164,16 +156,55 @@ func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Su
 	// Register before reading the head: every event committed after the
 	// head is dispatched after this point and so reaches the buffer.
 	h.add(sub)
+	head, live, err := h.catchUp(ctx, log, sub, &req)
+	if err != nil {
+		// The caller is answered the error: the subscription leaves unannounced.
+		sub.markClosed("")
+		h.remove(sub)
+		return nil, head, err
+	}
+	if !live || !sub.goLive(head) {
+		h.remove(sub)
+		sub.notifyClosed()
+	}
+	return sub, head, nil
+}
+
+func (r *SubscribeRequest) withDefaults() {
+	if r.QueueLimit <= 0 {
+		r.QueueLimit = DefaultQueueLimit
+	}
+	if r.ReplayLimit <= 0 {
+		r.ReplayLimit = DefaultReplayLimit
+	}
+	if r.ReplayBytes <= 0 {
+		r.ReplayBytes = 256 << 10
+	}
+}
+
+// catchUp reads the head, admits the registered sub and replays what it asked
+// for; live is false when the replay closed it. Subscribe undoes the
+// registration when it fails.
+func (h *Hub) catchUp(ctx context.Context, log Log, sub *Subscription, req *SubscribeRequest) (head int64, live bool, err error) {
 	// The queries are short and run on a context that is not the caller's
 	// (a long-lived connection's): the database driver registers a
 	// callback on a cancellable context, and its table of callbacks would
 	// stay for the context's life. The replay's wait for queue space does
 	// watch ctx.
 	qctx := context.WithoutCancel(ctx)
+	head, err = h.admitAt(qctx, log, req)
+	if err != nil || req.FromSeq == nil {
+		return head, true, err
+	}
+	return h.replay(ctx, qctx, log, sub, req, head)
+}
+
+// admitAt returns the head the subscription starts after once Admit passed,
+// or, failing, the head its error names (0 for none).
+func (h *Hub) admitAt(qctx context.Context, log Log, req *SubscribeRequest) (int64, error) {
 	head, err := log.Head(qctx)
 	if err != nil {
-		h.remove(sub)
-		return nil, 0, fmt.Errorf("subscribe %s: read head: %w", req.Stream, err)
+		return 0, fmt.Errorf("subscribe %s: read head: %w", req.Stream, err)
 	}
 	f, following := log.(Follower)
 	following = following && f.Tailing()
@@ -188,105 +219,94 @@ func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Su
 	// Admitted only now, with the head known: see SubscribeRequest.Admit.
 	if req.Admit != nil {
 		if err := req.Admit(qctx); err != nil {
-			sub.markClosed("")
-			h.remove(sub)
-			return nil, 0, fmt.Errorf("subscribe %s: %w", req.Stream, err)
+			return 0, fmt.Errorf("subscribe %s: %w", req.Stream, err)
 		}
 	}
-	if req.FromSeq != nil && *req.FromSeq > head {
-		from := *req.FromSeq
-		// Beyond the head means the database was reset, unless the log
-		// reads a copy that lags the primary: then the client has seen
-		// every event up to from_seq elsewhere, nothing is to be replayed,
-		// and the events after it arrive live as the copy replays them.
-		if !following {
-			h.remove(sub)
-			return nil, head, fmt.Errorf("subscribe %s: from_seq %d is beyond the log head %d: %w", req.Stream, from, head, ErrResyncRequired)
-		}
-		primary, err := f.PrimaryHead(qctx)
-		if err != nil {
-			h.remove(sub)
-			return nil, 0, fmt.Errorf("subscribe %s: read the primary's head: %w", req.Stream, err)
-		}
-		if from > primary {
-			h.remove(sub)
-			return nil, primary, fmt.Errorf("subscribe %s: from_seq %d is beyond the log head %d: %w", req.Stream, from, primary, ErrResyncRequired)
-		}
-		head = from
+	if req.FromSeq == nil || *req.FromSeq <= head {
+		return head, nil
 	}
-	if req.FromSeq != nil {
-		from := *req.FromSeq
-		var read func(int)
-		if req.Replay != nil {
-			if read, err = req.Replay(ctx); err != nil {
-				sub.markClosed("")
-				h.remove(sub)
-				return nil, head, fmt.Errorf("subscribe %s: %w", req.Stream, err)
+	from := *req.FromSeq
+	// Beyond the head means the database was reset, unless the log
+	// reads a copy that lags the primary: then the client has seen
+	// every event up to from_seq elsewhere, nothing is to be replayed,
+	// and the events after it arrive live as the copy replays them.
+	if !following {
+		return head, fmt.Errorf("subscribe %s: from_seq %d is beyond the log head %d: %w", req.Stream, from, head, ErrResyncRequired)
+	}
+	primary, err := f.PrimaryHead(qctx)
+	if err != nil {
+		return 0, fmt.Errorf("subscribe %s: read the primary's head: %w", req.Stream, err)
+	}
+	if from > primary {
+		return primary, fmt.Errorf("subscribe %s: from_seq %d is beyond the log head %d: %w", req.Stream, from, primary, ErrResyncRequired)
+	}
+	return from, nil
+}
+
+// replay sends sub the stream's events from FromSeq up to head; live is
+// false when sub was closed meanwhile.
+func (h *Hub) replay(ctx, qctx context.Context, log Log, sub *Subscription, req *SubscribeRequest, head int64) (int64, bool, error) {
+	from := *req.FromSeq
+	var read func(int)
+	if req.Replay != nil {
+		var err error
+		if read, err = req.Replay(ctx); err != nil {
+			return head, false, fmt.Errorf("subscribe %s: %w", req.Stream, err)
+		}
+	}
+	// Recent events come from memory when the hub has dispatched
+	// every event up to the head; older ones, or a tailer behind the
+	// head, read the log.
+	var err error
+	evs, ok := h.recent.read(req.Stream, from, head, req.ReplayLimit+1)
+	if !ok {
+		evs, err = log.ReadStream(qctx, req.Stream, from, head, req.ReplayLimit+1)
+	}
+	if read != nil {
+		read(len(evs))
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("subscribe %s: replay: %w", req.Stream, err)
+	}
+	if len(evs) > req.ReplayLimit {
+		return head, false, fmt.Errorf("subscribe %s: more than %d events after from_seq %d: %w", req.Stream, req.ReplayLimit, from, ErrResyncRequired)
+	}
+	// In chunks that go out together, each as large as the client's
+	// queue has room for and at most ReplayBytes, sent once the one
+	// before was written: the replay waits for the client rather
+	// than overflowing, since it is bounded by ReplayLimit and the
+	// client asked for it.
+	bodies := make([][]byte, 0, min(len(evs), replayChunk))
+	for i := 0; i < len(evs); {
+		if err := sub.queue.Wait(ctx, i > 0); err != nil {
+			return head, false, fmt.Errorf("subscribe %s: replay: %w", req.Stream, err)
+		}
+		sub.mu.Lock()
+		room := min(sub.queue.Room(), replayChunk)
+		bodies = bodies[:0]
+		var last int64
+		size := 0
+		for ; i < len(evs) && len(bodies) < room && (size < req.ReplayBytes || len(bodies) == 0); i++ {
+			if !sub.types.Match(evs[i].Type) {
+				continue
+			}
+			p := Prepared{Event: &evs[i]}
+			if body, err := h.cache.body(&p, sub.codec); err == nil {
+				bodies = append(bodies, body)
+				size += len(body)
+				last = evs[i].Seq
 			}
 		}
-		// Recent events come from memory when the hub has dispatched
-		// every event up to the head; older ones, or a tailer behind the
-		// head, read the log.
-		evs, ok := h.recent.read(req.Stream, from, head, req.ReplayLimit+1)
+		ok := sub.state != subClosed && (len(bodies) == 0 || sub.sendBatchLocked(last, bodies))
+		if ok {
+			sub.replayed += len(bodies)
+		}
+		sub.mu.Unlock()
 		if !ok {
-			evs, err = log.ReadStream(qctx, req.Stream, from, head, req.ReplayLimit+1)
-		}
-		if read != nil {
-			read(len(evs))
-		}
-		if err != nil {
-			h.remove(sub)
-			return nil, 0, fmt.Errorf("subscribe %s: replay: %w", req.Stream, err)
-		}
-		if len(evs) > req.ReplayLimit {
-			h.remove(sub)
-			return nil, head, fmt.Errorf("subscribe %s: more than %d events after from_seq %d: %w", req.Stream, req.ReplayLimit, from, ErrResyncRequired)
-		}
-		// In chunks that go out together, each as large as the client's
-		// queue has room for and at most ReplayBytes, sent once the one
-		// before was written: the replay waits for the client rather
-		// than overflowing, since it is bounded by ReplayLimit and the
-		// client asked for it.
-		bodies := make([][]byte, 0, min(len(evs), replayChunk))
-		for i := 0; i < len(evs); {
-			if err := sub.queue.Wait(ctx, i > 0); err != nil {
-				h.remove(sub)
-				sub.markClosed("")
-				return nil, head, fmt.Errorf("subscribe %s: replay: %w", req.Stream, err)
-			}
-			sub.mu.Lock()
-			room := min(sub.queue.Room(), replayChunk)
-			bodies = bodies[:0]
-			var last int64
-			size := 0
-			for ; i < len(evs) && len(bodies) < room && (size < req.ReplayBytes || len(bodies) == 0); i++ {
-				if !sub.types.Match(evs[i].Type) {
-					continue
-				}
-				p := Prepared{Event: &evs[i]}
-				if body, err := h.cache.body(&p, sub.codec); err == nil {
-					bodies = append(bodies, body)
-					size += len(body)
-					last = evs[i].Seq
-				}
-			}
-			ok := sub.state != subClosed && (len(bodies) == 0 || sub.sendBatchLocked(last, bodies))
-			if ok {
-				sub.replayed += len(bodies)
-			}
-			sub.mu.Unlock()
-			if !ok {
-				h.remove(sub)
-				sub.notifyClosed()
-				return sub, head, nil
-			}
+			return head, false, nil
 		}
 	}
-	if !sub.goLive(head) {
-		h.remove(sub)
-		sub.notifyClosed()
-	}
-	return sub, head, nil
+	return head, true, nil
 }
 
 // Unsubscribe removes sub without notifying the client. It reports whether

@@ -166,3 +166,83 @@ func TestCloseEndsReplayWait(t *testing.T) {
 		t.Fatalf("%d subscriptions left in the hub", h.Count())
 	}
 }
+
+// failingLog is a sliceLog whose Head or ReadStream fail.
+type failingLog struct {
+	sliceLog
+	head, read error
+}
+
+func (l *failingLog) Head(ctx context.Context) (int64, error) {
+	if l.head != nil {
+		return 0, l.head
+	}
+	return l.sliceLog.Head(ctx)
+}
+
+func (l *failingLog) ReadStream(ctx context.Context, s Stream, after, upto int64, limit int) ([]Event, error) {
+	if l.read != nil {
+		return nil, l.read
+	}
+	return l.sliceLog.ReadStream(ctx, s, after, upto, limit)
+}
+
+// Whichever step of Subscribe fails, the subscription leaves the hub having sent nothing,
+// nobody is told it closed, and the head returned is the one the error speaks of.
+func TestSubscribeFailureLeavesNothing(t *testing.T) {
+	errLog := errors.New("log down")
+	var evs []Event
+	for seq := int64(1); seq <= 6; seq++ {
+		evs = append(evs, testEvent(seq, "item.updated", "P-1", `{}`))
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name     string
+		log      *failingLog
+		ctx      context.Context
+		from     int64
+		limit    int
+		wantErr  error
+		wantHead int64
+	}{
+		{name: "head", log: &failingLog{head: errLog}, from: 0, wantErr: errLog},
+		{name: "beyond the head", from: 7, wantErr: ErrResyncRequired, wantHead: 6},
+		{name: "read", log: &failingLog{read: errLog}, from: 0, wantErr: errLog},
+		{name: "too many", from: 0, limit: 5, wantErr: ErrResyncRequired, wantHead: 6},
+		{name: "cancelled while waiting for room", ctx: cancelled, from: 0, wantErr: context.Canceled, wantHead: 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := tc.log
+			if l == nil {
+				l = &failingLog{}
+			}
+			l.evs = evs
+			ctx := tc.ctx
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			h := NewHub(nil)
+			r := newRecSender(codec.JSON)
+			r.hold = true
+			cl := &closings{reasons: map[string]string{}}
+			from := tc.from
+			sub, head, err := h.Subscribe(ctx, l, SubscribeRequest{
+				ID: "s", Subject: "alice", Stream: Stream{Kind: StreamProject, Key: "P"}, Codec: codec.JSON,
+				Out: r, FromSeq: &from, QueueLimit: 2, ReplayLimit: tc.limit, OnClosed: cl.record,
+			})
+			if !errors.Is(err, tc.wantErr) || sub != nil || head != tc.wantHead {
+				t.Fatalf("Subscribe = %v, %d, %v; want nil, %d, %v", sub, head, err, tc.wantHead, tc.wantErr)
+			}
+			h.Dispatch([]Event{testEvent(7, "item.updated", "P-1", `{}`)})
+			if h.Count() != 0 || len(cl.get()) != 0 {
+				t.Fatalf("%d subscriptions left in the hub, closings %v", h.Count(), cl.get())
+			}
+			if tc.ctx == nil {
+				if got := fmt.Sprint(r.got("s")); got != "[]" {
+					t.Fatalf("sent %s, want nothing", got)
+				}
+			}
+		})
+	}
+}
