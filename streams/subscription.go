@@ -19,8 +19,24 @@ const (
 )
 
 // ErrResyncRequired: from_seq is older than the replay limit allows, or
-// beyond the log's head.
+// beyond the log's head. The hub's is an *Error saying which.
 var ErrResyncRequired = errors.New("streams: resync required")
+
+// Error is a refusal whose Detail names only what the client sent or may
+// see; it matches its sentinel (ErrResyncRequired, ErrBadTypes) with
+// errors.Is.
+type Error struct {
+	Err    error
+	Detail string
+}
+
+func (e *Error) Error() string { return e.Detail + ": " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// errorf returns an *Error matching sentinel with a formatted detail.
+func errorf(sentinel error, format string, args ...any) error {
+	return &Error{Err: sentinel, Detail: fmt.Sprintf(format, args...)}
+}
 
 // Defaults of SubscribeRequest.
 const (
@@ -231,14 +247,14 @@ func (h *Hub) admitAt(qctx context.Context, log Log, req *SubscribeRequest) (int
 	// every event up to from_seq elsewhere, nothing is to be replayed,
 	// and the events after it arrive live as the copy replays them.
 	if !following {
-		return head, fmt.Errorf("subscribe %s: from_seq %d is beyond the log head %d: %w", req.Stream, from, head, ErrResyncRequired)
+		return head, errorf(ErrResyncRequired, "subscribe %s: from_seq %d is beyond the log head %d", req.Stream, from, head)
 	}
 	primary, err := f.PrimaryHead(qctx)
 	if err != nil {
 		return 0, fmt.Errorf("subscribe %s: read the primary's head: %w", req.Stream, err)
 	}
 	if from > primary {
-		return primary, fmt.Errorf("subscribe %s: from_seq %d is beyond the log head %d: %w", req.Stream, from, primary, ErrResyncRequired)
+		return primary, errorf(ErrResyncRequired, "subscribe %s: from_seq %d is beyond the log head %d", req.Stream, from, primary)
 	}
 	return from, nil
 }
@@ -269,7 +285,7 @@ func (h *Hub) replay(ctx, qctx context.Context, log Log, sub *Subscription, req 
 		return 0, false, fmt.Errorf("subscribe %s: replay: %w", req.Stream, err)
 	}
 	if len(evs) > req.ReplayLimit {
-		return head, false, fmt.Errorf("subscribe %s: more than %d events after from_seq %d: %w", req.Stream, req.ReplayLimit, from, ErrResyncRequired)
+		return head, false, errorf(ErrResyncRequired, "subscribe %s: more than %d events after from_seq %d", req.Stream, req.ReplayLimit, from)
 	}
 	// In chunks that go out together, each as large as the client's
 	// queue has room for and at most ReplayBytes, sent once the one

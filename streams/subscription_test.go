@@ -205,11 +205,14 @@ func TestSubscribeFailureLeavesNothing(t *testing.T) {
 		limit    int
 		wantErr  error
 		wantHead int64
+		detail   string // the *Error's, for a client
 	}{
 		{name: "head", log: &failingLog{head: errLog}, from: 0, wantErr: errLog},
-		{name: "beyond the head", from: 7, wantErr: ErrResyncRequired, wantHead: 6},
+		{name: "beyond the head", from: 7, wantErr: ErrResyncRequired, wantHead: 6,
+			detail: "subscribe project:P: from_seq 7 is beyond the log head 6"},
 		{name: "read", log: &failingLog{read: errLog}, from: 0, wantErr: errLog},
-		{name: "too many", from: 0, limit: 5, wantErr: ErrResyncRequired, wantHead: 6},
+		{name: "too many", from: 0, limit: 5, wantErr: ErrResyncRequired, wantHead: 6,
+			detail: "subscribe project:P: more than 5 events after from_seq 0"},
 		{name: "cancelled while waiting for room", ctx: cancelled, from: 0, wantErr: context.Canceled, wantHead: 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -233,6 +236,12 @@ func TestSubscribeFailureLeavesNothing(t *testing.T) {
 			})
 			if !errors.Is(err, tc.wantErr) || sub != nil || head != tc.wantHead {
 				t.Fatalf("Subscribe = %v, %d, %v; want nil, %d, %v", sub, head, err, tc.wantHead, tc.wantErr)
+			}
+			if tc.detail != "" {
+				var e *Error
+				if !errors.As(err, &e) || e.Detail != tc.detail || err.Error() != tc.detail+": streams: resync required" {
+					t.Fatalf("error %q (%#v), want an *Error of detail %q", err, e, tc.detail)
+				}
 			}
 			h.Dispatch([]Event{testEvent(7, "item.updated", "P-1", `{}`)})
 			if h.Count() != 0 || len(cl.get()) != 0 {
