@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/protocol"
@@ -21,10 +22,7 @@ import (
 // Subscription ids: 1–64 characters, unique on the connection across
 // stream.subscribe and planner.watch.
 func checkSubID(id string) error {
-	n := 0
-	for range id {
-		n++
-	}
+	n := utf8.RuneCountInString(id)
 	if n < 1 || n > 64 {
 		return rpc.Errorf(rpc.ErrInvalidParams, "subscription must be 1 to 64 characters, got %d", n)
 	}
