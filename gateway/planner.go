@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/coder/websocket"
 
 	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/internal/subqueue"
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
@@ -139,19 +139,9 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 	if err := s.reserve(wp.Subscription, cs); err != nil {
 		return nil, err
 	}
-	var (
-		mu      sync.Mutex
-		stopped bool
-		stop    func()
-	)
-	// Frames the client has not taken yet; like a stream subscription's queue.
-	var pending int
-	limit := s.srv.cfg.SubscriberQueue
-	written := func() {
-		mu.Lock()
-		pending--
-		mu.Unlock()
-	}
+	// Frames the client has not taken yet; like a stream subscription's queue, closed when
+	// the watch is stopped.
+	queue := subqueue.New(s.srv.cfg.SubscriberQueue)
 	// closed runs on the watch's goroutine, which calls fn without a lock
 	// held: stopping the watch from here only marks it and closes its queue.
 	closed := func(reason string) {
@@ -172,16 +162,12 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 		if err != nil {
 			return true
 		}
-		mu.Lock()
-		if stopped || pending >= limit {
-			mu.Unlock()
+		if _, ok := queue.Reserve(1); !ok {
 			closed(streams.ReasonLagging)
 			return false
 		}
-		pending++
-		mu.Unlock()
 		f := [1]rpc.Frame{{Method: protocol.PlannerOutput, Sub: wp.Subscription, Params: body}}
-		if !s.conn.TrySendFrames(f[:], 1, written) {
+		if !s.conn.TrySendFrames(f[:], 1, queue.Written()) {
 			closed(streams.ReasonLagging)
 			return false
 		}
@@ -194,10 +180,8 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 		s.forget(wp.Subscription, cs)
 		return nil, plannerError(req.Method, err)
 	}
-	stop = func() {
-		mu.Lock()
-		stopped = true
-		mu.Unlock()
+	stop := func() {
+		queue.Close()
 		stopWatch()
 	}
 	s.mu.Lock()
