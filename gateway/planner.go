@@ -51,31 +51,37 @@ type watchResult struct {
 	Resumed      *bool  `json:"resumed,omitempty"`
 }
 
-// plannerError maps the planner's errors onto the spec's codes, with the
-// planner's caller-safe detail or else the code's own words; a limit's
-// refusal is -32029 with its data.
+// plannerCodes are the spec's codes of the planner's error kinds (its sentinels); a
+// limit's refusal, a *planner.LimitError, is -32029 with its data.
+var plannerCodes = [...]struct {
+	kind error
+	code rpc.Coded
+}{
+	{planner.ErrNotFound, protocol.ErrNotFound},
+	{planner.ErrForbidden, protocol.ErrForbidden},
+	{planner.ErrConflict, protocol.ErrConflict},
+	{planner.ErrInvalid, rpc.ErrInvalidParams},
+}
+
+// plannerError answers a planner error with its kind's code (plannerCodes) and the
+// planner's caller-safe detail, or else the code's own words; an error of no kind is
+// internal.
 func plannerError(method string, err error) error {
-	var kind rpc.Coded
 	var limit *planner.LimitError
-	switch {
-	case errors.As(err, &limit):
+	if errors.As(err, &limit) {
 		return limitExceeded(limit.Limit, limit.Max, limit.RetryAfter) // counted by the planner's observer
-	case errors.Is(err, planner.ErrNotFound):
-		kind = protocol.ErrNotFound
-	case errors.Is(err, planner.ErrForbidden):
-		kind = protocol.ErrForbidden
-	case errors.Is(err, planner.ErrConflict):
-		kind = protocol.ErrConflict
-	case errors.Is(err, planner.ErrInvalid):
-		kind = rpc.ErrInvalidParams
-	default:
-		return fmt.Errorf("%s: %w", method, err)
 	}
-	msg := planner.Detail(err)
-	if msg == "" {
-		msg = kind.Error() // the error's own text may hold internals
+	for _, k := range plannerCodes {
+		if !errors.Is(err, k.kind) {
+			continue
+		}
+		msg := planner.Detail(err)
+		if msg == "" {
+			msg = k.code.Error() // the error's own text may hold internals
+		}
+		return rpc.Errorf(k.code, "%s", msg)
 	}
-	return rpc.Errorf(kind, "%s", msg)
+	return fmt.Errorf("%s: %w", method, err)
 }
 
 func (s *session) plannerSend(ctx context.Context, req *rpc.Request, p *auth.Principal) (any, error) {
