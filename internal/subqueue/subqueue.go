@@ -1,7 +1,3 @@
-// Package subqueue bounds what one subscription has queued on its connection: the frames
-// handed to the connection and not yet written. Stream events, presence changes and planner
-// output each count theirs in a Queue; a subscription whose queue is full overflows, and its
-// owner closes it lagging (or, for a replay, waits for room).
 package subqueue
 
 import (
