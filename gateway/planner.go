@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/coder/websocket"
 
 	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/internal/subqueue"
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
@@ -51,31 +51,37 @@ type watchResult struct {
 	Resumed      *bool  `json:"resumed,omitempty"`
 }
 
-// plannerError maps the planner's errors onto the spec's codes, with the
-// planner's caller-safe detail or else the code's own words; a limit's
-// refusal is -32029 with its data.
+// plannerCodes are the spec's codes of the planner's error kinds (its sentinels); a
+// limit's refusal, a *planner.LimitError, is -32029 with its data.
+var plannerCodes = [...]struct {
+	kind error
+	code rpc.Coded
+}{
+	{planner.ErrNotFound, protocol.ErrNotFound},
+	{planner.ErrForbidden, protocol.ErrForbidden},
+	{planner.ErrConflict, protocol.ErrConflict},
+	{planner.ErrInvalid, rpc.ErrInvalidParams},
+}
+
+// plannerError answers a planner error with its kind's code (plannerCodes) and the
+// planner's caller-safe detail, or else the code's own words; an error of no kind is
+// internal.
 func plannerError(method string, err error) error {
-	var kind rpc.Coded
 	var limit *planner.LimitError
-	switch {
-	case errors.As(err, &limit):
+	if errors.As(err, &limit) {
 		return limitExceeded(limit.Limit, limit.Max, limit.RetryAfter) // counted by the planner's observer
-	case errors.Is(err, planner.ErrNotFound):
-		kind = protocol.ErrNotFound
-	case errors.Is(err, planner.ErrForbidden):
-		kind = protocol.ErrForbidden
-	case errors.Is(err, planner.ErrConflict):
-		kind = protocol.ErrConflict
-	case errors.Is(err, planner.ErrInvalid):
-		kind = rpc.ErrInvalidParams
-	default:
-		return fmt.Errorf("%s: %w", method, err)
 	}
-	msg := planner.Detail(err)
-	if msg == "" {
-		msg = kind.Error() // the error's own text may hold internals
+	for _, k := range plannerCodes {
+		if !errors.Is(err, k.kind) {
+			continue
+		}
+		msg := planner.Detail(err)
+		if msg == "" {
+			msg = k.code.Error() // the error's own text may hold internals
+		}
+		return rpc.Errorf(k.code, "%s", msg)
 	}
-	return rpc.Errorf(kind, "%s", msg)
+	return fmt.Errorf("%s: %w", method, err)
 }
 
 func (s *session) plannerSend(ctx context.Context, req *rpc.Request, p *auth.Principal) (any, error) {
@@ -139,19 +145,9 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 	if err := s.reserve(wp.Subscription, cs); err != nil {
 		return nil, err
 	}
-	var (
-		mu      sync.Mutex
-		stopped bool
-		stop    func()
-	)
-	// Frames the client has not taken yet; like a stream subscription's queue.
-	var pending int
-	limit := s.srv.cfg.SubscriberQueue
-	written := func() {
-		mu.Lock()
-		pending--
-		mu.Unlock()
-	}
+	// Frames the client has not taken yet; like a stream subscription's queue, closed when
+	// the watch is stopped.
+	queue := subqueue.New(s.srv.cfg.SubscriberQueue)
 	// closed runs on the watch's goroutine, which calls fn without a lock
 	// held: stopping the watch from here only marks it and closes its queue.
 	closed := func(reason string) {
@@ -172,16 +168,12 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 		if err != nil {
 			return true
 		}
-		mu.Lock()
-		if stopped || pending >= limit {
-			mu.Unlock()
+		if _, ok := queue.Reserve(1); !ok {
 			closed(streams.ReasonLagging)
 			return false
 		}
-		pending++
-		mu.Unlock()
 		f := [1]rpc.Frame{{Method: protocol.PlannerOutput, Sub: wp.Subscription, Params: body}}
-		if !s.conn.TrySendFrames(f[:], 1, written) {
+		if !s.conn.TrySendFrames(f[:], 1, queue.Written()) {
 			closed(streams.ReasonLagging)
 			return false
 		}
@@ -194,10 +186,8 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 		s.forget(wp.Subscription, cs)
 		return nil, plannerError(req.Method, err)
 	}
-	stop = func() {
-		mu.Lock()
-		stopped = true
-		mu.Unlock()
+	stop := func() {
+		queue.Close()
 		stopWatch()
 	}
 	s.mu.Lock()

@@ -22,6 +22,8 @@ func TestPlannerErrorWords(t *testing.T) {
 		{fmt.Errorf("lease row 7: pq: deadlock detected: %w", planner.ErrConflict), -32009, "conflict"},
 		{fmt.Errorf("pgx: relation planner_sessions: %w", planner.ErrNotFound), -32004, "not found"},
 		{planner.ErrForbidden, -32003, "forbidden"},
+		{planner.ErrInvalid, -32602, "invalid params"},
+		{fmt.Errorf("send: %w", planner.ErrClosed), 0, ""},
 		{errors.New("connection refused"), 0, ""},
 	} {
 		err := plannerError("planner.send", tc.err)

@@ -8,10 +8,10 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/internal/subqueue"
 	"github.com/ballet/gateway/presence"
 	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
@@ -39,17 +39,17 @@ const itemStreamPrefix = "item:"
 // ends it (the subscription's cancel, run by forget). Called under s.mu.
 func (s *session) joinPresence(st streams.Stream, id, subject string, cs *clientSub, present, items bool) func() {
 	reg := s.srv.presence
-	pending := new(atomic.Int64) // one queue bound for the subscription's notifications
+	queue := subqueue.New(s.srv.cfg.SubscriberQueue) // one bound for the subscription's notifications
 	var leave []func()
 	if present {
-		k := s.newPresenceSink(id, cs, pending, false)
+		k := &presenceSink{s: s, id: id, cs: cs, queue: queue}
 		leave = append(leave, reg.Join(st.String(), subject, s.connID(), k).Leave)
 		if st.Kind == streams.StreamItem {
 			leave = append(leave, reg.Enter(itemsStream(st.Project()), presence.GroupSubject(st.Key, subject), s.connID()).Leave)
 		}
 	}
 	if items {
-		k := s.newPresenceSink(id, cs, pending, true)
+		k := &presenceSink{s: s, id: id, cs: cs, queue: queue, items: true}
 		leave = append(leave, reg.Watch(itemsStream(st.Key), k).Leave)
 	}
 	if len(leave) == 1 {
@@ -62,22 +62,15 @@ func (s *session) joinPresence(st streams.Stream, id, subject string, cs *client
 	}
 }
 
-func (s *session) newPresenceSink(id string, cs *clientSub, pending *atomic.Int64, items bool) *presenceSink {
-	k := &presenceSink{s: s, id: id, cs: cs, pending: pending, items: items}
-	k.written = func() { k.pending.Add(-1) }
-	return k
-}
-
 // presenceSink delivers one subscription's presence.changed. Like the subscription's events,
 // at most BALLET_SUBSCRIBER_QUEUE of them wait for the client; past that, or when the
 // connection cannot queue them, the subscription is closed lagging.
 type presenceSink struct {
-	s       *session
-	id      string
-	cs      *clientSub
-	items   bool          // watches an items stream: its notices are those of the items
-	pending *atomic.Int64 // notifications queued and not written yet, shared by the subscription's sinks
-	written func()
+	s     *session
+	id    string
+	cs    *clientSub
+	items bool            // watches an items stream: its notices are those of the items
+	queue *subqueue.Queue // notifications queued and not written yet, shared by the subscription's sinks
 }
 
 var _ presence.Sink = (*presenceSink)(nil)
@@ -104,17 +97,16 @@ func (k *presenceSink) PresenceChanged(n *presence.Notice) bool {
 			*fs = append(*fs, rpc.Frame{Method: protocol.PresenceChanged, Sub: k.id, Params: b})
 		}
 	}
-	n0 := int64(len(*fs))
+	n0 := len(*fs)
 	if n0 == 0 {
 		return true
 	}
-	room := int64(k.s.srv.cfg.SubscriberQueue) - k.pending.Load()
-	if n0 > room {
+	room, ok := k.queue.Reserve(n0)
+	if !ok {
 		return false
 	}
-	k.pending.Add(n0)
-	if !k.s.conn.TrySendFrames(*fs, int(room), k.written) {
-		k.pending.Add(-n0)
+	if !k.s.conn.TrySendFrames(*fs, room, k.queue.Written()) {
+		k.queue.Unreserve(n0)
 		return false
 	}
 	k.s.srv.metrics.PresenceChanges.Add(float64(n0))

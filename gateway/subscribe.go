@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/protocol"
@@ -21,10 +22,7 @@ import (
 // Subscription ids: 1–64 characters, unique on the connection across
 // stream.subscribe and planner.watch.
 func checkSubID(id string) error {
-	n := 0
-	for range id {
-		n++
-	}
+	n := utf8.RuneCountInString(id)
 	if n < 1 || n > 64 {
 		return rpc.Errorf(rpc.ErrInvalidParams, "subscription must be 1 to 64 characters, got %d", n)
 	}
@@ -117,7 +115,7 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 	}
 	types, err := streams.ParseTypes(sp.Types)
 	if err != nil {
-		return nil, rpc.Errorf(rpc.ErrInvalidParams, "params.%s", strings.TrimSuffix(err.Error(), ": "+streams.ErrBadTypes.Error()))
+		return nil, rpc.Errorf(rpc.ErrInvalidParams, "params.%s", streamsDetail(err))
 	}
 	// A replay is refused at once while the subject's budget is
 	// overdrawn, and charged what it read (budgets.go).
@@ -157,7 +155,7 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 		case refused != nil:
 			return nil, refused
 		case errors.Is(err, streams.ErrResyncRequired):
-			return nil, rpc.Errorf(protocol.ErrResyncRequired, "resync required: %s", resyncDetail(err))
+			return nil, rpc.Errorf(protocol.ErrResyncRequired, "resync required: %s", streamsDetail(err))
 		}
 		return nil, fmt.Errorf("subscribe %s: %w", st, err)
 	}
@@ -187,14 +185,14 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 	return subscribeResult{Subscription: sp.Subscription, Seq: head}, nil
 }
 
-func resyncDetail(err error) string {
-	msg := err.Error()
-	// "subscribe project:X: <detail>: streams: resync required"
-	const suffix = ": " + "streams: resync required"
-	if len(msg) > len(suffix) && msg[len(msg)-len(suffix):] == suffix {
-		msg = msg[:len(msg)-len(suffix)]
+// streamsDetail returns what a client is told of a refusal of package streams: its
+// *streams.Error's detail.
+func streamsDetail(err error) string {
+	var e *streams.Error
+	if errors.As(err, &e) {
+		return e.Detail
 	}
-	return msg
+	return err.Error()
 }
 
 // authorize checks perm on the stream's project: -32004 for an unknown

@@ -61,22 +61,23 @@ func (s *Service) SendWithKey(ctx context.Context, c Caller, session, text, key 
 	s.turnsWG.Add(1)
 	s.mu.Unlock()
 
-	seq, err := s.begin(ctx, c, t, text, key)
-	if err != nil {
+	b, err := s.begin(ctx, c, t, text, key)
+	if err != nil || b.repeated {
 		s.forget(t)
 		t.cancel(nil)
 		s.turnsWG.Done()
-		if errors.Is(err, errSentBefore) {
-			return -seq, nil
-		}
-		return 0, err
+		return b.seq, err
 	}
 	go s.run(t)
-	return seq, nil
+	return b.seq, nil
 }
 
-// errSentBefore: begin found the key already used, and returns that send's seq as -seq.
-var errSentBefore = errors.New("planner: sent before")
+// begun is what begin did: stored the message of seq and took the lease for its turn, or,
+// repeated, found the key already used by the send of seq and started nothing.
+type begun struct {
+	seq      int64
+	repeated bool
+}
 
 // sentWithKey looks the key up, retrying for up to wait while the send that holds the
 // session may still be storing the message that carries the key.
@@ -128,20 +129,20 @@ func checkKey(key string) error {
 }
 
 // begin takes the lease and stores the human message. Under a key that a send stored
-// meanwhile it gives the lease back and returns -seq with errSentBefore.
-func (s *Service) begin(ctx context.Context, c Caller, t *turn, text, key string) (int64, error) {
+// meanwhile it gives the lease back and returns that send's seq, repeated.
+func (s *Service) begin(ctx context.Context, c Caller, t *turn, text, key string) (begun, error) {
 	id := t.session.ID
 	if s.atLimitHere(t.human) {
-		return 0, s.refuseTurn()
+		return begun{}, s.refuseTurn()
 	}
 	s.reapSession(ctx, id) // a dead turn's watchers hear of it before the next turn starts
 	leave, err := s.enterGate(ctx, t.human)
 	if err != nil {
-		return 0, err
+		return begun{}, err
 	}
 	if s.atLimitHere(t.human) {
 		leave()
-		return 0, s.refuseTurn()
+		return begun{}, s.refuseTurn()
 	}
 	taken, stale, err := s.store.Acquire(ctx, id, t.owner, t.human, s.turnsPer, s.lease)
 	if err == nil && taken {
@@ -153,17 +154,17 @@ func (s *Service) begin(ctx context.Context, c Caller, t *turn, text, key string
 	leave()
 	if errors.Is(err, ErrLimit) {
 		s.obs.Refused(LimitTurns)
-		return 0, err
+		return begun{}, err
 	}
 	if err != nil {
-		return 0, fmt.Errorf("planner: take the lease of session %s: %w", id, err)
+		return begun{}, fmt.Errorf("planner: take the lease of session %s: %w", id, err)
 	}
 	if !taken {
 		seq, err := s.conflict(ctx, c, id, key)
-		if err == nil {
-			return -seq, errSentBefore
+		if err != nil {
+			return begun{}, err
 		}
-		return 0, err
+		return begun{seq: seq, repeated: true}, nil
 	}
 	if stale {
 		// Replaced between reapSession and Acquire: its turn is unknown here.
@@ -180,16 +181,16 @@ func (s *Service) begin(ctx context.Context, c Caller, t *turn, text, key string
 	if seq, found, err := s.sentWithKey(ctx, c, id, key, 0); err != nil || found {
 		release()
 		if err != nil {
-			return 0, err
+			return begun{}, err
 		}
-		return -seq, errSentBefore
+		return begun{seq: seq, repeated: true}, nil
 	}
 	content, _ := json.Marshal(text)
 	m, err := s.store.AppendMessage(ctx, id, NewMessage{Role: RoleHuman, Content: content, Actor: c.actor(), IdempotencyKey: key})
 	if err != nil {
 		release()
-		return 0, fmt.Errorf("planner: store message: %w", err)
+		return begun{}, fmt.Errorf("planner: store message: %w", err)
 	}
 	s.emit(t, Output{Type: OutputMessage, Seq: m.Seq})
-	return m.Seq, nil
+	return begun{seq: m.Seq}, nil
 }

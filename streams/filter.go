@@ -2,7 +2,6 @@ package streams
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"unicode/utf8"
 )
@@ -13,7 +12,8 @@ const (
 	MaxTypePattern  = 64 // characters
 )
 
-// ErrBadTypes: a type filter that is not a list of event types or prefixes.
+// ErrBadTypes: a type filter that is not a list of event types or prefixes; ParseTypes'
+// is an *Error saying what is wrong.
 var ErrBadTypes = errors.New("streams: bad type filter")
 
 // TypeFilter selects events by type: exact names ("dependency.added") or prefixes written
@@ -31,7 +31,7 @@ func ParseTypes(patterns []string) (*TypeFilter, error) {
 		return nil, nil
 	}
 	if len(patterns) == 0 || len(patterns) > MaxTypePatterns {
-		return nil, fmt.Errorf("types must list 1 to %d event types: %w", MaxTypePatterns, ErrBadTypes)
+		return nil, errorf(ErrBadTypes, "types must list 1 to %d event types", MaxTypePatterns)
 	}
 	f := &TypeFilter{exact: make(map[string]struct{}, len(patterns))}
 	for i, p := range patterns {
@@ -39,9 +39,9 @@ func ParseTypes(patterns []string) (*TypeFilter, error) {
 		star := strings.IndexByte(p, '*')
 		switch {
 		case n == 0 || n > MaxTypePattern || !validText(p):
-			return nil, fmt.Errorf("types[%d] must be 1 to %d characters of text: %w", i, MaxTypePattern, ErrBadTypes)
+			return nil, errorf(ErrBadTypes, "types[%d] must be 1 to %d characters of text", i, MaxTypePattern)
 		case star >= 0 && star != len(p)-1:
-			return nil, fmt.Errorf("types[%d] may have \"*\" only at its end: %w", i, ErrBadTypes)
+			return nil, errorf(ErrBadTypes, "types[%d] may have \"*\" only at its end", i)
 		case star >= 0:
 			f.prefixes = append(f.prefixes, p[:star])
 		default:

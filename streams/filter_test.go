@@ -38,4 +38,10 @@ func TestTypeFilter(t *testing.T) {
 			t.Errorf("ParseTypes(%q) = %v, want ErrBadTypes", bad, err)
 		}
 	}
+	// What is wrong is the *Error's detail, for a client.
+	_, err = ParseTypes([]string{"ok", "a*b"})
+	var e *Error
+	if !errors.As(err, &e) || e.Detail != `types[1] may have "*" only at its end` || err.Error() != e.Detail+": streams: bad type filter" {
+		t.Fatalf("ParseTypes: %q (%#v), want an *Error naming types[1]", err, e)
+	}
 }

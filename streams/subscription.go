@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/internal/subqueue"
 	"github.com/ballet/gateway/protocol"
 )
 
@@ -19,8 +19,24 @@ const (
 )
 
 // ErrResyncRequired: from_seq is older than the replay limit allows, or
-// beyond the log's head.
+// beyond the log's head. The hub's is an *Error saying which.
 var ErrResyncRequired = errors.New("streams: resync required")
+
+// Error is a refusal whose Detail names only what the client sent or may
+// see; it matches its sentinel (ErrResyncRequired, ErrBadTypes) with
+// errors.Is.
+type Error struct {
+	Err    error
+	Detail string
+}
+
+func (e *Error) Error() string { return e.Detail + ": " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// errorf returns an *Error matching sentinel with a formatted detail.
+func errorf(sentinel error, format string, args ...any) error {
+	return &Error{Err: sentinel, Detail: fmt.Sprintf(format, args...)}
+}
 
 // Defaults of SubscribeRequest.
 const (
@@ -96,25 +112,19 @@ type Subscription struct {
 	codec    codec.Codec
 	out      Sender
 	types    *TypeFilter
-	limit    int
 	onClosed func(*Subscription, string)
 
-	// mu guards the fields below but pending and drained (atomic) and written.
+	// mu guards the fields below but queue (atomic).
 	mu       sync.Mutex
 	state    subState
 	reason   string
-	last     int64        // highest seq sent (or covered by the replay)
-	pending  atomic.Int64 // frames handed to out and not yet written
-	replayed int          // events sent from the replay
+	last     int64 // highest seq sent (or covered by the replay)
+	replayed int   // events sent from the replay
 	buffer   []buffered
-	// written is bound once, by Subscribe, so queuing a frame does not allocate a closure;
-	// read-only.
-	written func()
-	// drained is signalled when a frame was written, for a replay waiting
-	// for queue space; made by the first such wait. frameWritten reads it
-	// and pending without mu: out may write a frame, and call it, while
-	// sendLocked holds mu.
-	drained atomic.Pointer[chan struct{}]
+	// queue counts the frames handed to out and not yet written, at most
+	// QueueLimit; closed with the subscription. out may write a frame, and
+	// count it written, while sendLocked holds mu.
+	queue subqueue.Queue
 }
 
 type subState uint8
@@ -151,20 +161,12 @@ func (s *Subscription) Replayed() int {
 // returns the log head at registration: without FromSeq, exactly the events
 // after it are delivered. With Admit, nothing is delivered before it passes.
 func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Subscription, int64, error) {
-	if req.QueueLimit <= 0 {
-		req.QueueLimit = DefaultQueueLimit
-	}
-	if req.ReplayLimit <= 0 {
-		req.ReplayLimit = DefaultReplayLimit
-	}
-	if req.ReplayBytes <= 0 {
-		req.ReplayBytes = 256 << 10
-	}
+	req.withDefaults()
 	sub := &Subscription{
 		id: req.ID, subject: req.Subject, stream: req.Stream, codec: req.Codec,
-		out: req.Out, types: req.Types, limit: req.QueueLimit, onClosed: req.OnClosed,
+		out: req.Out, types: req.Types, onClosed: req.OnClosed,
 	}
-	sub.written = sub.frameWritten
+	sub.queue.Init(req.QueueLimit)
 	if req.FromSeq != nil {
 		// The client has every event up to from_seq: none of them is sent again.
 		sub.last = *req.FromSeq
@@ -172,16 +174,55 @@ func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Su
 	// Register before reading the head: every event committed after the
 	// head is dispatched after this point and so reaches the buffer.
 	h.add(sub)
+	head, live, err := h.catchUp(ctx, log, sub, &req)
+	if err != nil {
+		// The caller is answered the error: the subscription leaves unannounced.
+		sub.markClosed("")
+		h.remove(sub)
+		return nil, head, err
+	}
+	if !live || !sub.goLive(head) {
+		h.remove(sub)
+		sub.notifyClosed()
+	}
+	return sub, head, nil
+}
+
+func (r *SubscribeRequest) withDefaults() {
+	if r.QueueLimit <= 0 {
+		r.QueueLimit = DefaultQueueLimit
+	}
+	if r.ReplayLimit <= 0 {
+		r.ReplayLimit = DefaultReplayLimit
+	}
+	if r.ReplayBytes <= 0 {
+		r.ReplayBytes = 256 << 10
+	}
+}
+
+// catchUp reads the head, admits the registered sub and replays what it asked
+// for; live is false when the replay closed it. Subscribe undoes the
+// registration when it fails.
+func (h *Hub) catchUp(ctx context.Context, log Log, sub *Subscription, req *SubscribeRequest) (head int64, live bool, err error) {
 	// The queries are short and run on a context that is not the caller's
 	// (a long-lived connection's): the database driver registers a
 	// callback on a cancellable context, and its table of callbacks would
 	// stay for the context's life. The replay's wait for queue space does
 	// watch ctx.
 	qctx := context.WithoutCancel(ctx)
+	head, err = h.admitAt(qctx, log, req)
+	if err != nil || req.FromSeq == nil {
+		return head, true, err
+	}
+	return h.replay(ctx, qctx, log, sub, req, head)
+}
+
+// admitAt returns the head the subscription starts after once Admit passed,
+// or, failing, the head its error names (0 for none).
+func (h *Hub) admitAt(qctx context.Context, log Log, req *SubscribeRequest) (int64, error) {
 	head, err := log.Head(qctx)
 	if err != nil {
-		h.remove(sub)
-		return nil, 0, fmt.Errorf("subscribe %s: read head: %w", req.Stream, err)
+		return 0, fmt.Errorf("subscribe %s: read head: %w", req.Stream, err)
 	}
 	f, following := log.(Follower)
 	following = following && f.Tailing()
@@ -196,105 +237,94 @@ func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Su
 	// Admitted only now, with the head known: see SubscribeRequest.Admit.
 	if req.Admit != nil {
 		if err := req.Admit(qctx); err != nil {
-			sub.markClosed("")
-			h.remove(sub)
-			return nil, 0, fmt.Errorf("subscribe %s: %w", req.Stream, err)
+			return 0, fmt.Errorf("subscribe %s: %w", req.Stream, err)
 		}
 	}
-	if req.FromSeq != nil && *req.FromSeq > head {
-		from := *req.FromSeq
-		// Beyond the head means the database was reset, unless the log
-		// reads a copy that lags the primary: then the client has seen
-		// every event up to from_seq elsewhere, nothing is to be replayed,
-		// and the events after it arrive live as the copy replays them.
-		if !following {
-			h.remove(sub)
-			return nil, head, fmt.Errorf("subscribe %s: from_seq %d is beyond the log head %d: %w", req.Stream, from, head, ErrResyncRequired)
-		}
-		primary, err := f.PrimaryHead(qctx)
-		if err != nil {
-			h.remove(sub)
-			return nil, 0, fmt.Errorf("subscribe %s: read the primary's head: %w", req.Stream, err)
-		}
-		if from > primary {
-			h.remove(sub)
-			return nil, primary, fmt.Errorf("subscribe %s: from_seq %d is beyond the log head %d: %w", req.Stream, from, primary, ErrResyncRequired)
-		}
-		head = from
+	if req.FromSeq == nil || *req.FromSeq <= head {
+		return head, nil
 	}
-	if req.FromSeq != nil {
-		from := *req.FromSeq
-		var read func(int)
-		if req.Replay != nil {
-			if read, err = req.Replay(ctx); err != nil {
-				sub.markClosed("")
-				h.remove(sub)
-				return nil, head, fmt.Errorf("subscribe %s: %w", req.Stream, err)
+	from := *req.FromSeq
+	// Beyond the head means the database was reset, unless the log
+	// reads a copy that lags the primary: then the client has seen
+	// every event up to from_seq elsewhere, nothing is to be replayed,
+	// and the events after it arrive live as the copy replays them.
+	if !following {
+		return head, errorf(ErrResyncRequired, "subscribe %s: from_seq %d is beyond the log head %d", req.Stream, from, head)
+	}
+	primary, err := f.PrimaryHead(qctx)
+	if err != nil {
+		return 0, fmt.Errorf("subscribe %s: read the primary's head: %w", req.Stream, err)
+	}
+	if from > primary {
+		return primary, errorf(ErrResyncRequired, "subscribe %s: from_seq %d is beyond the log head %d", req.Stream, from, primary)
+	}
+	return from, nil
+}
+
+// replay sends sub the stream's events from FromSeq up to head; live is
+// false when sub was closed meanwhile.
+func (h *Hub) replay(ctx, qctx context.Context, log Log, sub *Subscription, req *SubscribeRequest, head int64) (int64, bool, error) {
+	from := *req.FromSeq
+	var read func(int)
+	if req.Replay != nil {
+		var err error
+		if read, err = req.Replay(ctx); err != nil {
+			return head, false, fmt.Errorf("subscribe %s: %w", req.Stream, err)
+		}
+	}
+	// Recent events come from memory when the hub has dispatched
+	// every event up to the head; older ones, or a tailer behind the
+	// head, read the log.
+	var err error
+	evs, ok := h.recent.read(req.Stream, from, head, req.ReplayLimit+1)
+	if !ok {
+		evs, err = log.ReadStream(qctx, req.Stream, from, head, req.ReplayLimit+1)
+	}
+	if read != nil {
+		read(len(evs))
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("subscribe %s: replay: %w", req.Stream, err)
+	}
+	if len(evs) > req.ReplayLimit {
+		return head, false, errorf(ErrResyncRequired, "subscribe %s: more than %d events after from_seq %d", req.Stream, req.ReplayLimit, from)
+	}
+	// In chunks that go out together, each as large as the client's
+	// queue has room for and at most ReplayBytes, sent once the one
+	// before was written: the replay waits for the client rather
+	// than overflowing, since it is bounded by ReplayLimit and the
+	// client asked for it.
+	bodies := make([][]byte, 0, min(len(evs), replayChunk))
+	for i := 0; i < len(evs); {
+		if err := sub.queue.Wait(ctx, i > 0); err != nil {
+			return head, false, fmt.Errorf("subscribe %s: replay: %w", req.Stream, err)
+		}
+		sub.mu.Lock()
+		room := min(sub.queue.Room(), replayChunk)
+		bodies = bodies[:0]
+		var last int64
+		size := 0
+		for ; i < len(evs) && len(bodies) < room && (size < req.ReplayBytes || len(bodies) == 0); i++ {
+			if !sub.types.Match(evs[i].Type) {
+				continue
+			}
+			p := Prepared{Event: &evs[i]}
+			if body, err := h.cache.body(&p, sub.codec); err == nil {
+				bodies = append(bodies, body)
+				size += len(body)
+				last = evs[i].Seq
 			}
 		}
-		// Recent events come from memory when the hub has dispatched
-		// every event up to the head; older ones, or a tailer behind the
-		// head, read the log.
-		evs, ok := h.recent.read(req.Stream, from, head, req.ReplayLimit+1)
+		ok := sub.state != subClosed && (len(bodies) == 0 || sub.sendBatchLocked(last, bodies))
+		if ok {
+			sub.replayed += len(bodies)
+		}
+		sub.mu.Unlock()
 		if !ok {
-			evs, err = log.ReadStream(qctx, req.Stream, from, head, req.ReplayLimit+1)
-		}
-		if read != nil {
-			read(len(evs))
-		}
-		if err != nil {
-			h.remove(sub)
-			return nil, 0, fmt.Errorf("subscribe %s: replay: %w", req.Stream, err)
-		}
-		if len(evs) > req.ReplayLimit {
-			h.remove(sub)
-			return nil, head, fmt.Errorf("subscribe %s: more than %d events after from_seq %d: %w", req.Stream, req.ReplayLimit, from, ErrResyncRequired)
-		}
-		// In chunks that go out together, each as large as the client's
-		// queue has room for and at most ReplayBytes, sent once the one
-		// before was written: the replay waits for the client rather
-		// than overflowing, since it is bounded by ReplayLimit and the
-		// client asked for it.
-		bodies := make([][]byte, 0, min(len(evs), replayChunk))
-		for i := 0; i < len(evs); {
-			if err := sub.waitSpace(ctx, i > 0); err != nil {
-				h.remove(sub)
-				sub.markClosed("")
-				return nil, head, fmt.Errorf("subscribe %s: replay: %w", req.Stream, err)
-			}
-			sub.mu.Lock()
-			room := min(int64(sub.limit)-sub.pending.Load(), replayChunk)
-			bodies = bodies[:0]
-			var last int64
-			size := 0
-			for ; i < len(evs) && int64(len(bodies)) < room && (size < req.ReplayBytes || len(bodies) == 0); i++ {
-				if !sub.types.Match(evs[i].Type) {
-					continue
-				}
-				p := Prepared{Event: &evs[i]}
-				if body, err := h.cache.body(&p, sub.codec); err == nil {
-					bodies = append(bodies, body)
-					size += len(body)
-					last = evs[i].Seq
-				}
-			}
-			ok := sub.state != subClosed && (len(bodies) == 0 || sub.sendBatchLocked(last, bodies))
-			if ok {
-				sub.replayed += len(bodies)
-			}
-			sub.mu.Unlock()
-			if !ok {
-				h.remove(sub)
-				sub.notifyClosed()
-				return sub, head, nil
-			}
+			return head, false, nil
 		}
 	}
-	if !sub.goLive(head) {
-		h.remove(sub)
-		sub.notifyClosed()
-	}
-	return sub, head, nil
+	return head, true, nil
 }
 
 // Unsubscribe removes sub without notifying the client. It reports whether
@@ -352,9 +382,8 @@ func (s *Subscription) deliver(p *Prepared, cache *bodyCache) bool {
 // bufferLocked keeps a live event while the replay runs, or closes the
 // subscription as lagging when the buffer is full.
 func (s *Subscription) bufferLocked(seq int64, body []byte) bool {
-	if len(s.buffer) >= s.limit {
-		s.state, s.reason = subClosed, ReasonLagging
-		s.buffer = nil
+	if len(s.buffer) >= s.queue.Limit() {
+		s.closeLocked(ReasonLagging)
 		return false
 	}
 	s.buffer = append(s.buffer, buffered{seq: seq, body: body})
@@ -412,16 +441,14 @@ func (s *Subscription) sendBatchLocked(last int64, bodies [][]byte) bool {
 	if s.state == subClosed {
 		return false
 	}
-	n := int64(len(bodies))
-	room := int64(s.limit) - s.pending.Load()
-	if room < n {
-		s.state, s.reason = subClosed, ReasonLagging
+	room, ok := s.queue.Reserve(len(bodies))
+	if !ok {
+		s.closeLocked(ReasonLagging)
 		return false
 	}
-	s.pending.Add(n)
-	if !s.out.TrySendSplicedBatch(protocol.StreamEvent, s.id, bodies, int(room), s.written) {
-		s.pending.Add(-n)
-		s.state, s.reason = subClosed, ReasonLagging
+	if !s.out.TrySendSplicedBatch(protocol.StreamEvent, s.id, bodies, room, s.queue.Written()) {
+		s.queue.Unreserve(len(bodies))
+		s.closeLocked(ReasonLagging)
 		return false
 	}
 	s.last = last
@@ -436,55 +463,17 @@ func (s *Subscription) sendLocked(seq int64, body []byte) bool {
 	if s.state == subClosed {
 		return false
 	}
-	if s.pending.Load() >= int64(s.limit) {
-		s.state, s.reason = subClosed, ReasonLagging
+	if _, ok := s.queue.Reserve(1); !ok {
+		s.closeLocked(ReasonLagging)
 		return false
 	}
-	s.pending.Add(1)
-	if !s.out.TrySendSpliced(protocol.StreamEvent, s.id, body, s.written) {
-		s.pending.Add(-1)
-		s.state, s.reason = subClosed, ReasonLagging
+	if !s.out.TrySendSpliced(protocol.StreamEvent, s.id, body, s.queue.Written()) {
+		s.queue.Unreserve(1)
+		s.closeLocked(ReasonLagging)
 		return false
 	}
 	s.last = seq
 	return true
-}
-
-func (s *Subscription) frameWritten() {
-	s.pending.Add(-1)
-	if drained := s.drained.Load(); drained != nil {
-		select {
-		case *drained <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// waitSpace waits until the client's queue has room for one more frame, or, with all,
-// until every frame queued is written.
-func (s *Subscription) waitSpace(ctx context.Context, all bool) error {
-	for {
-		s.mu.Lock()
-		n := s.pending.Load()
-		full := (n >= int64(s.limit) || (all && n > 0)) && s.state != subClosed
-		s.mu.Unlock()
-		if !full {
-			return nil
-		}
-		drained := s.drained.Load()
-		if drained == nil {
-			// Published before pending is read again: a frame written
-			// after that read finds it and signals.
-			ch := make(chan struct{}, 1)
-			s.drained.CompareAndSwap(nil, &ch)
-			continue
-		}
-		select {
-		case <-*drained:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 }
 
 // markClosed closes the subscription with reason ("" for an unsubscribe); it
@@ -495,8 +484,15 @@ func (s *Subscription) markClosed(reason string) bool {
 	if s.state == subClosed {
 		return false
 	}
-	s.state, s.reason, s.buffer = subClosed, reason, nil
+	s.closeLocked(reason)
 	return true
+}
+
+// closeLocked is every move to subClosed: the queue closes with it, which ends
+// a replay's wait for room.
+func (s *Subscription) closeLocked(reason string) {
+	s.state, s.reason, s.buffer = subClosed, reason, nil
+	s.queue.Close()
 }
 
 // notifyClosed tells the owner why the server closed the subscription.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/ballet/gateway/codec"
 )
@@ -123,6 +124,133 @@ func TestReplayHook(t *testing.T) {
 			}
 			if sub != nil {
 				h.Unsubscribe(sub)
+			}
+		})
+	}
+}
+
+// A subscription closed while its replay waits for the client's queue to drain ends the
+// replay at once, without waiting for a frame to be written: closing it closes its queue.
+func TestCloseEndsReplayWait(t *testing.T) {
+	l := &sliceLog{}
+	for seq := int64(1); seq <= 6; seq++ {
+		l.evs = append(l.evs, testEvent(seq, "item.updated", "P-1", `{}`))
+	}
+	h := NewHub(nil)
+	r := newRecSender(codec.JSON)
+	r.hold = true // the client takes nothing: the replay waits after its first chunk
+	cl := &closings{reasons: map[string]string{}}
+	go func() {
+		for len(r.got("s")) < 2 {
+			time.Sleep(time.Millisecond)
+		}
+		h.CloseMatching(ReasonForbidden, func(*Subscription) bool { return true })
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	from := int64(0)
+	_, _, err := h.Subscribe(ctx, l, SubscribeRequest{
+		ID: "s", Subject: "alice", Stream: Stream{Kind: StreamProject, Key: "P"}, Codec: codec.JSON,
+		Out: r, FromSeq: &from, QueueLimit: 2, OnClosed: cl.record,
+	})
+	if err != nil {
+		t.Fatalf("Subscribe: %v, want the replay ended by the close", err)
+	}
+	if got := fmt.Sprint(r.got("s")); got != "[1 2]" {
+		t.Fatalf("sent %s, want [1 2]", got)
+	}
+	if got := cl.get()["s"]; got != ReasonForbidden {
+		t.Fatalf("closed %q, want %q", got, ReasonForbidden)
+	}
+	if h.Count() != 0 {
+		t.Fatalf("%d subscriptions left in the hub", h.Count())
+	}
+}
+
+// failingLog is a sliceLog whose Head or ReadStream fail.
+type failingLog struct {
+	sliceLog
+	head, read error
+}
+
+func (l *failingLog) Head(ctx context.Context) (int64, error) {
+	if l.head != nil {
+		return 0, l.head
+	}
+	return l.sliceLog.Head(ctx)
+}
+
+func (l *failingLog) ReadStream(ctx context.Context, s Stream, after, upto int64, limit int) ([]Event, error) {
+	if l.read != nil {
+		return nil, l.read
+	}
+	return l.sliceLog.ReadStream(ctx, s, after, upto, limit)
+}
+
+// Whichever step of Subscribe fails, the subscription leaves the hub having sent nothing,
+// nobody is told it closed, and the head returned is the one the error speaks of.
+func TestSubscribeFailureLeavesNothing(t *testing.T) {
+	errLog := errors.New("log down")
+	var evs []Event
+	for seq := int64(1); seq <= 6; seq++ {
+		evs = append(evs, testEvent(seq, "item.updated", "P-1", `{}`))
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name     string
+		log      *failingLog
+		ctx      context.Context
+		from     int64
+		limit    int
+		wantErr  error
+		wantHead int64
+		detail   string // the *Error's, for a client
+	}{
+		{name: "head", log: &failingLog{head: errLog}, from: 0, wantErr: errLog},
+		{name: "beyond the head", from: 7, wantErr: ErrResyncRequired, wantHead: 6,
+			detail: "subscribe project:P: from_seq 7 is beyond the log head 6"},
+		{name: "read", log: &failingLog{read: errLog}, from: 0, wantErr: errLog},
+		{name: "too many", from: 0, limit: 5, wantErr: ErrResyncRequired, wantHead: 6,
+			detail: "subscribe project:P: more than 5 events after from_seq 0"},
+		{name: "cancelled while waiting for room", ctx: cancelled, from: 0, wantErr: context.Canceled, wantHead: 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := tc.log
+			if l == nil {
+				l = &failingLog{}
+			}
+			l.evs = evs
+			ctx := tc.ctx
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			h := NewHub(nil)
+			r := newRecSender(codec.JSON)
+			r.hold = true
+			cl := &closings{reasons: map[string]string{}}
+			from := tc.from
+			sub, head, err := h.Subscribe(ctx, l, SubscribeRequest{
+				ID: "s", Subject: "alice", Stream: Stream{Kind: StreamProject, Key: "P"}, Codec: codec.JSON,
+				Out: r, FromSeq: &from, QueueLimit: 2, ReplayLimit: tc.limit, OnClosed: cl.record,
+			})
+			if !errors.Is(err, tc.wantErr) || sub != nil || head != tc.wantHead {
+				t.Fatalf("Subscribe = %v, %d, %v; want nil, %d, %v", sub, head, err, tc.wantHead, tc.wantErr)
+			}
+			if tc.detail != "" {
+				var e *Error
+				if !errors.As(err, &e) || e.Detail != tc.detail || err.Error() != tc.detail+": streams: resync required" {
+					t.Fatalf("error %q (%#v), want an *Error of detail %q", err, e, tc.detail)
+				}
+			}
+			h.Dispatch([]Event{testEvent(7, "item.updated", "P-1", `{}`)})
+			if h.Count() != 0 || len(cl.get()) != 0 {
+				t.Fatalf("%d subscriptions left in the hub, closings %v", h.Count(), cl.get())
+			}
+			if tc.ctx == nil {
+				if got := fmt.Sprint(r.got("s")); got != "[]" {
+					t.Fatalf("sent %s, want nothing", got)
+				}
 			}
 		})
 	}
