@@ -39,7 +39,7 @@ func (s *session) verify(ctx context.Context, req *rpc.Request) (*auth.Principal
 	if err != nil {
 		reason := auth.Reason(err)
 		s.srv.metrics.AuthFailures.WithLabelValues(reason).Inc()
-		s.lg().Info("token rejected", "method", req.Method, "reason", reason)
+		s.logger().Info("token rejected", "method", req.Method, "reason", reason)
 		return nil, rpc.Errorf(protocol.ErrUnauthenticated, "invalid token (%s)", reason)
 	}
 	return p, nil
@@ -58,7 +58,7 @@ func (s *session) auth(ctx context.Context, req *rpc.Request, _ *auth.Principal)
 		if b == nil {
 			s.mu.Unlock()
 			max := s.srv.cfg.MaxConnectionsPerSubject
-			s.lg().Info("connection refused: too many connections of its subject", "subject", p.Subject, "max", max)
+			s.logger().Info("connection refused: too many connections of its subject", "subject", p.Subject, "max", max)
 			s.refuse()
 			req.AfterReply(func() { s.closeWith(StatusLimitExceeded, "too many connections of this subject") })
 			return nil, s.srv.limitError(limitSubjectConns, max, 0)
@@ -73,7 +73,7 @@ func (s *session) auth(ctx context.Context, req *rpc.Request, _ *auth.Principal)
 	s.mu.Unlock()
 	s.releaseAddr()
 	s.setExpiry(p.ExpiresAt)
-	s.lg().Info("authenticated", "human", p.Human)
+	s.logger().Info("authenticated", "human", p.Human)
 	s.mu.Lock()
 	if s.authTimer != nil {
 		s.authTimer.Stop()

@@ -179,7 +179,7 @@ func (s *session) pinged(ctx context.Context, _ []byte) bool {
 	if wait == 0 {
 		return false
 	}
-	s.lg().Info("connection closed: WebSocket pings beyond the request budget", "max", s.srv.cfg.RequestRate)
+	s.logger().Info("connection closed: WebSocket pings beyond the request budget", "max", s.srv.cfg.RequestRate)
 	s.closeWith(StatusLimitExceeded, "too many pings")
 	select {
 	case <-s.conn.Done():

@@ -90,7 +90,7 @@ func (k *presenceSink) PresenceChanged(n *presence.Notice) bool {
 	for _, x := range notices {
 		bodies, err := x.Bodies(k.s.conn.Codec())
 		if err != nil {
-			k.s.lg().Error("presence.changed not encodable", "err", err)
+			k.s.logger().Error("presence.changed not encodable", "err", err)
 			return true
 		}
 		for _, b := range bodies {

@@ -113,7 +113,7 @@ func (s *session) start() {
 		s.rescheduleLocked(time.Now())
 	}
 	s.mu.Unlock()
-	s.lg().Debug("connection opened")
+	s.logger().Debug("connection opened")
 	if closing {
 		go s.finish() // closed (by Shutdown, or the connection ended) while starting
 	}
@@ -175,7 +175,7 @@ func (s *session) OnDone(error) { s.closeWith(0, "") }
 // (rpc.Hooks).
 func (s *session) OnOverflow() {
 	s.srv.metrics.LimitRejections.WithLabelValues(limitQueuedBytes).Inc()
-	s.lg().Info("connection closed: the client does not keep up", "queued_bytes_max", s.srv.cfg.ConnectionQueueBytes)
+	s.logger().Info("connection closed: the client does not keep up", "queued_bytes_max", s.srv.cfg.ConnectionQueueBytes)
 	s.conn.Shed()
 	s.closeWith(websocket.StatusTryAgainLater, "too far behind: "+strconv.Itoa(s.srv.cfg.ConnectionQueueBytes)+" bytes queued")
 }
@@ -296,7 +296,7 @@ func (s *session) finish() {
 	}
 	s.srv.metrics.Connections.WithLabelValues(s.codecLabel()).Dec()
 	s.srv.metrics.Closes.WithLabelValues(codeLabel(int(code))).Inc()
-	s.lg().Debug("connection closed", "code", int(code), "reason", reason)
+	s.logger().Debug("connection closed", "code", int(code), "reason", reason)
 }
 
 // forget removes id from the namespace if it still maps to cs, and ends
@@ -370,9 +370,9 @@ func (s *session) remoteAddr() string {
 	return ""
 }
 
-// lg returns a logger with the connection's attributes. It is built on use
+// logger returns a logger with the connection's attributes. It is built on use
 // (logging is rare) rather than kept: an idle connection should not hold one.
-func (s *session) lg() *slog.Logger {
+func (s *session) logger() *slog.Logger {
 	attrs := make([]any, 0, 10)
 	attrs = append(attrs, "conn", s.connID(), "codec", s.codecLabel(), "remote", s.remoteAddr())
 	if s.trace != "" {

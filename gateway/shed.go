@@ -109,7 +109,7 @@ func (s *Server) shedRound() {
 		}
 		excess -= q.bytes
 		s.metrics.LimitRejections.WithLabelValues(limitReplicaQueuedBytes).Inc()
-		q.sess.lg().Info("connection closed: the replica holds too much for its clients", "queued_bytes", q.bytes,
+		q.sess.logger().Info("connection closed: the replica holds too much for its clients", "queued_bytes", q.bytes,
 			"replica_queued_bytes", s.queued.Bytes(), "replica_queue_bytes_max", s.queued.Limit())
 		q.sess.conn.Shed()
 		q.sess.closeWith(websocket.StatusTryAgainLater, "replica over its budget: "+strconv.FormatInt(q.bytes, 10)+" bytes queued")
