@@ -5,9 +5,8 @@
 // Entry points: NewServer, then Server.Handler (client port) and
 // Server.AdminHandler (admin port); Server.Shutdown drains. A connection is
 // a session (session.go: auth timeout, heartbeats, close; its lifecycle in
-// lifecycle.go); its messages are
-// routed by the method table (methods.go) to handlers in authn.go,
-// subscribe.go, presence.go and planner.go. Limits are in limits.go, the
+// lifecycle.go); its messages are routed by the method table (methods.go) to
+// handlers in authn.go, subscribe.go, presence.go and planner.go. Limits are in limits.go, the
 // client port's sockets counted in sockets.go; the sessions' WebSockets and
 // heartbeat timers are served by gateway/internal/wsnet (parked readers,
 // corked and direct writes).
