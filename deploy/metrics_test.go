@@ -43,15 +43,12 @@ var poolDescRE = regexp.MustCompile(`fqName: "([^"]+)".*variableLabels: \{([^}]*
 // Any other unknown name fails the test.
 var plannedMetrics = map[string]metricInfo{}
 
-// gatewayMetrics gathers the gateway's registry after giving every labelled
-// vector one child, so that each family and its label names show up.
-func gatewayMetrics(t *testing.T) map[string]metricInfo {
+// touchVectors gives every labelled vector among the fields of the metrics struct v one
+// child, so that its family and label names show up when gathered.
+func touchVectors(t *testing.T, v reflect.Value) {
 	t.Helper()
-	m := gateway.NewMetrics()
-	v := reflect.ValueOf(m).Elem()
 	for i := range v.NumField() {
-		f := v.Field(i)
-		get := f.MethodByName("GetMetricWithLabelValues")
+		get := v.Field(i).MethodByName("GetMetricWithLabelValues")
 		if !get.IsValid() {
 			continue
 		}
@@ -66,9 +63,18 @@ func gatewayMetrics(t *testing.T) map[string]metricInfo {
 			touched = out[1].IsNil()
 		}
 		if !touched {
-			t.Fatalf("could not create a child of Metrics.%s", v.Type().Field(i).Name)
+			t.Fatalf("could not create a child of %s.%s", v.Type().Name(), v.Type().Field(i).Name)
 		}
 	}
+}
+
+// gatewayMetrics gathers the gateway's registry (with the planner's metrics) after giving
+// every labelled vector one child, so that each family and its label names show up.
+func gatewayMetrics(t *testing.T) map[string]metricInfo {
+	t.Helper()
+	m := gateway.NewMetrics()
+	touchVectors(t, reflect.ValueOf(m).Elem())
+	touchVectors(t, reflect.ValueOf(m.Planner).Elem())
 	fams, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
