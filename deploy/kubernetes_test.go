@@ -254,7 +254,7 @@ func TestDeployment(t *testing.T) {
 	names := envNames(t, m, c)
 	for name := range names {
 		if !vars[name] {
-			t.Errorf("deployment sets %s, which docs/operations.md does not document", name)
+			t.Errorf("deployment sets %s, which docs/configuration.md does not document", name)
 		}
 	}
 	for _, name := range requiredByServe {
@@ -327,7 +327,7 @@ func TestMigrationJob(t *testing.T) {
 	names := envNames(t, m, c)
 	for name := range names {
 		if !vars[name] {
-			t.Errorf("job sets %s, which docs/operations.md does not document", name)
+			t.Errorf("job sets %s, which docs/configuration.md does not document", name)
 		}
 	}
 	if names["BALLET_DATABASE_URL"] == "" {
@@ -341,7 +341,7 @@ func TestConfigObjects(t *testing.T) {
 	for _, file := range []string{"configmap.yaml", "secret.yaml"} {
 		for _, k := range dataKeys(m[file]) {
 			if !vars[k] {
-				t.Errorf("%s: %s is not a variable of docs/operations.md", file, k)
+				t.Errorf("%s: %s is not a variable of docs/configuration.md", file, k)
 			}
 		}
 	}

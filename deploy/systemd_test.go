@@ -106,7 +106,7 @@ func TestSystemdUnits(t *testing.T) {
 	vars := documentedVars(t)
 	for k := range env {
 		if !vars[k] {
-			t.Errorf("env.example sets %s, which docs/operations.md does not document", k)
+			t.Errorf("env.example sets %s, which docs/configuration.md does not document", k)
 		}
 	}
 	for _, k := range requiredByServe {
