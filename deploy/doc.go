@@ -8,8 +8,9 @@
 // every metric a query names exists in the gateway's registry, every
 // environment variable is a BALLET_* variable of docs/configuration.md, every
 // alert has a runbook in docs/runbooks.md and a row in README.md, and the
-// probes, ports and shutdown timing agree with the gateway's. External
-// checkers run when installed: promtool (Debian's prometheus package),
-// python3 with PyYAML, kubectl (kustomize) and systemd-analyze. Without one,
-// its tests skip, except with CI=true, where they fail.
+// probes, ports and shutdown timing agree with the gateway's; the samples
+// turn on no real model provider. External checkers run when installed:
+// promtool (Debian's prometheus package), python3 with PyYAML, kubectl
+// (kustomize) and systemd-analyze. Without one, its tests skip, except with
+// CI=true, where they fail.
 package deploy

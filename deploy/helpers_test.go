@@ -176,6 +176,16 @@ func documentedVars(t *testing.T) map[string]bool {
 	return vars
 }
 
+// checkSampleProvider fails when a sample configuration turns on a real model provider: its
+// key can only be a placeholder, so every planner turn would fail and the planner's alerts
+// fire. A sample leaves the planner off or uses the scripted provider.
+func checkSampleProvider(t *testing.T, where, provider string) {
+	t.Helper()
+	if provider != "" && provider != "scripted" {
+		t.Errorf("%s sets BALLET_PLANNER_PROVIDER=%s; a sample leaves the planner off (empty) or scripted", where, provider)
+	}
+}
+
 // requiredByServe are the variables `serve` refuses to start without.
 var requiredByServe = []string{"BALLET_DATABASE_URL", "BALLET_OIDC_ISSUER", "BALLET_OIDC_AUDIENCE"}
 

@@ -345,6 +345,7 @@ func TestConfigObjects(t *testing.T) {
 			}
 		}
 	}
+	checkSampleProvider(t, "configmap.yaml", str(m["configmap.yaml"], "data", "BALLET_PLANNER_PROVIDER"))
 	// Settings that must agree with the pod spec live in the Deployment.
 	for _, k := range dataKeys(m["configmap.yaml"]) {
 		if k == "BALLET_ADDR" || k == "BALLET_ADMIN_ADDR" || k == "BALLET_DRAIN_WINDOW" {

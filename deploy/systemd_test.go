@@ -114,6 +114,7 @@ func TestSystemdUnits(t *testing.T) {
 			t.Errorf("env.example does not set %s, which serve requires", k)
 		}
 	}
+	checkSampleProvider(t, "env.example", env["BALLET_PLANNER_PROVIDER"])
 	drain := 10 * time.Second // the default
 	if v := env["BALLET_DRAIN_WINDOW"]; v != "" {
 		drain = parseDuration(t, "BALLET_DRAIN_WINDOW", v)
