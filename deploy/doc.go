@@ -5,11 +5,12 @@
 // (grafana/) and systemd units (systemd/). README.md says how to use each.
 //
 // The package has no code. Its tests check the files against the product:
-// every metric a query names exists in the gateway's registry (or in the
-// short list of planned planner metrics), every environment variable is a
-// documented BALLET_* variable, the probes, ports and shutdown timing agree
-// with docs/operations.md. External checkers run when installed: promtool
-// (Debian's prometheus package), python3 with PyYAML, kubectl (kustomize)
-// and systemd-analyze. Without one, its tests skip, except with CI=true,
-// where they fail.
+// every metric a query names exists in the gateway's registry, every
+// environment variable is a BALLET_* variable of docs/configuration.md, every
+// alert has a runbook in docs/runbooks.md and a row in README.md, and the
+// probes, ports and shutdown timing agree with the gateway's; the samples
+// turn on no real model provider. External checkers run when installed:
+// promtool (Debian's prometheus package), python3 with PyYAML, kubectl
+// (kustomize) and systemd-analyze. Without one, its tests skip, except with
+// CI=true, where they fail.
 package deploy

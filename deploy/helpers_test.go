@@ -148,14 +148,14 @@ func dict(v any, path ...any) map[string]any {
 
 var docVarRE = regexp.MustCompile("`(BALLET_[A-Z0-9_]+)`")
 
-// documentedVars are the BALLET_* variables of docs/operations.md's
-// configuration table.
+// documentedVars are the BALLET_* variables of docs/configuration.md's
+// table of variables.
 func documentedVars(t *testing.T) map[string]bool {
 	t.Helper()
-	doc := readFile(t, filepath.Join(root, "docs", "operations.md"))
-	_, after, ok := strings.Cut(doc, "## Configuration")
+	doc := readFile(t, filepath.Join(root, "docs", "configuration.md"))
+	_, after, ok := strings.Cut(doc, "\n## Variables\n")
 	if !ok {
-		t.Fatal("docs/operations.md has no Configuration section")
+		t.Fatal("docs/configuration.md has no Variables section")
 	}
 	vars := map[string]bool{}
 	for _, line := range strings.Split(after, "\n") {
@@ -171,9 +171,19 @@ func documentedVars(t *testing.T) map[string]bool {
 		}
 	}
 	if len(vars) < 15 {
-		t.Fatalf("found only %d variables in docs/operations.md's configuration table", len(vars))
+		t.Fatalf("found only %d variables in docs/configuration.md's table", len(vars))
 	}
 	return vars
+}
+
+// checkSampleProvider fails when a sample configuration turns on a real model provider: its
+// key can only be a placeholder, so every planner turn would fail and the planner's alerts
+// fire. A sample leaves the planner off or uses the scripted provider.
+func checkSampleProvider(t *testing.T, where, provider string) {
+	t.Helper()
+	if provider != "" && provider != "scripted" {
+		t.Errorf("%s sets BALLET_PLANNER_PROVIDER=%s; a sample leaves the planner off (empty) or scripted", where, provider)
+	}
 }
 
 // requiredByServe are the variables `serve` refuses to start without.

@@ -254,7 +254,7 @@ func TestDeployment(t *testing.T) {
 	names := envNames(t, m, c)
 	for name := range names {
 		if !vars[name] {
-			t.Errorf("deployment sets %s, which docs/operations.md does not document", name)
+			t.Errorf("deployment sets %s, which docs/configuration.md does not document", name)
 		}
 	}
 	for _, name := range requiredByServe {
@@ -327,7 +327,7 @@ func TestMigrationJob(t *testing.T) {
 	names := envNames(t, m, c)
 	for name := range names {
 		if !vars[name] {
-			t.Errorf("job sets %s, which docs/operations.md does not document", name)
+			t.Errorf("job sets %s, which docs/configuration.md does not document", name)
 		}
 	}
 	if names["BALLET_DATABASE_URL"] == "" {
@@ -341,10 +341,11 @@ func TestConfigObjects(t *testing.T) {
 	for _, file := range []string{"configmap.yaml", "secret.yaml"} {
 		for _, k := range dataKeys(m[file]) {
 			if !vars[k] {
-				t.Errorf("%s: %s is not a variable of docs/operations.md", file, k)
+				t.Errorf("%s: %s is not a variable of docs/configuration.md", file, k)
 			}
 		}
 	}
+	checkSampleProvider(t, "configmap.yaml", str(m["configmap.yaml"], "data", "BALLET_PLANNER_PROVIDER"))
 	// Settings that must agree with the pod spec live in the Deployment.
 	for _, k := range dataKeys(m["configmap.yaml"]) {
 		if k == "BALLET_ADDR" || k == "BALLET_ADMIN_ADDR" || k == "BALLET_DRAIN_WINDOW" {

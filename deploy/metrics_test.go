@@ -263,3 +263,33 @@ func TestAlertMetricsExist(t *testing.T) {
 		t.Error(`no alert on up{job="ballet-gateway"} == 0`)
 	}
 }
+
+// TestMetricsDocumented: every ballet_gateway_* metric the gateway exports has a row in
+// docs/operations.md's metrics table, and every row names an exported metric.
+func TestMetricsDocumented(t *testing.T) {
+	doc := readFile(t, filepath.Join(root, "docs", "operations.md"))
+	_, table, ok := strings.Cut(doc, "\n## Metrics\n")
+	if !ok {
+		t.Fatal("docs/operations.md has no Metrics section")
+	}
+	table, _, _ = strings.Cut(table, "\n## ")
+	rows := map[string]bool{}
+	for _, line := range strings.Split(table, "\n") {
+		if cells := strings.Split(line, "|"); len(cells) > 2 {
+			if name := strings.Trim(strings.TrimSpace(cells[1]), "`"); strings.HasPrefix(name, "ballet_gateway_") {
+				rows[name] = true
+			}
+		}
+	}
+	fams := gatewayMetrics(t)
+	for name := range fams {
+		if strings.HasPrefix(name, "ballet_gateway_") && !rows[name] {
+			t.Errorf("%s has no row in docs/operations.md's metrics table", name)
+		}
+	}
+	for name := range rows {
+		if _, ok := fams[name]; !ok {
+			t.Errorf("docs/operations.md documents %s, which the gateway does not export", name)
+		}
+	}
+}

@@ -9,7 +9,7 @@ import (
 
 const (
 	promtoolHint = "install Debian's prometheus package (apt-get install --no-install-recommends prometheus)"
-	runbookBase  = "https://github.com/ballet/gateway/blob/main/docs/operations.md#"
+	runbookBase  = "https://github.com/ballet/gateway/blob/main/docs/runbooks.md#"
 )
 
 type alertRule struct {
@@ -48,7 +48,7 @@ func TestAlertRules(t *testing.T) {
 	want := []string{
 		"BalletGatewayDown", "BalletGatewayNoReadyReplicas", "BalletGatewayDatabaseUnreachable",
 		"BalletGatewayTailerBehind", "BalletGatewayStandbyLag", "BalletGatewayDeliveryLatencyHigh", "BalletGatewayLagging",
-		"BalletGatewayAuthFailures", "BalletGatewayIssuerUnavailable",
+		"BalletGatewayShedding", "BalletGatewayAuthFailures", "BalletGatewayIssuerUnavailable",
 		"BalletGatewayPlannerProviderErrors", "BalletGatewayPlannerTurnErrors",
 	}
 	rules := alertRules(t)
@@ -141,22 +141,33 @@ func githubSlug(heading string) string {
 	return b.String()
 }
 
-// TestRunbookAnchors checks that every alert's runbook_url lands on a
-// heading of docs/operations.md.
+// TestRunbookAnchors checks that every alert's runbook_url lands on a heading of
+// docs/runbooks.md, that every runbook there is of an alert, and that every alert has a row
+// in deploy/README.md's table.
 func TestRunbookAnchors(t *testing.T) {
-	doc := readFile(t, filepath.Join(root, "docs", "operations.md"))
-	anchors := map[string]bool{}
-	for _, m := range headingRE.FindAllStringSubmatch(doc, -1) {
-		anchors[githubSlug(m[1])] = true
-	}
+	path := filepath.Join(root, "docs", "runbooks.md")
+	doc, anchors := readFile(t, path), headingAnchors(t, path)
+	readme := readFile(t, "README.md")
+	alerts := map[string]bool{}
 	for _, r := range alertRules(t) {
+		alerts[r.name] = true
 		u, _ := r.annotations["runbook_url"].(string)
 		_, anchor, _ := strings.Cut(u, "#")
 		if !anchors[anchor] {
-			t.Errorf("%s: docs/operations.md has no heading %q (anchor #%s)", r.name, "Alert: "+r.name, anchor)
+			t.Errorf("%s: docs/runbooks.md has no heading %q (anchor #%s)", r.name, "Alert: "+r.name, anchor)
+		}
+		if !strings.Contains(readme, "\n| "+r.name+" |") {
+			t.Errorf("%s has no row in deploy/README.md's table of alerts", r.name)
+		}
+	}
+	for _, m := range runbookRE.FindAllStringSubmatch(doc, -1) {
+		if !alerts[m[1]] {
+			t.Errorf("docs/runbooks.md has a runbook of %s, which alerts.yml does not define", m[1])
 		}
 	}
 }
+
+var runbookRE = regexp.MustCompile(`(?m)^#{1,6}\s+Alert: (\S+)\s*$`)
 
 func TestGithubSlug(t *testing.T) {
 	for in, want := range map[string]string{

@@ -106,7 +106,7 @@ func TestSystemdUnits(t *testing.T) {
 	vars := documentedVars(t)
 	for k := range env {
 		if !vars[k] {
-			t.Errorf("env.example sets %s, which docs/operations.md does not document", k)
+			t.Errorf("env.example sets %s, which docs/configuration.md does not document", k)
 		}
 	}
 	for _, k := range requiredByServe {
@@ -114,6 +114,7 @@ func TestSystemdUnits(t *testing.T) {
 			t.Errorf("env.example does not set %s, which serve requires", k)
 		}
 	}
+	checkSampleProvider(t, "env.example", env["BALLET_PLANNER_PROVIDER"])
 	drain := 10 * time.Second // the default
 	if v := env["BALLET_DRAIN_WINDOW"]; v != "" {
 		drain = parseDuration(t, "BALLET_DRAIN_WINDOW", v)

@@ -2,7 +2,8 @@
 // server and to each other.
 //
 //   - protocol.md, the realtime API for people; asyncapi.yaml, the same for programs;
-//   - openapi.yaml, the REST API; operations.md and benchmarks.md are prose only.
+//   - openapi.yaml, the REST API; operations.md, configuration.md, runbooks.md, capacity.md,
+//     design.md and benchmarks.md are prose only.
 //
 // The tests compare the protocol table's methods, notifications and error codes (with rpc's),
 // and the gateway's close codes, with both descriptions of the realtime API, the fields of

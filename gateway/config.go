@@ -8,7 +8,7 @@ import (
 )
 
 // Config is what the server reads of the process's configuration (the BALLET_* variable of
-// each field, docs/operations.md). A zero field means its default, which NewServer applies
+// each field, docs/configuration.md). A zero field means its default, which NewServer applies
 // (WithDefaults).
 type Config struct {
 	// AllowedOrigins are the browser Origin host patterns allowed on /rpc (BALLET_ALLOWED_ORIGINS);

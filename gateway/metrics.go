@@ -35,6 +35,7 @@ type Metrics struct {
 	SocketsEvicted   prometheus.Counter     // idle keep-alive sockets closed to make room
 	PresenceMembers  prometheus.Gauge       // (stream, subject) pairs present through this replica
 	PresenceChanges  prometheus.Counter     // presence.changed notifications queued to clients
+	TailMaxLag       prometheus.Gauge       // BALLET_TAIL_MAX_LAG in seconds, as the command applies it
 
 	Planner *planner.Metrics // fed through PlannerObserver
 }
@@ -99,11 +100,13 @@ func NewMetrics() *Metrics {
 			Help: "Subjects present on streams through this replica's connections, counted once per stream."}),
 		PresenceChanges: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "presence_changes_total",
 			Help: "presence.changed notifications queued to clients."}),
+		TailMaxLag: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "tail_max_lag_seconds",
+			Help: "BALLET_TAIL_MAX_LAG: /readyz fails while ballet_gateway_tail_lag_seconds is above it."}),
 	}
 	r.MustRegister(m.Connections, m.Connects, m.Closes, m.AuthFailures, m.MessagesIn, m.MessagesOut,
 		m.Requests, m.RequestDuration, m.Subscriptions, m.EventsDelivered, m.LaggingCloses, m.ServerCloses,
 		m.ReplayEvents, m.DeliveryLatency, m.TailerPosition, m.TailerDispatched, m.LimitRejections,
-		m.Sockets, m.SocketsEvicted, m.PresenceMembers, m.PresenceChanges)
+		m.Sockets, m.SocketsEvicted, m.PresenceMembers, m.PresenceChanges, m.TailMaxLag)
 	m.Planner = planner.NewMetrics(ns, func(limit string) { m.LimitRejections.WithLabelValues(limit).Inc() })
 	r.MustRegister(m.Planner.Collectors()...)
 	for _, c := range []string{"msgpack", "json"} {

@@ -104,6 +104,8 @@ func (a *app) run(ctx context.Context) error {
 		}
 		return a.tailLag().Seconds()
 	}))
+	// The alert on the lag compares it with this, so that it follows the setting.
+	metrics.TailMaxLag.Set(a.cfg.tailMaxLag.Seconds())
 
 	gw := a.cfg.gateway.WithDefaults() // its drain window bounds the shutdown below
 	srv, err := gateway.NewServer(&gateway.Options{

@@ -21,7 +21,7 @@ const (
 	devAddr   = "127.0.0.1:8080"
 )
 
-// config is the process's configuration, read from the BALLET_* variables (docs/operations.md):
+// config is the process's configuration, read from the BALLET_* variables (docs/configuration.md):
 // the binary's own settings, and the options it hands each package. An option the environment
 // does not set stays zero, which means the package's default.
 type config struct {

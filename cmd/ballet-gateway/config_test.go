@@ -13,7 +13,7 @@ import (
 	"github.com/ballet/gateway/tracker"
 )
 
-// TestConfigDefaults: the configuration reference (docs/operations.md) names every variable
+// TestConfigDefaults: the configuration reference (docs/configuration.md) names every variable
 // the configuration reads, and its defaults are those the packages apply: an empty
 // environment, once each package has filled in its options, hands every package what setting
 // each documented default explicitly does.
@@ -30,17 +30,17 @@ func TestConfigDefaults(t *testing.T) {
 	for i, s := range unset.settings() {
 		read[s.name] = true
 		if _, ok := documented[s.name]; !ok {
-			t.Errorf("%s is not in docs/operations.md's configuration table", s.name)
+			t.Errorf("%s is not in docs/configuration.md's table of variables", s.name)
 		}
 		got := reflect.ValueOf(s.field).Elem().Interface()
 		want := reflect.ValueOf(explicit.settings()[i].field).Elem().Interface()
 		if !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: %v applies when it is not set; docs/operations.md documents %q (%v)", s.name, got, documented[s.name], want)
+			t.Errorf("%s: %v applies when it is not set; docs/configuration.md documents %q (%v)", s.name, got, documented[s.name], want)
 		}
 	}
 	for name := range documented {
 		if !read[name] {
-			t.Errorf("docs/operations.md documents %s, which the configuration does not read", name)
+			t.Errorf("docs/configuration.md documents %s, which the configuration does not read", name)
 		}
 	}
 }
@@ -65,15 +65,15 @@ func appliedConfig(t *testing.T, env map[string]string) *config {
 
 var backticked = regexp.MustCompile("`([^`]+)`")
 
-// documentedDefaults are the variables of docs/operations.md's configuration table, each with
+// documentedDefaults are the variables of docs/configuration.md's table, each with
 // the default its row gives first in backticks ("" when the row gives none, as "empty").
 func documentedDefaults(t *testing.T) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile("../../docs/operations.md")
+	b, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, _ := strings.Cut(string(b), "\n## Configuration\n")
+	_, section, _ := strings.Cut(string(b), "\n## Variables\n")
 	section, _, _ = strings.Cut(section, "\n## ")
 	out := map[string]string{}
 	for _, line := range strings.Split(section, "\n") {
@@ -92,7 +92,7 @@ func documentedDefaults(t *testing.T) map[string]string {
 		}
 	}
 	if len(out) < 40 {
-		t.Fatalf("found only %d variables in docs/operations.md's configuration table", len(out))
+		t.Fatalf("found only %d variables in docs/configuration.md's table", len(out))
 	}
 	return out
 }

@@ -314,7 +314,7 @@ func TestDevEndToEndAndSIGTERM(t *testing.T) {
 	if code := p.wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("exit %d after SIGTERM:\n%s", code, p.output())
 	}
-	// The drain window, then 5 s for the closes (docs/operations.md), and 10 s of slack for
+	// The drain window, then 5 s for the closes (docs/design.md), and 10 s of slack for
 	// a loaded machine.
 	if el := time.Since(start); el > time.Second+5*time.Second+10*time.Second {
 		t.Fatalf("shutdown took %v", el)

@@ -59,7 +59,7 @@ func (k *jsonClient) members() string {
 
 // TestPresenceSurvivesReplicaDeath: two `serve` replicas. alice is present through B; B is
 // killed and started again at once. The watchers on A hear that alice left the board and
-// the item she had open: within 6 s and two presence windows (docs/operations.md; 5-6 s
+// the item she had open: within 6 s and two presence windows (docs/design.md; 5-6 s
 // on a quiet machine), checked with 10 s more for a loaded one. The restarted replica shows
 // no ghost, and the dead replica's rows are gone.
 func TestPresenceSurvivesReplicaDeath(t *testing.T) {

@@ -30,6 +30,9 @@ func TestServeTailsAStandby(t *testing.T) {
 		if _, body := adminGet(t, r, "/metrics"); !strings.Contains(body, "ballet_gateway_tail_lag_seconds 0\n") {
 			t.Fatalf("/metrics has no zero ballet_gateway_tail_lag_seconds:\n%s", grepLines(body, "tail_lag"))
 		}
+		if _, body := adminGet(t, r, "/metrics"); !strings.Contains(body, "ballet_gateway_tail_max_lag_seconds 1\n") {
+			t.Fatalf("/metrics has no ballet_gateway_tail_max_lag_seconds of BALLET_TAIL_MAX_LAG=1s:\n%s", grepLines(body, "tail_max_lag"))
+		}
 	}
 	start := projectSeqs(t, c.db, 0)
 	var subs []*jsonClient

@@ -10,7 +10,7 @@ import (
 	"github.com/ballet/gateway/streams/pgtest"
 )
 
-// The figures behind the design (docs/operations.md, Presence): the cost of one presence
+// The figures behind the design (docs/design.md, Presence): the cost of one presence
 // change shared through the table with NOTIFY, one per transaction or batched as the
 // registry does once per window (Store.Flush: a transaction of four round trips); the same
 // change as one statement on an unlogged and on a logged table; through NOTIFY alone (a
