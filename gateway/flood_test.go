@@ -15,25 +15,25 @@ import (
 	"github.com/ballet/gateway/gateway/gatewaytest"
 )
 
-// Bounds of TestSubscribeFloodHeap: what 100,000 pipelined subscribe
+// Bounds of TestSubscribeFloodHeap: what 50,000 pipelined subscribe
 // requests may add to the process's heap, live after the flood and at its
 // peak (garbage included). The subscription limit keeps the live growth to
 // 256 subscriptions; the connection's bounded request slots and out queue
 // keep the peak small.
 const (
-	floodRequests    = 100_000
+	floodRequests    = 50_000
 	floodLiveGrowth  = 4 << 20
 	floodPeakGrowth  = 32 << 20
 	floodSampleEvery = 5 * time.Millisecond
 )
 
-// TestSubscribeFloodHeap sends 100,000 pipelined stream.subscribe requests
+// TestSubscribeFloodHeap sends 50,000 pipelined stream.subscribe requests
 // with distinct ids and streams on one connection, in each codec, and measures the
 // heap in this process (server and client) with runtime.ReadMemStats. It
 // does not run in parallel with other tests, so the heap is its own.
 func TestSubscribeFloodHeap(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a flood of 100,000 requests")
+		t.Skip("a flood of 50,000 requests")
 	}
 	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{RequestRate: 10_000_000, SubjectRequestRate: 10_000_000}})
 	env.Project(t, "WEB", "alice", "viewer")

@@ -128,6 +128,7 @@ func TestStandbyLagging(t *testing.T) {
 // a subscribe reads goes back and forth while a writer writes. Subscriptions with and without
 // from_seq still get exactly the events after their position, in order.
 func TestStandbyPoolerSeam(t *testing.T) {
+	const writerLead = 300 // well inside streams.DefaultReplayLimit
 	ctx := context.Background()
 	pair := pgtest.NewPair(t, nil)
 	second, err := pair.AddStandby(ctx)
@@ -144,8 +145,15 @@ func TestStandbyPoolerSeam(t *testing.T) {
 	}
 	var stop atomic.Bool
 	var wg sync.WaitGroup
+	start := env.Tailer.Position()
 	wg.Go(func() {
 		for i := 0; !stop.Load(); i++ {
+			// The writer keeps within writerLead events of what the tailer has read, so that a
+			// from_seq taken from the tailer's position stays inside the replay limit however
+			// slowly a loaded machine lets the tailer go.
+			for !stop.Load() && int64(i) > env.Tailer.Position()-start+writerLead {
+				time.Sleep(time.Millisecond)
+			}
 			if _, err := env.PGLog.Append(ctx, itemEvent("WEB", "WEB-1", "item.updated", i)); err != nil {
 				t.Error(err)
 				return

@@ -201,6 +201,11 @@ func Start(t testing.TB, o *Options) *Env {
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = time.Minute
 	}
+	if cfg.DrainWindow == 0 {
+		// Shutdown spreads its closes over the drain window: a test's clients that are still
+		// open at its end would otherwise hold every test up by seconds.
+		cfg.DrainWindow = 10 * time.Millisecond
+	}
 	if cfg.MaxConnectionsPerIP == 0 {
 		// Every test client comes from one address and many connect at once.
 		cfg.MaxConnectionsPerIP = 1 << 20
