@@ -33,9 +33,13 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
-## build: the binaries into bin/
+# The version the binaries print (ballet-gateway version): git describe when git is there, else
+# what the Go toolchain records.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+
+## build: the binaries into bin/, stamped with VERSION
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/ ./cmd/...
 
 ## fuzz: run every fuzz target for FUZZTIME each (new findings land in testdata/fuzz)
 fuzz:
