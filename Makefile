@@ -2,7 +2,7 @@
 GO       ?= go
 FUZZTIME ?= 30s
 
-.PHONY: run test vet build fuzz bench web clean
+.PHONY: run test vet build check-docs fuzz bench web clean
 
 ## run: the development server (in-memory store, built-in OIDC issuer, demo project)
 run:
@@ -40,6 +40,10 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 ## build: the binaries into bin/, stamped with VERSION
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/ ./cmd/...
+
+## check-docs: the checks of the documents alone (links, anchors, paths, repeats, splices); make test runs them too
+check-docs:
+	$(GO) test -count=1 -run '^(TestDocuments|TestDocumentChecks|TestAnchors)$$' ./docs/
 
 ## fuzz: run every fuzz target for FUZZTIME each (new findings land in testdata/fuzz)
 fuzz:
