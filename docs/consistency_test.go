@@ -391,8 +391,8 @@ func checkPaths(r *repository, d *document) []problem {
 		for _, sp := range codeSpans(b.text) {
 			p := lineSuffixRe.ReplaceAllString(sp.text, "")
 			p = strings.TrimPrefix(packageDotsRe.ReplaceAllString(p, ""), "./")
-			if !pathCharsRe.MatchString(p) || r.isGenerated(strings.TrimSuffix(p, "/")) {
-				continue
+			if !pathCharsRe.MatchString(p) || r.isGenerated(strings.TrimSuffix(p, "/")) || designFileRe.MatchString(p) {
+				continue // a design file is checkPointers'
 			}
 			first, _, hasSlash := strings.Cut(p, "/")
 			n := b.lineOf(sp.start)
