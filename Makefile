@@ -2,7 +2,7 @@
 GO       ?= go
 FUZZTIME ?= 30s
 
-.PHONY: run test vet build fuzz bench web clean
+.PHONY: run test vet build check-docs fuzz bench web clean
 
 ## run: the development server (in-memory store, built-in OIDC issuer, demo project)
 run:
@@ -33,9 +33,17 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
-## build: the binaries into bin/
+# The version the binaries print (ballet-gateway version): git describe when git is there, else
+# what the Go toolchain records.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+
+## build: the binaries into bin/, stamped with VERSION
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/ ./cmd/...
+
+## check-docs: the checks of the documents alone (links, anchors, paths, repeats, splices); make test runs them too
+check-docs:
+	$(GO) test -count=1 -run '^(TestDocuments|TestDocumentChecks|TestAnchors)$$' ./docs/
 
 ## fuzz: run every fuzz target for FUZZTIME each (new findings land in testdata/fuzz)
 fuzz:

@@ -103,7 +103,7 @@ func TestDockerfile(t *testing.T) {
 	}
 	for _, want := range []string{
 		"--mount=type=cache,target=/go/pkg/mod", "--mount=type=cache,target=/root/.cache/go-build",
-		"CGO_ENABLED=0", "-trimpath", `-ldflags "-s -w"`, "./cmd/ballet-gateway",
+		"CGO_ENABLED=0", "-trimpath", `-ldflags "-s -w -X main.version=${VERSION}"`, "./cmd/ballet-gateway",
 	} {
 		if !strings.Contains(goBuild, want) {
 			t.Errorf("the go build step lacks %s: %q", want, goBuild)

@@ -11,4 +11,10 @@
 // other, and the REST routes the server serves (httpapi.Router's Endpoints) with openapi.yaml. The descriptions are validated under Node.js by check.mjs with
 // the npm packages of package.json (the AsyncAPI parser, an OpenAPI 3.1 validator, Ajv for
 // the examples); without them the tests skip, except with CI=true, where they fail.
+//
+// TestDocuments checks every Markdown document of the repository (README.md and the others at
+// the root, docs/*.md, each directory's README.md): its relative links and their anchors
+// resolve, the repository paths it names in backticks exist, no sentence of ten words or more
+// appears twice in it, no paragraph starts with a lower-case word and no prose line is longer
+// than 120 characters (signs of a splice), and it points at nothing outside the repository.
 package docs

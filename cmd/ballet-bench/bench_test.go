@@ -367,6 +367,15 @@ func TestUsage(t *testing.T) {
 		if !strings.Contains(out.String(), "replay-storm") {
 			t.Errorf("help = %q", out.String())
 		}
+		for _, args := range [][]string{{"-h"}, {"--version"}} {
+			out.Reset()
+			if code := run(context.Background(), args, getenv, &out, &errb); code != exitOK || out.Len() == 0 {
+				t.Errorf("%v: exit %d, stdout %q", args, code, out.String())
+			}
+		}
+		if !strings.HasPrefix(out.String(), "ballet-bench ") {
+			t.Errorf("--version = %q", out.String())
+		}
 	})
 }
 

@@ -56,6 +56,7 @@ type config struct {
 	window        int
 	cpuProfile    string
 	help          bool
+	version       bool // --version: print the build's version
 }
 
 // usageError is a command-line mistake (exit status 2).
@@ -100,6 +101,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	fs.BoolVar(&c.explicitTx, "explicit-tx", false, "")
 	fs.IntVar(&c.window, "window", 1000, "")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "")
+	fs.BoolVar(&c.version, "version", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			c.help = true
@@ -109,6 +111,9 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	if c.version {
+		return c, nil
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

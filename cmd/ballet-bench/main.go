@@ -11,7 +11,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ballet/gateway/internal/buildinfo"
 )
+
+// version is the build's version, set with go build -ldflags "-X main.version=v1.2.3".
+var version string
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -72,6 +77,8 @@ flags:
   --explicit-tx         write with BEGIN; INSERT; COMMIT instead of one INSERT statement
   --json                one JSON object per line instead of a table
   --cpuprofile FILE     write the load generator's own CPU profile (go tool pprof)
+  --version             print the version of this build
+  -h, --help            print this
 
 The benchmark creates nothing on the server: create the project and grant the
 token's subject at least viewer (ballet-gateway admin project-create BENCH Bench;
@@ -94,6 +101,10 @@ func runWith(ctx context.Context, args []string, o *runOptions) int {
 	}
 	if cfg.help {
 		fmt.Fprint(o.Stdout, usage)
+		return exitOK
+	}
+	if cfg.version {
+		fmt.Fprint(o.Stdout, buildinfo.String("ballet-bench", version))
 		return exitOK
 	}
 	r := &report{fields: cfg.params()}

@@ -19,19 +19,19 @@ const (
 
 func admin(ctx context.Context, args []string, getenv func(string) string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("%w: admin needs a subcommand", errUsage)
+		return badUsage("admin", "admin needs a subcommand")
 	}
 	want := map[string]int{"project-create": 2, "grant": 3, "revoke": 2}
 	n, ok := want[args[0]]
 	if !ok {
-		return fmt.Errorf("%w: unknown admin subcommand %q", errUsage, args[0])
+		return badUsage("admin", "unknown admin subcommand %q", args[0])
 	}
 	if len(args)-1 != n {
-		return fmt.Errorf("%w: admin %s takes %d arguments", errUsage, args[0], n)
+		return badUsage("admin "+args[0], "admin %s takes %d arguments", args[0], n)
 	}
 	if args[0] == "grant" {
 		if _, err := auth.ParseRole(args[3]); err != nil {
-			return fmt.Errorf("%w: role %q: want viewer, member or admin", errUsage, args[3])
+			return badUsage("admin grant", "role %q: want viewer, member or admin", args[3])
 		}
 	}
 	pool, err := poolFromEnv(ctx, getenv)

@@ -32,6 +32,7 @@ type config struct {
 	tailMaxLag      time.Duration // BALLET_TAIL_MAX_LAG: standby lag beyond which /readyz fails; 5 s when not set
 	oidcIssuer      string        // BALLET_OIDC_ISSUER
 	oidcAudience    string        // BALLET_OIDC_AUDIENCE
+	devAllowRemote  bool          // BALLET_DEV_ALLOW_REMOTE: dev may listen beyond loopback
 	logLevel        slog.Level    // BALLET_LOG_LEVEL
 	provider        providerConfig
 
@@ -66,131 +67,182 @@ func loadConfig(getenv func(string) string, addr string) (*config, error) {
 }
 
 // A setting is one BALLET_* variable: parse reads a value into field, or says what is wrong
-// with it.
+// with it. doc, unset and shown are what --help says of it.
 type setting struct {
 	name  string
 	field any // a pointer to the field parse sets
 	parse func(v string) (msg string)
+	doc   string   // what it sets, in a few words
+	cmds  commands // the commands that read it
+	unset string   // what the setting's absence means when its default is empty ("" for none)
+	shown string   // the default, when it depends on more than the setting (else computed)
 }
+
+// commands is a set of the commands that read a setting.
+type commands uint8
+
+const (
+	forServe commands = 1 << iota
+	forDev
+	forDatabase // migrate and admin
+)
+
+// only says which commands read s (serve and dev unless it says otherwise).
+func (s setting) only(cmds commands) setting { s.cmds = cmds; return s }
+
+// ifUnset says what s's absence means.
+func (s setting) ifUnset(text string) setting { s.unset = text; return s }
+
+// defaultIs gives s's default in words.
+func (s setting) defaultIs(text string) setting { s.shown = text; return s }
 
 // settings are the variables, each with the field of c it sets, in the order their errors
 // are reported.
 func (c *config) settings() []setting {
 	g, t, p := &c.gateway, &c.tracker, &c.planner
 	return []setting{
-		addr("BALLET_ADDR", &c.addr),
-		addr("BALLET_ADMIN_ADDR", &c.adminAddr),
-		str("BALLET_DATABASE_URL", &c.databaseURL),
-		str("BALLET_TAIL_DATABASE_URL", &c.tailDatabaseURL),
-		duration("BALLET_TAIL_MAX_LAG", &c.tailMaxLag),
-		str("BALLET_OIDC_ISSUER", &c.oidcIssuer),
-		str("BALLET_OIDC_AUDIENCE", &c.oidcAudience),
-		list("BALLET_ADMIN_SUBJECTS", &t.AdminSubjects),
-		list("BALLET_ALLOWED_ORIGINS", &g.AllowedOrigins),
-		duration("BALLET_AUTH_TIMEOUT", &g.AuthTimeout),
-		duration("BALLET_HEARTBEAT_INTERVAL", &g.HeartbeatInterval),
-		atLeast("BALLET_REPLAY_LIMIT", &g.ReplayLimit, 1),
-		atLeast("BALLET_SUBSCRIBER_QUEUE", &g.SubscriberQueue, 1),
-		duration("BALLET_DRAIN_WINDOW", &g.DrainWindow),
-		atLeast("BALLET_READ_LIMIT", &g.ReadLimit, 1024),
-		atLeast("BALLET_MAX_SUBSCRIPTIONS", &g.MaxSubscriptions, 1),
-		atLeast("BALLET_REQUEST_RATE", &g.RequestRate, 1),
-		atLeast("BALLET_MAX_CONNECTIONS_PER_SUBJECT", &g.MaxConnectionsPerSubject, 1),
-		atLeast("BALLET_MAX_CONNECTIONS", &g.MaxConnections, 1),
-		atLeast("BALLET_MAX_CONNECTIONS_PER_IP", &g.MaxConnectionsPerIP, 1),
-		atLeast("BALLET_CONNECTION_QUEUE_BYTES", &g.ConnectionQueueBytes, 64<<10),
-		atLeast("BALLET_REPLICA_QUEUE_BYTES", &g.ReplicaQueueBytes, 1<<20),
-		atLeast("BALLET_SOCKET_BUFFER_BYTES", &g.SocketBufferBytes, 4<<10),
-		atLeast("BALLET_RECENT_EVENTS_BYTES", &c.hub.RecentBytes, 1<<20),
-		{"BALLET_TRUSTED_PROXIES", &g.TrustedProxies, func(v string) string {
+		addr("BALLET_ADDR", &c.addr, "the client port (/rpc, /healthz, the REST API)"),
+		addr("BALLET_ADMIN_ADDR", &c.adminAddr, "the admin port (/metrics, /readyz, /debug/pprof/)"),
+		str("BALLET_DATABASE_URL", &c.databaseURL, "Postgres connection string").
+			only(forServe | forDatabase).ifUnset("required"),
+		str("BALLET_TAIL_DATABASE_URL", &c.tailDatabaseURL, "a hot standby the tailer and replays read").
+			only(forServe).ifUnset("none: the primary"),
+		duration("BALLET_TAIL_MAX_LAG", &c.tailMaxLag, "standby lag beyond which /readyz fails").only(forServe),
+		str("BALLET_OIDC_ISSUER", &c.oidcIssuer, "OIDC issuer URL").only(forServe).ifUnset("required"),
+		str("BALLET_OIDC_AUDIENCE", &c.oidcAudience, "the aud access tokens must carry").
+			only(forServe).ifUnset("required"),
+		boolean("BALLET_DEV_ALLOW_REMOTE", &c.devAllowRemote,
+			"dev only: listen on an address beyond loopback (its token mint is open to all)").only(forDev),
+		list("BALLET_ADMIN_SUBJECTS", &t.AdminSubjects, "subjects that may create projects and grant roles"),
+		list("BALLET_ALLOWED_ORIGINS", &g.AllowedOrigins, "browser Origin host patterns allowed on /rpc").
+			ifUnset("none: same origin only"),
+		duration("BALLET_AUTH_TIMEOUT", &g.AuthTimeout, "time from connect to the first auth"),
+		duration("BALLET_HEARTBEAT_INTERVAL", &g.HeartbeatInterval, "heartbeat period"),
+		atLeast("BALLET_REPLAY_LIMIT", &g.ReplayLimit, 1, "most events one subscribe replays"),
+		atLeast("BALLET_SUBSCRIBER_QUEUE", &g.SubscriberQueue, 1, "events queued per subscription"),
+		duration("BALLET_DRAIN_WINDOW", &g.DrainWindow, "on SIGTERM, connections close over this window"),
+		atLeast("BALLET_READ_LIMIT", &g.ReadLimit, 1024, "largest accepted message, in bytes"),
+		atLeast("BALLET_MAX_SUBSCRIPTIONS", &g.MaxSubscriptions, 1, "subscriptions and watches per connection"),
+		atLeast("BALLET_REQUEST_RATE", &g.RequestRate, 1, "requests per second per connection"),
+		atLeast("BALLET_MAX_CONNECTIONS_PER_SUBJECT", &g.MaxConnectionsPerSubject, 1,
+			"authenticated connections of one subject"),
+		atLeast("BALLET_MAX_CONNECTIONS", &g.MaxConnections, 1, "sockets on the client port"),
+		atLeast("BALLET_MAX_CONNECTIONS_PER_IP", &g.MaxConnectionsPerIP, 1,
+			"unauthenticated sockets of one client address"),
+		atLeast("BALLET_CONNECTION_QUEUE_BYTES", &g.ConnectionQueueBytes, 64<<10,
+			"bytes queued for one connection"),
+		atLeast("BALLET_REPLICA_QUEUE_BYTES", &g.ReplicaQueueBytes, 1<<20, "bytes queued for all connections").
+			defaultIs("a quarter of the Go memory limit, 1 GiB without one"),
+		atLeast("BALLET_SOCKET_BUFFER_BYTES", &g.SocketBufferBytes, 4<<10, "kernel buffers of each client socket"),
+		atLeast("BALLET_RECENT_EVENTS_BYTES", &c.hub.RecentBytes, 1<<20, "memory of the events kept for replays"),
+		custom("BALLET_TRUSTED_PROXIES", &g.TrustedProxies, "CIDRs of the proxies in front", func(v string) string {
 			ps, err := parsePrefixes(v)
 			if err != nil {
 				return err.Error()
 			}
 			g.TrustedProxies = ps
 			return ""
-		}},
-		duration("BALLET_PRESENCE_WINDOW", &g.PresenceWindow),
-		atLeast("BALLET_PRESENCE_MAX_MEMBERS", &g.PresenceMaxMembers, 1),
-		duration("BALLET_PLANNER_LEASE", &p.Lease),
-		duration("BALLET_PLANNER_RESUME_WINDOW", &p.ResumeWindow),
-		{"BALLET_PLANNER_PROVIDER", &c.provider.name, func(v string) string {
+		}),
+		duration("BALLET_PRESENCE_WINDOW", &g.PresenceWindow, "presence changes are coalesced over this"),
+		atLeast("BALLET_PRESENCE_MAX_MEMBERS", &g.PresenceMaxMembers, 1, "most subjects presence reports per stream"),
+		duration("BALLET_PLANNER_LEASE", &p.Lease, "a planner turn's lease"),
+		duration("BALLET_PLANNER_RESUME_WINDOW", &p.ResumeWindow, "how long an ended turn can be resumed"),
+		custom("BALLET_PLANNER_PROVIDER", &c.provider.name, "anthropic, openai or scripted", func(v string) string {
 			if providers[v] == nil {
 				return "want anthropic, openai or scripted"
 			}
 			c.provider.name = v
 			return ""
-		}},
-		str("BALLET_PLANNER_BASE_URL", &c.provider.baseURL),
-		str("BALLET_PLANNER_API_KEY", &c.provider.apiKey),
-		str("BALLET_PLANNER_MODEL", &c.provider.model),
-		atLeast("BALLET_PLANNER_MAX_ROUNDS", &p.MaxRounds, 1),
-		str("BALLET_PLANNER_SCRIPT", &c.provider.script),
-		{"BALLET_LOG_LEVEL", &c.logLevel, func(v string) string {
+		}).ifUnset("none: the planner is off"),
+		str("BALLET_PLANNER_BASE_URL", &c.provider.baseURL, "the model provider's URL").ifUnset("the provider's"),
+		str("BALLET_PLANNER_API_KEY", &c.provider.apiKey, "the model provider's API key"),
+		str("BALLET_PLANNER_MODEL", &c.provider.model, "the model").ifUnset("the provider's"),
+		atLeast("BALLET_PLANNER_MAX_ROUNDS", &p.MaxRounds, 1, "model calls of one planner turn"),
+		str("BALLET_PLANNER_SCRIPT", &c.provider.script, "script file of the scripted provider").
+			ifUnset("the built-in script"),
+		custom("BALLET_LOG_LEVEL", &c.logLevel, "DEBUG, INFO, WARN or ERROR", func(v string) string {
 			if c.logLevel.UnmarshalText([]byte(v)) != nil {
 				return "want DEBUG, INFO, WARN or ERROR"
 			}
 			return ""
-		}},
-		atLeast("BALLET_SUBJECT_REQUEST_RATE", &g.SubjectRequestRate, 1),
-		atLeast("BALLET_REPLAY_RATE", &g.ReplayRate, 1),
-		within("BALLET_MAX_TITLE_CHARS", &t.MaxTitleChars, tracker.CeilingTitleChars),
-		within("BALLET_MAX_DESCRIPTION_BYTES", &t.MaxDescriptionBytes, tracker.CeilingDescriptionBytes),
-		within("BALLET_MAX_PLANNER_MESSAGE_BYTES", &p.MaxMessageBytes, maxPlannerMessageBytes),
-		atLeast("BALLET_PLANNER_TURNS_PER_SUBJECT", &p.TurnsPerSubject, 1),
-		atLeast("BALLET_PLANNER_SESSION_RATE", &p.SessionRate, 1),
+		}),
+		atLeast("BALLET_SUBJECT_REQUEST_RATE", &g.SubjectRequestRate, 1, "requests per second of one subject"),
+		atLeast("BALLET_REPLAY_RATE", &g.ReplayRate, 1, "events one subject's replays read per second"),
+		within("BALLET_MAX_TITLE_CHARS", &t.MaxTitleChars, tracker.CeilingTitleChars, "item titles, in characters"),
+		within("BALLET_MAX_DESCRIPTION_BYTES", &t.MaxDescriptionBytes, tracker.CeilingDescriptionBytes,
+			"item descriptions, in bytes"),
+		within("BALLET_MAX_PLANNER_MESSAGE_BYTES", &p.MaxMessageBytes, maxPlannerMessageBytes,
+			"the text of planner.send, in bytes"),
+		atLeast("BALLET_PLANNER_TURNS_PER_SUBJECT", &p.TurnsPerSubject, 1, "planner turns of one person at once"),
+		atLeast("BALLET_PLANNER_SESSION_RATE", &p.SessionRate, 1, "planner sessions one person creates a minute"),
 	}
 }
 
-func str(name string, dst *string) setting {
-	return setting{name, dst, func(v string) string { *dst = v; return "" }}
+// custom is a setting that parse reads; it is read by serve and dev.
+func custom(name string, field any, doc string, parse func(v string) string) setting {
+	return setting{name: name, field: field, parse: parse, doc: doc, cmds: forServe | forDev}
 }
 
-func addr(name string, dst *string) setting {
-	return setting{name, dst, func(v string) string {
+func str(name string, dst *string, doc string) setting {
+	return custom(name, dst, doc, func(v string) string { *dst = v; return "" })
+}
+
+func boolean(name string, dst *bool, doc string) setting {
+	return custom(name, dst, doc, func(v string) string {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return "want true or false"
+		}
+		*dst = b
+		return ""
+	})
+}
+
+func addr(name string, dst *string, doc string) setting {
+	return custom(name, dst, doc, func(v string) string {
 		if _, _, err := net.SplitHostPort(v); err != nil {
 			return "want host:port"
 		}
 		*dst = v
 		return ""
-	}}
+	})
 }
 
-func duration(name string, dst *time.Duration) setting {
-	return setting{name, dst, func(v string) string {
+func duration(name string, dst *time.Duration, doc string) setting {
+	return custom(name, dst, doc, func(v string) string {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
 			return "want a positive duration such as 10s or 1m30s"
 		}
 		*dst = d
 		return ""
-	}}
+	})
 }
 
-func atLeast[T int | int64](name string, dst *T, min int) setting {
-	return setting{name, dst, func(v string) string {
+func atLeast[T int | int64](name string, dst *T, min int, doc string) setting {
+	return custom(name, dst, doc, func(v string) string {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < min {
 			return fmt.Sprintf("want an integer of at least %d", min)
 		}
 		*dst = T(n)
 		return ""
-	}}
+	})
 }
 
-func within(name string, dst *int, max int) setting {
-	return setting{name, dst, func(v string) string {
+func within(name string, dst *int, max int, doc string) setting {
+	return custom(name, dst, doc, func(v string) string {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > max {
 			return fmt.Sprintf("want an integer from 1 to %d", max)
 		}
 		*dst = n
 		return ""
-	}}
+	})
 }
 
-func list(name string, dst *[]string) setting {
-	return setting{name, dst, func(v string) string { *dst = fields(v); return "" }}
+func list(name string, dst *[]string, doc string) setting {
+	return custom(name, dst, doc, func(v string) string { *dst = fields(v); return "" })
 }
 
 // fields splits a list separated by commas or spaces.
@@ -213,6 +265,29 @@ func parsePrefixes(v string) ([]netip.Prefix, error) {
 		out = append(out, p.Masked())
 	}
 	return out, nil
+}
+
+// warnIgnored logs a line for each setting the environment sets that cmds do not read.
+func warnIgnored(logger *slog.Logger, c *config, getenv func(string) string, cmds commands, command string) {
+	for _, s := range c.settings() {
+		if s.cmds&cmds == 0 && getenv(s.name) != "" {
+			logger.Warn(fmt.Sprintf("%s ignores %s (read by %s)", command, s.name, readersOf(s.cmds)))
+		}
+	}
+}
+
+// readersOf names the commands of cmds.
+func readersOf(cmds commands) string {
+	var names []string
+	for _, c := range []struct {
+		cmds commands
+		name string
+	}{{forServe, "serve"}, {forDev, "dev"}, {forDatabase, "migrate, admin"}} {
+		if cmds&c.cmds != 0 {
+			names = append(names, c.name)
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // requireServe checks what `serve` cannot run without.

@@ -1,16 +1,11 @@
 package main
 
 import (
-	"cmp"
 	"os"
 	"reflect"
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/ballet/gateway/presence"
-	"github.com/ballet/gateway/streams"
-	"github.com/ballet/gateway/tracker"
 )
 
 // TestConfigDefaults: the configuration reference (docs/configuration.md) names every variable
@@ -52,14 +47,7 @@ func appliedConfig(t *testing.T, env map[string]string) *config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.gateway = c.gateway.WithDefaults()
-	c.planner = c.planner.WithDefaults()
-	l := tracker.NewService(nil, &c.tracker).Limits()
-	c.tracker.MaxTitleChars, c.tracker.MaxDescriptionBytes = l.TitleChars, l.DescriptionBytes
-	// presence.New and streams.NewHub apply their exported defaults to these.
-	c.gateway.PresenceWindow = cmp.Or(c.gateway.PresenceWindow, presence.DefaultWindow)
-	c.gateway.PresenceMaxMembers = cmp.Or(c.gateway.PresenceMaxMembers, presence.DefaultMaxMembers)
-	c.hub.RecentBytes = cmp.Or(c.hub.RecentBytes, streams.DefaultRecentBytes)
+	c.applyDefaults()
 	return c
 }
 

@@ -74,7 +74,7 @@ func redactAs(msg, url, name string) string {
 
 func migrate(ctx context.Context, args []string, getenv func(string) string) error {
 	if len(args) > 0 {
-		return fmt.Errorf("%w: migrate takes no arguments", errUsage)
+		return badUsage("migrate", "migrate takes no arguments")
 	}
 	pool, err := poolFromEnv(ctx, getenv)
 	if err != nil {

@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,17 +38,24 @@ const (
 
 func dev(ctx context.Context, args []string, getenv func(string) string) error {
 	if len(args) > 0 {
-		return fmt.Errorf("%w: dev takes no arguments", errUsage)
+		return badUsage("dev", "dev takes no arguments")
 	}
-	cfg, err := loadConfig(getenv, devAddr)
+	cfg, err := devConfig(getenv)
 	if err != nil {
 		return err
 	}
-	if cfg.provider.name == "" {
-		cfg.provider.name = "scripted"
-	}
 	cfg.tracker.AdminSubjects = append([]string{devUser}, cfg.tracker.AdminSubjects...)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	warnIgnored(logger, cfg, getenv, forDev, "dev")
+	if !loopback(cfg.addr) {
+		if !cfg.devAllowRemote {
+			return &configError{Var: "BALLET_ADDR", Value: cfg.addr, Msg: "dev listens on loopback only " +
+				"(127.0.0.0/8, ::1 or localhost): anyone who reaches it can mint tokens; " +
+				"BALLET_DEV_ALLOW_REMOTE=true allows it"}
+		}
+		logger.Warn("BALLET_DEV_ALLOW_REMOTE=true: dev's token mint (GET /dev/token) is open to anyone who reaches " +
+			cfg.addr)
+	}
 
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
@@ -108,6 +117,29 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 		},
 	}
 	return a.run(ctx)
+}
+
+// devConfig is dev's configuration: serve's, on loopback, with the scripted planner.
+func devConfig(getenv func(string) string) (*config, error) {
+	cfg, err := loadConfig(getenv, devAddr)
+	if cfg.provider.name == "" {
+		cfg.provider.name = "scripted"
+	}
+	return cfg, err
+}
+
+// loopback says whether addr's host is a loopback address or localhost; an empty host is
+// every interface.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // seedDev creates the demo project, its members and a few items.

@@ -43,7 +43,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	fs.SetOutput(io.Discard)
 	doMigrate := fs.Bool("migrate", false, "apply the database migrations before serving")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: serve: %v", errUsage, err)
+		return badUsage("serve", "serve: %v", err)
 	}
 	applyGCDefault(getenv)
 	cfg, err := loadConfig(getenv, serveAddr)
@@ -54,6 +54,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	warnIgnored(logger, cfg, getenv, forServe, "serve")
 	if limit := applyMemoryLimit(getenv, cgroupMemoryFiles("/proc/self/cgroup")); limit > 0 {
 		logger.Info("memory limit from the cgroup's", "go_memory_limit_bytes", limit)
 	}

@@ -50,6 +50,9 @@ func TestUsage(t *testing.T) {
 			t.Fatalf("%v: exit %d, stdout %q", args, r.code, r.stdout)
 		}
 	}
+	if r := runCmd(t, nil, "--version"); r.code != exitOK || !strings.HasPrefix(r.stdout, "ballet-rpc ") {
+		t.Fatalf("--version: exit %d, stdout %q", r.code, r.stdout)
+	}
 }
 
 func TestPing(t *testing.T) {

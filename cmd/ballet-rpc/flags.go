@@ -24,6 +24,7 @@ type command struct {
 	fromSeq  *int64
 	params   codec.RawJSON // call's params; nil for none
 	help     bool
+	version  bool // --version: print the build's version
 }
 
 func parse(args []string, getenv func(string) string) (*command, error) {
@@ -36,6 +37,7 @@ func parse(args []string, getenv func(string) string) (*command, error) {
 	useJSON := fs.Bool("json", false, "")
 	useMsgpack := fs.Bool("msgpack", false, "")
 	fromSeq := fs.String("from-seq", "", "")
+	fs.BoolVar(&c.version, "version", false, "")
 	// Flags may come before or after the command and its arguments; "--"
 	// ends them.
 	var pos []string
@@ -57,6 +59,9 @@ func parse(args []string, getenv func(string) string) (*command, error) {
 		}
 		pos = append(pos, rest[0])
 		args = rest[1:]
+	}
+	if c.version {
+		return c, nil
 	}
 	if *useJSON && *useMsgpack {
 		return nil, errors.New("--json and --msgpack exclude each other")

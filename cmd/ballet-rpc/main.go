@@ -5,6 +5,7 @@
 // Usage:
 //
 //	ballet-rpc [--url URL] [--token TOKEN | --token-cmd CMD] [--json | --msgpack] COMMAND
+//	ballet-rpc --version | --help
 //
 //	ping                          system.ping
 //	subscribe STREAM [--from-seq N]  print the stream's events until interrupted
@@ -32,7 +33,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/ballet/gateway/internal/buildinfo"
 )
+
+// version is the build's version, set with go build -ldflags "-X main.version=v1.2.3".
+var version string
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -64,6 +70,8 @@ flags:
   --token-cmd CMD  shell command printing a token; run again for every refresh
   --json           use ballet.v1.json
   --msgpack        use ballet.v1.msgpack (the default)
+  --version        print the version of this build
+  -h, --help       print this
 
 Output: one JSON object per line (results, then notification params).
 Exit status: 0 ok, 1 error from the server, 2 usage, 3 connection or authentication failure.
@@ -78,6 +86,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if cmd.help {
 		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	if cmd.version {
+		fmt.Fprint(stdout, buildinfo.String("ballet-rpc", version))
 		return exitOK
 	}
 	a := &app{cmd: cmd, stdout: stdout, stderr: stderr}
