@@ -4,7 +4,7 @@
 # figure printed (docs/benchmarks.md, "Each mechanism on its own"). The
 # default build's runs are also the current figures against the targets.
 #
-# Usage: scripts/bench-mechanisms.sh [idle] [liveheap] [latency] [saturate]
+# Usage: scripts/bench-mechanisms.sh [idle] [liveheap] [latency] [saturate] [rates]
 #        (idle, latency and saturate by default)
 #
 #   idle      IDLE_N idle subscribed connections held HOLD, a fresh serve each
@@ -17,6 +17,8 @@
 #             the server's CPU per delivery
 #   saturate  1000 subscribers, the writer as fast as they take it:
 #             deliveries/s, and the server's CPU per delivery
+#   rates     the latency run at each of RATES events/s, the default build in
+#             both codecs: latency and CPU against the rate
 #
 # Variants (build tags of ./cmd/ballet-gateway, or an environment variable):
 #
@@ -42,6 +44,7 @@
 #   IDLE_N     idle connections (default 9000); HOLD, how long idle runs hold them (default 90s)
 #   VARIANTS_IDLE  variant:codec pairs of idle and liveheap runs (default below)
 #   VARIANTS_LIVE  variant:codec pairs of latency and saturate runs (default below)
+#   RATES      events/s of the rates runs (default "50 100 200 400 800")
 #   SERVE_ENV  more VAR=value settings for every serve, e.g. BALLET_HEARTBEAT_INTERVAL=1s
 #   OUT        directory for the raw reports and logs (default: a new temporary one)
 set -euo pipefail
@@ -53,13 +56,14 @@ IDLE_N=${IDLE_N:-9000}
 HOLD=${HOLD:-90s}
 VARIANTS_IDLE=${VARIANTS_IDLE:-"default:msgpack nopark:msgpack notimerheap:msgpack gogc100:msgpack default:json"}
 VARIANTS_LIVE=${VARIANTS_LIVE:-"default:msgpack nodirect:msgpack noparallel:msgpack default:json"}
+RATES=${RATES:-"50 100 200 400 800"}
 OUT=${OUT:-$(mktemp -d -t ballet-mechanisms.XXXXXX)}
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(idle latency saturate)
 
 for t in "${TARGETS[@]}"; do
-	case $t in idle | liveheap | latency | saturate) ;; *)
-		echo "usage: $0 [idle] [liveheap] [latency] [saturate]" >&2
+	case $t in idle | liveheap | latency | saturate | rates) ;; *)
+		echo "usage: $0 [idle] [liveheap] [latency] [saturate] [rates]" >&2
 		exit 2
 		;;
 	esac
@@ -220,8 +224,9 @@ BENCH=("$BIN/ballet-bench" --url "ws://$ADDR/rpc" --db "$DBURL" --token-url "$TO
 # (with target, variant, round, the server's CPU and the load average
 # added) appended to results.jsonl.
 run() {
-	local target=$1 v=$2 codec=$3 round=$4 name raw t0 t1 idle=null before=null after=null
+	local target=$1 v=$2 codec=$3 round=$4 rate=${5:-100} name raw t0 t1 idle=null before=null after=null
 	name=$target-$v-$codec-$round
+	[ "$target" = rates ] && name=$name-$rate
 	raw=$OUT/$name.json
 	serve_start "$v"
 	log "$target $v $codec (round $round)"
@@ -250,8 +255,8 @@ run() {
 		BENCH_PID=
 		cat "$OUT/$name.log" >>"$OUT/bench.log"
 		;;
-	latency)
-		"${BENCH[@]}" --codec "$codec" --subscribers 1000 --rate 100 --duration 10s >"$raw" 2>>"$OUT/bench.log" || true
+	latency | rates)
+		"${BENCH[@]}" --codec "$codec" --subscribers 1000 --rate "$rate" --duration 10s >"$raw" 2>>"$OUT/bench.log" || true
 		;;
 	saturate)
 		"${BENCH[@]}" --codec "$codec" --mode saturate --subscribers 1000 --duration 10s >"$raw" 2>>"$OUT/bench.log" || true
@@ -266,8 +271,8 @@ run() {
 	jq -c --arg t "$target" --arg v "$v" --argjson r "$round" --argjson idle "$idle" \
 		--argjson before "$before" --argjson after "$after" \
 		--argjson cpu "$(awk -v d=$((t1 - t0)) -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", d / hz }')" \
-		--argjson load "$(cut -d' ' -f1 /proc/loadavg)" \
-		'. + {target: $t, variant: $v, round: $r, server_cpu_s: $cpu, server_cpu_idle_pct: $idle,
+		--argjson load "$(cut -d' ' -f1 /proc/loadavg)" --argjson rate "$rate" \
+		'. + {target: $t, variant: $v, round: $r, rate_per_s: $rate, server_cpu_s: $cpu, server_cpu_idle_pct: $idle,
 			live_heap_before_bytes: $before, live_heap_after_bytes: $after, load_1m: $load}' "$raw" |
 		tee -a "$OUT/results.jsonl" | jq -r -f <(summary_jq) --arg one 1 >&2
 }
@@ -287,7 +292,7 @@ def describe:
 		" KB; server CPU while held " + each(.server_cpu_idle_pct) + " % of a core"
 	elif .[0].target == "liveheap" then
 		"live heap " + each((.live_heap_after_bytes - .live_heap_before_bytes) / .connections | kb) + " KB per connection"
-	elif .[0].target == "latency" then
+	elif .[0].target == "latency" or .[0].target == "rates" then
 		"p99 " + each(.latency_p99_ms | r1) + " ms; p50 " + each(.latency_p50_ms | r1) +
 		" ms; server CPU " + each(per_delivery) + " us per delivery; gaps " + each(.gaps)
 	else
@@ -297,13 +302,21 @@ def describe:
 	+ "; load " + each(.load_1m)
 	+ (map(select(.ok | not) | .failures | join("; ")) | if length > 0 then " FAILED: " + join(" / ") else "" end);
 if $one == "1" then "  " + ([.] | describe)
-else group_by([.target, .variant, .codec])[] | "\(.[0].target)\t\(.[0].variant)\t\(.[0].codec)\t" + describe end
+else group_by([.target, .variant, .codec, .rate_per_s])[] | "\(.[0].target)\t\(.[0].variant)\t\(.[0].codec)\t\(.[0].rate_per_s)/s\t" + describe end
 EOF
 }
 
 for round in $(seq "$RUNS"); do
 	for target in "${TARGETS[@]}"; do
 		case $target in idle | liveheap) pairs=$VARIANTS_IDLE ;; *) pairs=$VARIANTS_LIVE ;; esac
+		if [ "$target" = rates ]; then
+			for rate in $RATES; do
+				for codec in msgpack json; do
+					run rates default "$codec" "$round" "$rate"
+				done
+			done
+			continue
+		fi
 		for pair in $pairs; do
 			run "$target" "${pair%%:*}" "${pair#*:}" "$round"
 		done
