@@ -17,7 +17,7 @@ import (
 )
 
 // The writer appends events the way any Core component does: a plain SQL
-// INSERT into events (the event-log CONTRACT's columns), deliberately not
+// INSERT into events (the columns of docs/event-log.md's contract), deliberately not
 // pglog.Insert, since it stands for a program outside the gateway. A batch
 // is one INSERT of --batch rows, in its own (implicit, or with --explicit-tx
 // an explicit BEGIN … COMMIT) transaction. Every payload carries the intended
