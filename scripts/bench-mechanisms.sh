@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Each mechanism that exists for speed, measured on its own: the gateway
 # built (or run) with and without it, the runs alternating, every run's
-# figure printed (docs/benchmarks.md, "Each mechanism on its own"). The
+# figure printed (docs/benchmarks/, "Each mechanism on its own"). The
 # default build's runs are also the current figures against the targets.
 #
 # Usage: scripts/bench-mechanisms.sh [idle] [liveheap] [latency] [saturate] [rates]
