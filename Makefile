@@ -2,7 +2,7 @@
 GO       ?= go
 FUZZTIME ?= 30s
 
-.PHONY: run test vet build check-docs fuzz bench web clean
+.PHONY: run test vet build check-docs fuzz bench charts web clean
 
 ## run: the development server (in-memory store, built-in OIDC issuer, demo project)
 run:
@@ -58,6 +58,10 @@ fuzz:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./codec/ ./streams/ ./rpc/
 	$(GO) test -run '^$$' -bench CommitToClient -benchtime 200x ./gateway/
+
+## charts: the SVG charts of docs/benchmarks/ drawn again from the runs recorded there (*.jsonl)
+charts:
+	$(GO) run ./scripts/benchcharts -o docs/benchmarks/ docs/benchmarks/*.jsonl
 
 ## web: rebuild the board's embedded assets (web/dist) with npm and esbuild
 web:

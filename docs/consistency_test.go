@@ -14,7 +14,7 @@ import (
 )
 
 // documentGlobs find the repository's Markdown documents, new ones included.
-var documentGlobs = []string{"*.md", "docs/*.md", "*/README.md"}
+var documentGlobs = []string{"*.md", "docs/*.md", "docs/benchmarks/*.md", "*/README.md"}
 
 // TestDocuments runs every check of the documents over the repository's: their relative links
 // and anchors resolve, the paths they name exist, no sentence repeats, no paragraph or line

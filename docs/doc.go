@@ -3,7 +3,7 @@
 //
 //   - protocol.md, the realtime API for people; asyncapi.yaml, the same for programs;
 //   - openapi.yaml, the REST API; operations.md, configuration.md, runbooks.md, capacity.md,
-//     design.md and benchmarks.md are prose only.
+//     design.md, benchmarks.md and the run logs of benchmarks/ are prose only.
 //
 // The tests compare the protocol table's methods, notifications and error codes (with rpc's),
 // and the gateway's close codes, with both descriptions of the realtime API, the fields of
@@ -13,7 +13,7 @@
 // the examples); without them the tests skip, except with CI=true, where they fail.
 //
 // TestDocuments checks every Markdown document of the repository (README.md and the others at
-// the root, docs/*.md, each directory's README.md): its relative links and their anchors
+// the root, docs/*.md and docs/benchmarks/*.md, each directory's README.md): its relative links and their anchors
 // resolve, the repository paths it names in backticks exist, no sentence of ten words or more
 // appears twice in it, no paragraph starts with a lower-case word and no prose line is longer
 // than 120 characters (signs of a splice), and it points at nothing outside the repository.
