@@ -102,7 +102,8 @@ func (c *config) settings() []setting {
 	g, t, p := &c.gateway, &c.tracker, &c.planner
 	return []setting{
 		addr("BALLET_ADDR", &c.addr, "the client port (/rpc, /healthz, the REST API)"),
-		addr("BALLET_ADMIN_ADDR", &c.adminAddr, "the admin port (/metrics, /readyz, /debug/pprof/)"),
+		addr("BALLET_ADMIN_ADDR", &c.adminAddr, "the admin port (/metrics, /readyz, /debug/pprof/ with BALLET_PPROF)"),
+		boolean("BALLET_PPROF", &g.Pprof, "serve Go's /debug/pprof/ on the admin port"),
 		str("BALLET_DATABASE_URL", &c.databaseURL, "Postgres connection string").
 			only(forServe | forDatabase).ifUnset("required"),
 		str("BALLET_TAIL_DATABASE_URL", &c.tailDatabaseURL, "a hot standby the tailer and replays read").
