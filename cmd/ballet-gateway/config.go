@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/streams"
 	"github.com/ballet/gateway/tracker"
@@ -40,7 +41,8 @@ type config struct {
 	tracker tracker.Options
 	// planner holds the planner's settings; plannerOptions adds its model, logger and observer.
 	planner planner.Options
-	hub     streams.HubOptions // RecentBytes (BALLET_RECENT_EVENTS_BYTES)
+	hub     streams.HubOptions  // RecentBytes (BALLET_RECENT_EVENTS_BYTES)
+	rest    httpapi.RateOptions // Rate (BALLET_REST_RATE): one budget per subject for every REST surface
 }
 
 // maxPlannerMessageBytes is the ceiling of BALLET_MAX_PLANNER_MESSAGE_BYTES: a message
@@ -169,6 +171,7 @@ func (c *config) settings() []setting {
 		}),
 		atLeast("BALLET_SUBJECT_REQUEST_RATE", &g.SubjectRequestRate, 1, "requests per second of one subject"),
 		atLeast("BALLET_REPLAY_RATE", &g.ReplayRate, 1, "events one subject's replays read per second"),
+		atLeast("BALLET_REST_RATE", &c.rest.Rate, 1, "REST requests per second of one subject"),
 		within("BALLET_MAX_TITLE_CHARS", &t.MaxTitleChars, tracker.CeilingTitleChars, "item titles, in characters"),
 		within("BALLET_MAX_DESCRIPTION_BYTES", &t.MaxDescriptionBytes, tracker.CeilingDescriptionBytes,
 			"item descriptions, in bytes"),
