@@ -2,6 +2,7 @@ package auth_test
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -79,6 +80,11 @@ type testIssuer struct {
 	srv         *httptest.Server
 	discoveries atomic.Int64
 	keyFetches  atomic.Int64
+	// keysDelay (ns) holds each key set answer back; keysAtOnce and keysMostAtOnce count
+	// the key set requests being answered, now and at most.
+	keysDelay      atomic.Int64
+	keysAtOnce     atomic.Int64
+	keysMostAtOnce atomic.Int64
 }
 
 // startIssuer serves a new Issuer at "/dev/oidc" on a loopback server.
@@ -92,6 +98,20 @@ func startIssuer(t testing.TB, opts *auth.IssuerOptions) *testIssuer {
 			ti.discoveries.Add(1)
 		case strings.HasSuffix(r.URL.Path, auth.JWKSPath):
 			ti.keyFetches.Add(1)
+			n := ti.keysAtOnce.Add(1)
+			defer ti.keysAtOnce.Add(-1)
+			for m := ti.keysMostAtOnce.Load(); n > m && !ti.keysMostAtOnce.CompareAndSwap(m, n); m = ti.keysMostAtOnce.Load() {
+			}
+			if d := time.Duration(ti.keysDelay.Load()); d > 0 {
+				// The set as it was when asked, answered late.
+				rec := httptest.NewRecorder()
+				iss.Load().ServeHTTP(rec, r)
+				time.Sleep(d)
+				maps.Copy(w.Header(), rec.Header())
+				w.WriteHeader(rec.Code)
+				_, _ = w.Write(rec.Body.Bytes())
+				return
+			}
 		}
 		iss.Load().ServeHTTP(w, r)
 	}))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	jose "github.com/go-jose/go-jose/v4"
 )
 
 // maxTokenBytes bounds the work spent on one token; real access tokens are a
@@ -65,13 +66,30 @@ func NewVerifier(ctx context.Context, issuerURL, audience string, opts *Verifier
 	if err != nil {
 		return nil, fmt.Errorf("auth: OIDC discovery for issuer %s: %w", issuerURL, err)
 	}
-
-	keyClient := *o.HTTPClient
-	keyClient.Transport = newPacedTransport(o.HTTPClient.Transport, o.KeyRefreshInterval, o.Now)
-	// The key set outlives ctx: it refetches keys whenever a rotation shows up.
-	keyCtx := oidc.ClientContext(context.Background(), &keyClient)
-	v := provider.VerifierContext(keyCtx, &oidc.Config{ClientID: audience, Now: o.Now})
-	return &Verifier{issuer: issuerURL, audience: audience, oidc: v}, nil
+	var meta struct {
+		JWKSURL string   `json:"jwks_uri"`
+		Algs    []string `json:"id_token_signing_alg_values_supported"`
+	}
+	if err := provider.Claims(&meta); err != nil || meta.JWKSURL == "" {
+		return nil, fmt.Errorf("auth: OIDC discovery for issuer %s: no jwks_uri (%v)", issuerURL, err)
+	}
+	// The algorithms go-oidc takes from discovery: those it supports, else RS256.
+	cfg := &oidc.Config{ClientID: audience, Now: o.Now}
+	for _, a := range meta.Algs {
+		if signingAlgs[a] {
+			cfg.SupportedSigningAlgs = append(cfg.SupportedSigningAlgs, a)
+		}
+	}
+	keys := &keySet{url: meta.JWKSURL, client: o.HTTPClient, interval: o.KeyRefreshInterval, now: o.Now}
+	keys.algs = []jose.SignatureAlgorithm{jose.RS256}
+	if len(cfg.SupportedSigningAlgs) > 0 {
+		keys.algs = keys.algs[:0]
+		for _, a := range cfg.SupportedSigningAlgs {
+			keys.algs = append(keys.algs, jose.SignatureAlgorithm(a))
+		}
+	}
+	// go-oidc checks the algorithm, iss, aud and expiry; keys checks the signature.
+	return &Verifier{issuer: issuerURL, audience: audience, oidc: oidc.NewVerifier(issuerURL, keys, cfg)}, nil
 }
 
 // Issuer returns the issuer URL the Verifier trusts.

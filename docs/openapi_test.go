@@ -221,6 +221,7 @@ func TestOpenAPIResponses(t *testing.T) {
 	root, alice, bob := env.Token(t, "root"), env.Token(t, "alice"), env.Token(t, "bob")
 	var log []exchange
 	seen := map[string]bool{}
+	base := env.BaseURL
 	call := func(path, method, target, token, body string, header ...string) *http.Response {
 		t.Helper()
 		var b []byte
@@ -228,7 +229,7 @@ func TestOpenAPIResponses(t *testing.T) {
 			b = []byte(body)
 			header = append(header, "Content-Type", "application/json")
 		}
-		resp := send(t, c, method, env.BaseURL+target, token, b, header...)
+		resp := send(t, c, method, base+target, token, b, header...)
 		e := exchange{Path: path, Method: method, Status: resp.StatusCode, Headers: resp.Header}
 		e.ContentType, _, _ = strings.Cut(resp.Header.Get("Content-Type"), ";")
 		raw, _ := io.ReadAll(resp.Body)
@@ -310,6 +311,15 @@ func TestOpenAPIResponses(t *testing.T) {
 		call(sessions, "POST", "/api/v1/projects/WEB/planner/sessions", root, "")
 	}
 	call("/healthz", "GET", "/healthz", "", "")
+	// A subject's requests beyond BALLET_REST_RATE (1 a second here, in bursts of 2): 429.
+	limited := gatewaytest.Start(t, &gatewaytest.Options{Tracker: true, RESTRate: 1})
+	base, c = limited.BaseURL, limited.HTTP.Client()
+	for range 3 {
+		call(projects, "GET", projects, limited.Token(t, "alice"), "")
+	}
+	if last := log[len(log)-1]; last.Status != http.StatusTooManyRequests {
+		t.Errorf("the third request at 1 a second: %d, want 429", last.Status)
+	}
 
 	for p, ms := range documentedPaths(t, doc) {
 		for _, m := range ms {

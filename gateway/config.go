@@ -40,6 +40,10 @@ type Config struct {
 	// CPU budgets of one subject on a replica, shared by its connections (budgets.go).
 	SubjectRequestRate int // BALLET_SUBJECT_REQUEST_RATE: requests per second of one subject, burst twice that; zero means 200
 	ReplayRate         int // BALLET_REPLAY_RATE: events replayed per second for one subject, burst twice that (at least ReplayLimit); zero means 1000
+
+	// Pprof serves Go's /debug/pprof/ on the admin port (BALLET_PPROF); false means those
+	// paths answer 404, since profiles reveal the process's memory to whoever reaches the port.
+	Pprof bool
 }
 
 // WithDefaults returns c with its zero fields set to their defaults, as NewServer applies

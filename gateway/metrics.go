@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/protocol"
 )
@@ -116,8 +117,7 @@ func NewMetrics() *Metrics {
 	for st := sockNew; st <= sockSession; st++ {
 		m.Sockets.WithLabelValues(st.String())
 	}
-	for _, l := range []string{limitSubscriptions, limitRequests, limitSubjectConns, limitConnections, limitAddrConns, limitQueuedBytes, limitReplicaQueuedBytes,
-		limitPings, limitSubjectRequests, limitReplay} {
+	for _, l := range limitLabels {
 		m.LimitRejections.WithLabelValues(l)
 	}
 	for _, k := range []string{"project", "item", "planner"} {
@@ -133,5 +133,8 @@ func (m *Metrics) PlannerObserver(providers ...string) planner.Observer {
 	m.LimitRejections.WithLabelValues(planner.LimitSessions)
 	return m.Planner.Providers(providers...)
 }
+
+// RESTRejected counts a REST request refused by its subject's rate (httpapi.RateOptions.OnRefused).
+func (m *Metrics) RESTRejected() { m.LimitRejections.WithLabelValues(httpapi.LimitRequests).Inc() }
 
 func codeLabel(code int) string { return strconv.Itoa(code) }

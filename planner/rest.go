@@ -26,7 +26,8 @@ type HandlerOptions = httpapi.HandlerOptions
 // The sessions listing is paged: at most limit sessions (default 100, at most 500) after the
 // cursor after, with next the cursor of the following page (null on the last). Every request
 // needs "Authorization: Bearer <token>". Errors are application/problem+json (RFC 7807): 400,
-// 401, 403, 404, 405, 413, 415, 422, and 429 with Retry-After beyond Options.SessionRate.
+// 401, 403, 404, 405, 413, 415, 422, and 429 with Retry-After beyond Options.SessionRate or
+// HandlerOptions.Rate.
 func NewHandler(svc *Service, v TokenVerifier, opts *HandlerOptions) http.Handler {
 	h := &handler{svc: svc, api: httpapi.New(httpapi.Config{
 		Name: "planner", Verifier: v, MaxBodyBytes: 64 << 10, Classify: classify,

@@ -35,9 +35,9 @@ type HandlerOptions = httpapi.HandlerOptions
 // The items listing is paged, by number: at most limit items (default 100, at most 500)
 // after the cursor after, with next the cursor of the following page (null on the last).
 // Every request needs "Authorization: Bearer <token>". Errors are application/problem+json
-// (RFC 7807): 400, 401, 403, 404, 405, 409, 412, 413, 415, 422. The handler is an
-// *httpapi.Router: httpapi.Join mounts it beside the planner's, and docs/openapi.yaml is
-// checked against its Endpoints.
+// (RFC 7807): 400, 401, 403, 404, 405, 409, 412, 413, 415, 422, and 429 with Retry-After beyond
+// HandlerOptions.Rate. The handler is an *httpapi.Router: httpapi.Join mounts it beside the
+// planner's, and docs/openapi.yaml is checked against its Endpoints.
 func NewHandler(svc *Service, v TokenVerifier, opts *HandlerOptions) http.Handler {
 	h := &handler{svc: svc, api: httpapi.New(httpapi.Config{
 		Name: "tracker", Verifier: v, MaxBodyBytes: 1 << 20,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/streams"
 	"github.com/ballet/gateway/tracker"
@@ -40,7 +41,8 @@ type config struct {
 	tracker tracker.Options
 	// planner holds the planner's settings; plannerOptions adds its model, logger and observer.
 	planner planner.Options
-	hub     streams.HubOptions // RecentBytes (BALLET_RECENT_EVENTS_BYTES)
+	hub     streams.HubOptions  // RecentBytes (BALLET_RECENT_EVENTS_BYTES)
+	rest    httpapi.RateOptions // Rate (BALLET_REST_RATE): one budget per subject for every REST surface
 }
 
 // maxPlannerMessageBytes is the ceiling of BALLET_MAX_PLANNER_MESSAGE_BYTES: a message
@@ -102,7 +104,8 @@ func (c *config) settings() []setting {
 	g, t, p := &c.gateway, &c.tracker, &c.planner
 	return []setting{
 		addr("BALLET_ADDR", &c.addr, "the client port (/rpc, /healthz, the REST API)"),
-		addr("BALLET_ADMIN_ADDR", &c.adminAddr, "the admin port (/metrics, /readyz, /debug/pprof/)"),
+		addr("BALLET_ADMIN_ADDR", &c.adminAddr, "the admin port (/metrics, /readyz, /debug/pprof/ with BALLET_PPROF)"),
+		boolean("BALLET_PPROF", &g.Pprof, "serve Go's /debug/pprof/ on the admin port"),
 		str("BALLET_DATABASE_URL", &c.databaseURL, "Postgres connection string").
 			only(forServe | forDatabase).ifUnset("required"),
 		str("BALLET_TAIL_DATABASE_URL", &c.tailDatabaseURL, "a hot standby the tailer and replays read").
@@ -168,6 +171,7 @@ func (c *config) settings() []setting {
 		}),
 		atLeast("BALLET_SUBJECT_REQUEST_RATE", &g.SubjectRequestRate, 1, "requests per second of one subject"),
 		atLeast("BALLET_REPLAY_RATE", &g.ReplayRate, 1, "events one subject's replays read per second"),
+		atLeast("BALLET_REST_RATE", &c.rest.Rate, 1, "REST requests per second of one subject"),
 		within("BALLET_MAX_TITLE_CHARS", &t.MaxTitleChars, tracker.CeilingTitleChars, "item titles, in characters"),
 		within("BALLET_MAX_DESCRIPTION_BYTES", &t.MaxDescriptionBytes, tracker.CeilingDescriptionBytes,
 			"item descriptions, in bytes"),

@@ -92,12 +92,12 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 		return err
 	}
 	plannerSvc := planner.New(plannermem.New(store), svc, plannerOpts)
+	restOpts := cfg.restOptions(logger, metrics)
 	defer plannerSvc.Close()
 	a := &app{
 		cfg: cfg, logger: logger, store: store, verifier: verifier, clientLn: ln, items: svc, planner: plannerSvc,
 		closeWatches: plannerSvc.CloseWatches, root: web.Handler(), metrics: metrics,
-		api: apiMux(tracker.NewHandler(svc, verifier, &tracker.HandlerOptions{Logger: logger}),
-			planner.NewHandler(plannerSvc, verifier, &planner.HandlerOptions{Logger: logger})),
+		api: apiMux(tracker.NewHandler(svc, verifier, restOpts), planner.NewHandler(plannerSvc, verifier, restOpts)),
 		routes: func(mux *http.ServeMux) {
 			mux.Handle(devIssuer+"/", issuer)
 			mux.HandleFunc("GET /dev/token", devTokenHandler(issuer))

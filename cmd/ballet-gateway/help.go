@@ -180,4 +180,5 @@ func (c *config) applyDefaults() {
 	c.gateway.PresenceWindow = cmp.Or(c.gateway.PresenceWindow, presence.DefaultWindow)
 	c.gateway.PresenceMaxMembers = cmp.Or(c.gateway.PresenceMaxMembers, presence.DefaultMaxMembers)
 	c.hub.RecentBytes = cmp.Or(c.hub.RecentBytes, streams.DefaultRecentBytes)
+	c.rest = c.rest.WithDefaults()
 }

@@ -185,8 +185,24 @@ var (
 	wsURLRe  = regexp.MustCompile(`(ws://[0-9.:]+/rpc)`)
 	tokenRe  = regexp.MustCompile(`"token":"([^"]+)"`)
 	listenRe = regexp.MustCompile(`"msg":"listening","addr":"([^"]+)"`)
-	adminRe  = regexp.MustCompile(`"admin_addr":"([^"]+)"`)
+	adminRe  = regexp.MustCompile(`admin_addr"?[=:]"?([0-9.]+:[0-9]+)`) // JSON (serve) or text (dev)
 )
+
+// adminStatus is the status of GET path on p's admin port.
+func adminStatus(t *testing.T, p *proc, path string) int {
+	t.Helper()
+	m := adminRe.FindStringSubmatch(p.output())
+	if m == nil {
+		t.Fatalf("no admin address in the output:\n%s", p.output())
+	}
+	resp, err := http.Get("http://" + m[1] + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
 
 func wsDial(t *testing.T, url string, c codec.Codec) *websocket.Conn {
 	t.Helper()
@@ -252,9 +268,13 @@ func readFrame(t *testing.T, ws *websocket.Conn) map[string]any {
 }
 
 func TestDevEndToEndAndSIGTERM(t *testing.T) {
-	p := start(t, []string{"BALLET_ADDR=127.0.0.1:0", "BALLET_ADMIN_ADDR=127.0.0.1:0", "BALLET_DRAIN_WINDOW=1s"}, "dev")
+	p := start(t, []string{"BALLET_ADDR=127.0.0.1:0", "BALLET_ADMIN_ADDR=127.0.0.1:0", "BALLET_DRAIN_WINDOW=1s", "BALLET_PPROF=true"}, "dev")
 	url := p.waitLine(t, wsURLRe)
 	token := p.waitLine(t, tokenRe)
+	// BALLET_PPROF=true serves profiles on the admin port.
+	if code := adminStatus(t, p, "/debug/pprof/heap?gc=1"); code != 200 {
+		t.Fatalf("/debug/pprof/heap with BALLET_PPROF=true: %d", code)
+	}
 	if !strings.Contains(p.output(), "NOT FOR PRODUCTION") {
 		t.Fatal("dev does not warn that it is not for production")
 	}
@@ -405,6 +425,10 @@ func TestServeEndToEnd(t *testing.T) {
 	params, _ := ev["params"].(map[string]any)
 	if ev["method"] != "stream.event" || params["entity_key"] != "WEB-1" || params["subscription"] != "s" {
 		t.Fatalf("got %v", ev)
+	}
+	// Profiling is off unless BALLET_PPROF says otherwise.
+	if code := adminStatus(t, srv, "/debug/pprof/"); code != 404 {
+		t.Fatalf("/debug/pprof/ without BALLET_PPROF: %d, want 404", code)
 	}
 	// Postgres pool statistics are on the admin port.
 	admin := adminRe.FindStringSubmatch(srv.output())[1]

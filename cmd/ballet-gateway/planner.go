@@ -61,6 +61,13 @@ func (c *config) plannerOptions(logger *slog.Logger, metrics *gateway.Metrics) (
 	return &o, nil
 }
 
+// restOptions are the REST surfaces' options, with one budget per subject for all of them.
+func (c *config) restOptions(logger *slog.Logger, metrics *gateway.Metrics) *httpapi.HandlerOptions {
+	o := c.rest
+	o.OnRefused = metrics.RESTRejected
+	return &httpapi.HandlerOptions{Logger: logger, Rate: httpapi.NewSubjectRate(&o)}
+}
+
 // apiMux serves the tracker's REST API and, when set, the planner's sessions.
 func apiMux(trackerAPI, plannerAPI http.Handler) http.Handler {
 	if plannerAPI == nil {

@@ -114,6 +114,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	if err != nil {
 		return err
 	}
+	restOpts := cfg.restOptions(logger, metrics)
 	var plannerSvc *planner.Service
 	var plannerAPI http.Handler
 	if plannerOpts != nil {
@@ -125,12 +126,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		plannerOpts.Bus = bus
 		plannerSvc = planner.New(plannerpg.New(pool), svc, plannerOpts)
 		defer plannerSvc.Close()
-		plannerAPI = planner.NewHandler(plannerSvc, verifier, &planner.HandlerOptions{Logger: logger})
+		plannerAPI = planner.NewHandler(plannerSvc, verifier, restOpts)
 	}
 	metrics.Registry.MustRegister(gateway.NewPoolCollector(pool))
 	a := &app{
 		cfg: cfg, logger: logger, store: log, verifier: verifier, items: svc, metrics: metrics, presence: presenceStore,
-		api: apiMux(tracker.NewHandler(svc, verifier, &tracker.HandlerOptions{Logger: logger}), plannerAPI),
+		api: apiMux(tracker.NewHandler(svc, verifier, restOpts), plannerAPI),
 		ready: func(ctx context.Context) error {
 			if err := pool.Ping(ctx); err != nil {
 				return errors.New("database unreachable")

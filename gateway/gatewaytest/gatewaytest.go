@@ -93,6 +93,9 @@ type Options struct {
 	Metrics *gateway.Metrics
 	// RESTTimeout is the server's RESTTimeout.
 	RESTTimeout time.Duration
+	// RESTRate, when set, bounds each subject's REST requests (BALLET_REST_RATE), refusals
+	// counted in Metrics; zero leaves REST unbounded.
+	RESTRate int
 	// WebSockets is the server's WebSockets.
 	WebSockets *wsnet.Options
 	// Roles, when set, wraps the roles the server checks (the Store's), e.g. to change
@@ -215,11 +218,19 @@ func Start(t testing.TB, o *Options) *Env {
 	if quiet == nil {
 		quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	metrics := o.Metrics
+	if metrics == nil {
+		metrics = gateway.NewMetrics()
+	}
+	restOpts := &httpapi.HandlerOptions{Logger: quiet}
+	if o.RESTRate > 0 {
+		restOpts.Rate = httpapi.NewSubjectRate(&httpapi.RateOptions{Rate: o.RESTRate, OnRefused: metrics.RESTRejected})
+	}
 	var items gateway.Items
 	var plan gateway.Planner
 	if env.Tracker != nil {
 		items = env.Tracker
-		api := httpapi.Join(tracker.NewHandler(env.Tracker, verifier, &tracker.HandlerOptions{Logger: quiet}))
+		api := httpapi.Join(tracker.NewHandler(env.Tracker, verifier, restOpts))
 		if o.Planner != nil {
 			po := o.PlannerOptions
 			po.Provider = o.Planner
@@ -239,7 +250,7 @@ func Start(t testing.TB, o *Options) *Env {
 			env.Planner = planner.New(store, env.Tracker, &po)
 			t.Cleanup(func() { env.Planner.Close() })
 			plan = env.Planner
-			api = httpapi.Join(api, planner.NewHandler(env.Planner, verifier, &planner.HandlerOptions{Logger: quiet}))
+			api = httpapi.Join(api, planner.NewHandler(env.Planner, verifier, restOpts))
 		}
 		env.API = api
 		env.api.set(api)
@@ -264,7 +275,7 @@ func Start(t testing.TB, o *Options) *Env {
 	}
 	srv, err := gateway.NewServer(&gateway.Options{
 		Config: cfg, Verifier: verifier, Log: env.Store, Hub: env.Hub, Roles: roles, API: env.api, Items: items, Planner: plan,
-		Logger: quiet, Metrics: o.Metrics, RESTTimeout: o.RESTTimeout, PresenceStore: presenceStore(env.Presence), WebSockets: o.WebSockets,
+		Logger: quiet, Metrics: metrics, RESTTimeout: o.RESTTimeout, PresenceStore: presenceStore(env.Presence), WebSockets: o.WebSockets,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,10 @@ type HandlerOptions struct {
 	// MaxBodyBytes limits request bodies; larger ones are refused with 413. Default: the
 	// handler's own (see its NewHandler).
 	MaxBodyBytes int64
+	// Rate, when set, bounds each subject's requests once they are authenticated (a request
+	// without a valid token is refused 401 first, and not counted); beyond it, 429. Share one
+	// between surfaces for one budget per subject. Default: none.
+	Rate *SubjectRate
 }
 
 // Config describes one REST surface.
@@ -48,6 +52,7 @@ type API struct {
 	classify func(error) (int, string)
 	logger   *slog.Logger
 	maxBody  int64
+	rate     *SubjectRate // nil: unbounded
 }
 
 // New returns the API of the surface cfg describes, with the operator's opts.
@@ -66,6 +71,7 @@ func New(cfg Config, opts *HandlerOptions) *API {
 		if opts.MaxBodyBytes > 0 {
 			a.maxBody = opts.MaxBodyBytes
 		}
+		a.rate = opts.Rate
 	}
 	return a
 }
@@ -74,8 +80,9 @@ func New(cfg Config, opts *HandlerOptions) *API {
 type Methods[C any] map[string]func(w http.ResponseWriter, r *http.Request, c C) error
 
 // Route answers one path: HEAD as GET, a method missing from ms with 405 and Allow; then it
-// authenticates the bearer token, turns the principal into the caller with as, calls the
-// method's function and answers its error as a problem.
+// authenticates the bearer token, spends a token of the subject's Rate (when set), turns the
+// principal into the caller with as, calls the method's function and answers its error as a
+// problem.
 func Route[C any](a *API, as func(*auth.Principal) C, ms Methods[C]) http.Handler {
 	methods := slices.Sorted(maps.Keys(ms))
 	allow := slices.Clone(methods)
@@ -96,6 +103,9 @@ func Route[C any](a *API, as func(*auth.Principal) C, ms Methods[C]) http.Handle
 			return
 		}
 		p, err := a.authenticate(r)
+		if err == nil && a.rate != nil {
+			err = a.rate.Admit(p.Subject)
+		}
 		if err == nil {
 			err = f(w, r, as(p))
 		}

@@ -6,6 +6,7 @@
 // surface's errors map to a status and a caller-safe detail, and its default body limit.
 // Route serves one path: HEAD as GET, 405 with Allow for other methods, 401 (or 503 while
 // tokens cannot be verified) before the method's function runs, and its error as a problem.
+// A SubjectRate (HandlerOptions.Rate) bounds each authenticated subject's requests: 429.
 // Failures of the request itself are *Error values (Errorf), with their status and headers.
 // A Router (API.NewRouter) serves a surface's routes and lists them (Endpoints); Join mounts
 // several surfaces side by side, so the server's routes can be checked against docs/openapi.yaml.

@@ -1,0 +1,224 @@
+package auth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+// maxKeySetBytes bounds a key set response kept in memory.
+const maxKeySetBytes = 1 << 20
+
+// keySet is the issuer's JWKS as go-oidc's IDTokenVerifier uses it (oidc.KeySet): it checks a
+// token's signature against the cached keys, and fetches the set again when they do not
+// verify it (a rotation, or a forgery).
+//
+// Its invariants, all kept under mu:
+//   - the cached keys are those of the last fetch that succeeded, stored in the same step that
+//     ends the fetch: once a fetch has shown a rotation, no verification that starts later sees
+//     the keys from before it (a retired key is not accepted once more);
+//   - a verification the cached keys fail waits for a fetch that started after it read them,
+//     never for the result of one that had already started (a new kid is not refused for a
+//     fetch that began before the issuer published it);
+//   - at most one fetch runs at a time, and one starts at most once per interval: within the
+//     interval the cached keys (or the last failure) answer, so forged tokens cannot turn into
+//     requests to the issuer.
+type keySet struct {
+	url      string
+	client   *http.Client
+	algs     []jose.SignatureAlgorithm
+	interval time.Duration // <= 0: no pacing
+	now      func() time.Time
+
+	mu      sync.Mutex
+	keys    []jose.JSONWebKey // of the last fetch that succeeded
+	started uint64            // fetches started so far; a fetch's seq is the count when it started
+	running *keyFetch         // nil when no fetch runs
+	last    time.Time         // when the last fetch started
+	lastErr error             // the last fetch's failure; nil once one succeeds
+}
+
+var _ oidc.KeySet = (*keySet)(nil)
+
+// keyFetch is one request for the key set; done is closed once keys or err is set.
+type keyFetch struct {
+	seq  uint64
+	done chan struct{}
+	keys []jose.JSONWebKey
+	err  error
+}
+
+// VerifySignature returns the payload of jwt if one of the issuer's keys signed it. go-oidc
+// has already checked the algorithm and the number of signatures. A fetch failure's error
+// says "fetching keys" (go-oidc passes only its text on).
+func (s *keySet) VerifySignature(ctx context.Context, jwt string) ([]byte, error) {
+	jws, err := jose.ParseSigned(jwt, s.algs)
+	if err != nil {
+		return nil, fmt.Errorf("malformed jwt: %w", err)
+	}
+	kid := ""
+	if len(jws.Signatures) > 0 {
+		kid = jws.Signatures[0].Header.KeyID
+	}
+	s.mu.Lock()
+	keys, seen := s.keys, s.started
+	s.mu.Unlock()
+	if payload, ok := verifyWith(jws, kid, keys); ok {
+		return payload, nil
+	}
+	keys, err = s.fresh(ctx, seen)
+	if err != nil {
+		return nil, fmt.Errorf("fetching keys: %w", err)
+	}
+	if payload, ok := verifyWith(jws, kid, keys); ok {
+		return payload, nil
+	}
+	return nil, errors.New("failed to verify id token signature")
+}
+
+// verifyWith verifies jws with the keys of kid (every key when the token names none).
+func verifyWith(jws *jose.JSONWebSignature, kid string, keys []jose.JSONWebKey) ([]byte, bool) {
+	for i := range keys {
+		if kid == "" || keys[i].KeyID == kid {
+			if payload, err := jws.Verify(&keys[i]); err == nil {
+				return payload, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// fresh returns the keys of a fetch that started after seen fetches had (the count when the
+// caller read the cached keys): it joins such a fetch, waits out an older one and starts the
+// next, or, within the interval since the last start, answers with the cached keys.
+func (s *keySet) fresh(ctx context.Context, seen uint64) ([]jose.JSONWebKey, error) {
+	for {
+		s.mu.Lock()
+		f := s.running
+		if f == nil {
+			if s.started > seen && s.lastErr == nil {
+				// A fetch that started after the caller's read has ended: its keys are cached.
+				keys := s.keys
+				s.mu.Unlock()
+				return keys, nil
+			}
+			if s.interval > 0 && !s.last.IsZero() && s.now().Sub(s.last) < s.interval {
+				keys, err := s.keys, s.lastErr
+				s.mu.Unlock()
+				if err != nil {
+					return nil, fmt.Errorf("the last key set fetch, less than %v ago, failed: %w", s.interval, err)
+				}
+				return keys, nil
+			}
+			f = s.start()
+		}
+		s.mu.Unlock()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if f.seq > seen {
+			return f.keys, f.err
+		}
+		// f had started before the caller read the cache: the next fetch is the caller's.
+	}
+}
+
+// start begins a fetch (s.mu held). Its goroutine ends with the request (fetchTimeout at
+// most), whether or not anyone still waits for it.
+func (s *keySet) start() *keyFetch {
+	s.started++
+	f := &keyFetch{seq: s.started, done: make(chan struct{})}
+	s.running, s.last = f, s.now()
+	go func() {
+		keys, err := s.fetch()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		f.keys, f.err = keys, err
+		if err == nil {
+			s.keys = keys
+		} else {
+			f.keys = s.keys
+		}
+		s.lastErr, s.running = err, nil
+		close(f.done)
+	}()
+	return f
+}
+
+// fetchTimeout bounds a fetch whatever the client's own timeout.
+const fetchTimeout = 30 * time.Second
+
+// fetch requests the key set once.
+func (s *keySet) fetch() ([]jose.JSONWebKey, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Cache-Control", "no-cache")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("key set: %s", resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxKeySetBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read key set: %w", err)
+	}
+	if len(body) > maxKeySetBytes {
+		return nil, fmt.Errorf("key set larger than %d bytes", maxKeySetBytes)
+	}
+	return parseKeySet(body)
+}
+
+// parseKeySet decodes a JWKS, skipping the keys of algorithms or types it cannot use (RFC 7517
+// section 5: implementations should ignore them) rather than refusing the whole set.
+func parseKeySet(body []byte) ([]jose.JSONWebKey, error) {
+	var raw struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, fmt.Errorf("key set: %w", err)
+	}
+	var keys []jose.JSONWebKey
+	for _, k := range raw.Keys {
+		var meta struct {
+			Alg string `json:"alg"`
+		}
+		if err := json.Unmarshal(k, &meta); err != nil {
+			return nil, fmt.Errorf("key set: %w", err)
+		}
+		if meta.Alg != "" && !signingAlgs[meta.Alg] {
+			continue
+		}
+		var jwk jose.JSONWebKey
+		if err := json.Unmarshal(k, &jwk); err != nil {
+			if errors.Is(err, jose.ErrUnsupportedKeyType) {
+				continue
+			}
+			return nil, fmt.Errorf("key set: %w", err)
+		}
+		keys = append(keys, jwk)
+	}
+	return keys, nil
+}
+
+// signingAlgs are the algorithms go-oidc verifies (its own list is not exported).
+var signingAlgs = map[string]bool{
+	oidc.RS256: true, oidc.RS384: true, oidc.RS512: true, oidc.ES256: true, oidc.ES384: true,
+	oidc.ES512: true, oidc.PS256: true, oidc.PS384: true, oidc.PS512: true, oidc.EdDSA: true,
+}
