@@ -21,7 +21,7 @@ func admin(ctx context.Context, args []string, getenv func(string) string) error
 	if len(args) == 0 {
 		return badUsage("admin", "admin needs a subcommand")
 	}
-	want := map[string]int{"project-create": 2, "grant": 3, "revoke": 2}
+	want := map[string]int{"project-create": 2, "grant": 3, "revoke": 2, "sign-out": 1, "block": 1, "unblock": 1}
 	n, ok := want[args[0]]
 	if !ok {
 		return badUsage("admin", "unknown admin subcommand %q", args[0])
@@ -54,6 +54,10 @@ func admin(ctx context.Context, args []string, getenv func(string) string) error
 		err = log.Grant(ctx, args[1], args[2], args[3], adminActorKind, adminActorSubject)
 	case "revoke":
 		err = log.Revoke(ctx, args[1], args[2], adminActorKind, adminActorSubject)
+	case "sign-out":
+		_, err = log.ChangeSubject(ctx, streams.EventSubjectSignedOut, args[1], adminActorKind, adminActorSubject)
+	case "block", "unblock":
+		_, err = log.ChangeSubject(ctx, streams.BlockEventType(args[0] == "block"), args[1], adminActorKind, adminActorSubject)
 	}
 	switch {
 	case errors.Is(err, streams.ErrExists):
