@@ -41,7 +41,7 @@ func NewHandler(store streams.SubjectStore, v httpapi.TokenVerifier, o Options, 
 	api := httpapi.New(httpapi.Config{Name: "operator", Verifier: v, MaxBodyBytes: 1 << 10,
 		Classify: func(err error) (int, string) {
 			if errors.Is(err, streams.ErrInvalid) {
-				return http.StatusUnprocessableEntity, "the subject must be UTF-8 text without NUL, at most 1024 bytes"
+				return http.StatusUnprocessableEntity, "the subject must be UTF-8 text without NUL, at most 255 bytes"
 			}
 			return http.StatusInternalServerError, ""
 		}}, opts)

@@ -55,8 +55,8 @@ func CheckSubjectChange(typ, subject, actorKind, actorSubject string) error {
 	default:
 		return fmt.Errorf("subject change %q: %w", typ, ErrInvalid)
 	}
-	if subject == "" || len(subject) > 1024 || !validText(subject) || !validText(actorKind) || !validText(actorSubject) {
-		return fmt.Errorf("subject or actor: want non-empty UTF-8 text without NUL, the subject at most 1024 bytes: %w", ErrInvalid)
+	if subject == "" || len(subject) > 255 || !validText(subject) || !validText(actorKind) || !validText(actorSubject) {
+		return fmt.Errorf("subject or actor: want non-empty UTF-8 text without NUL, the subject at most 255 bytes: %w", ErrInvalid)
 	}
 	return nil
 }

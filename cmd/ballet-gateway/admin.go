@@ -27,7 +27,11 @@ func admin(ctx context.Context, args []string, getenv func(string) string) error
 		return badUsage("admin", "unknown admin subcommand %q", args[0])
 	}
 	if len(args)-1 != n {
-		return badUsage("admin "+args[0], "admin %s takes %d arguments", args[0], n)
+		plural := "s"
+		if n == 1 {
+			plural = ""
+		}
+		return badUsage("admin "+args[0], "admin %s takes %d argument%s", args[0], n, plural)
 	}
 	if args[0] == "grant" {
 		if _, err := auth.ParseRole(args[3]); err != nil {
