@@ -160,6 +160,12 @@ func TestOperatorSignOut(t *testing.T) {
 		for _, c := range codecs {
 			accepted(t, env, c, env.Token(t, "alice"))
 		}
+		k := dial(t, env.URL, codec.JSON)
+		k.mustCall("auth", map[string]string{"token": env.Token(t, "alice")}, nil)
+		if e := k.wantError("auth.refresh", map[string]string{"token": old}, -32001); !strings.Contains(e.Message, "signed_out") {
+			t.Fatalf("auth.refresh with a token issued before the sign-out: %q", e.Message)
+		}
+		k.mustCall("auth.refresh", map[string]string{"token": env.Token(t, "alice")}, nil)
 
 		evs := subjectEvents(t, env)
 		if len(evs) != 1 {
