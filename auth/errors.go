@@ -19,6 +19,8 @@ const (
 	ReasonExpired        = "expired"
 	ReasonMissingSubject = "missing_subject"
 	ReasonUnavailable    = "unavailable" // the issuer's key set could not be fetched
+	ReasonSignedOut      = "signed_out"  // issued at or before an operator signed its subject out
+	ReasonBlocked        = "blocked"     // an operator blocked its subject
 	ReasonOther          = "other"
 )
 
@@ -26,7 +28,7 @@ const (
 // initialising metric labels.
 func Reasons() []string {
 	return []string{ReasonMalformed, ReasonSignature, ReasonIssuer, ReasonAudience,
-		ReasonExpired, ReasonMissingSubject, ReasonUnavailable, ReasonOther}
+		ReasonExpired, ReasonMissingSubject, ReasonUnavailable, ReasonSignedOut, ReasonBlocked, ReasonOther}
 }
 
 // Reason classifies an error of Verifier.Verify for metrics: one of the

@@ -14,4 +14,6 @@ type Principal struct {
 	Human bool
 	// ExpiresAt is the token's "exp".
 	ExpiresAt time.Time
+	// IssuedAt is the token's "iat"; zero when the token has none.
+	IssuedAt time.Time
 }

@@ -135,5 +135,6 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Principal, error)
 		ClientID:  clientID,
 		Human:     idt.Subject != clientID,
 		ExpiresAt: idt.Expiry,
+		IssuedAt:  idt.IssuedAt,
 	}, nil
 }

@@ -404,7 +404,7 @@ func TestReason(t *testing.T) {
 	if got := auth.Reason(auth.ErrInvalidToken); got != auth.ReasonOther {
 		t.Errorf("Reason(ErrInvalidToken) = %q", got)
 	}
-	if n := len(auth.Reasons()); n != 8 {
+	if n := len(auth.Reasons()); n != 10 {
 		t.Errorf("Reasons() has %d values", n)
 	}
 }

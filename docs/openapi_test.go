@@ -254,6 +254,8 @@ func TestOpenAPIResponses(t *testing.T) {
 		dep      = "/api/v1/items/{item}/dependencies/{blocker}"
 		sessions = "/api/v1/projects/{project}/planner/sessions"
 		session  = "/api/v1/planner/sessions/{session}"
+		signOut  = "/api/v1/admin/subjects/{subject}/sign-out"
+		block    = "/api/v1/admin/subjects/{subject}/block"
 	)
 	call(projects, "POST", projects, root, `{"key":"WEB","name":"Web site"}`)
 	call(projects, "POST", projects, root, `{"key":"WEB","name":"Again"}`)          // 409
@@ -307,6 +309,12 @@ func TestOpenAPIResponses(t *testing.T) {
 	call(item, "DELETE", "/api/v1/items/WEB-2", alice, "", "If-Match", `"2"`) // 412
 	call(item, "DELETE", "/api/v1/items/WEB-2", alice, "")
 	call(member, "DELETE", "/api/v1/projects/WEB/members/alice", root, "")
+	call(signOut, "POST", "/api/v1/admin/subjects/bob/sign-out", root, "")
+	call(signOut, "POST", "/api/v1/admin/subjects/bob/sign-out", alice, "") // 403
+	call(block, "PUT", "/api/v1/admin/subjects/bob/block", root, "")
+	call(block, "PUT", "/api/v1/admin/subjects/root/block", root, "")                         // 409
+	call(block, "PUT", "/api/v1/admin/subjects/"+strings.Repeat("b", 256)+"/block", root, "") // 422
+	call(block, "DELETE", "/api/v1/admin/subjects/bob/block", root, "")
 	for range 31 { // the sessions of one person a minute, and one more: 429
 		call(sessions, "POST", "/api/v1/projects/WEB/planner/sessions", root, "")
 	}

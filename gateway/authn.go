@@ -70,7 +70,17 @@ func (s *session) auth(ctx context.Context, req *rpc.Request, _ *auth.Principal)
 	if s.lifecycle() == stateStarted { // else closing: it stays so
 		s.advance(stateAuthed)
 	}
+	// Checked again with the principal set: a sign-out applied since Verify either is seen
+	// here or finds this connection (CloseSubject).
+	revoked := s.srv.revs.Check(p)
 	s.mu.Unlock()
+	if revoked != nil {
+		reason := auth.Reason(revoked)
+		s.srv.metrics.AuthFailures.WithLabelValues(reason).Inc()
+		s.refuse()
+		req.AfterReply(func() { s.closeWith(StatusUnauthenticated, "invalid token") })
+		return nil, rpc.Errorf(protocol.ErrUnauthenticated, "invalid token (%s)", reason)
+	}
 	s.releaseAddr()
 	s.setExpiry(p.ExpiresAt)
 	s.logger().Info("authenticated", "human", p.Human)

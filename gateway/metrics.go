@@ -37,6 +37,8 @@ type Metrics struct {
 	PresenceMembers  prometheus.Gauge       // (stream, subject) pairs present through this replica
 	PresenceChanges  prometheus.Counter     // presence.changed notifications queued to clients
 	TailMaxLag       prometheus.Gauge       // BALLET_TAIL_MAX_LAG in seconds, as the command applies it
+	OperatorActions  *prometheus.CounterVec // sign-outs, blocks and unblocks applied from the log, by action
+	OperatorCloses   prometheus.Counter     // connections closed by an operator's sign-out or block
 
 	Planner *planner.Metrics // fed through PlannerObserver
 }
@@ -103,11 +105,16 @@ func NewMetrics() *Metrics {
 			Help: "presence.changed notifications queued to clients."}),
 		TailMaxLag: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "tail_max_lag_seconds",
 			Help: "BALLET_TAIL_MAX_LAG: /readyz fails while ballet_gateway_tail_lag_seconds is above it."}),
+		OperatorActions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "operator_actions_total",
+			Help: "Operators' actions on subjects this replica applied from the log, by action (sign_out, block, unblock)."}, []string{"action"}),
+		OperatorCloses: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "operator_closes_total",
+			Help: "Connections closed with 4001 because an operator signed out or blocked their subject."}),
 	}
 	r.MustRegister(m.Connections, m.Connects, m.Closes, m.AuthFailures, m.MessagesIn, m.MessagesOut,
 		m.Requests, m.RequestDuration, m.Subscriptions, m.EventsDelivered, m.LaggingCloses, m.ServerCloses,
 		m.ReplayEvents, m.DeliveryLatency, m.TailerPosition, m.TailerDispatched, m.LimitRejections,
-		m.Sockets, m.SocketsEvicted, m.PresenceMembers, m.PresenceChanges, m.TailMaxLag)
+		m.Sockets, m.SocketsEvicted, m.PresenceMembers, m.PresenceChanges, m.TailMaxLag,
+		m.OperatorActions, m.OperatorCloses)
 	m.Planner = planner.NewMetrics(ns, func(limit string) { m.LimitRejections.WithLabelValues(limit).Inc() })
 	r.MustRegister(m.Planner.Collectors()...)
 	for _, c := range []string{"msgpack", "json"} {
@@ -119,6 +126,9 @@ func NewMetrics() *Metrics {
 	}
 	for _, l := range limitLabels {
 		m.LimitRejections.WithLabelValues(l)
+	}
+	for _, a := range actionLabels {
+		m.OperatorActions.WithLabelValues(a)
 	}
 	for _, k := range []string{"project", "item", "planner"} {
 		m.Subscriptions.WithLabelValues(k)

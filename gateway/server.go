@@ -77,6 +77,11 @@ type Options struct {
 	RESTTimeout time.Duration
 	// WebSockets adjust the /rpc connections' sockets; nil means their defaults.
 	WebSockets *wsnet.Options
+	// Revocations, when set, are the operators' sign-outs and blocks that Verifier refuses
+	// (it is Revocations.Verifier of the issuer's): auth checks them again once the
+	// connection is its subject's, so that one authenticating while a sign-out is applied
+	// is closed too.
+	Revocations *auth.Revocations
 }
 
 // ErrServerClosed is returned by Accepting calls after Shutdown.
@@ -99,6 +104,7 @@ type Server struct {
 	root     http.Handler
 	now      func() time.Time
 	restTime time.Duration
+	revs     *auth.Revocations // nil: none
 
 	ctx      context.Context // cancelled when Shutdown stops waiting for sessions
 	cancel   context.CancelFunc
@@ -130,6 +136,7 @@ func NewServer(o *Options) (*Server, error) {
 	s := &Server{
 		cfg: o.Config.WithDefaults(), verifier: o.Verifier, log: o.Log, hub: o.Hub, roles: o.Roles, items: o.Items, planner: o.Planner,
 		metrics: o.Metrics, logger: o.Logger, ready: o.Ready, api: o.API, root: o.Root, now: o.Now, restTime: o.RESTTimeout,
+		revs:     o.Revocations,
 		sessions: make(map[*session]struct{}), upgrader: wsnet.NewUpgrader(o.WebSockets), workers: rpc.NewWorkers(),
 	}
 	if s.metrics == nil {

@@ -21,13 +21,17 @@ func admin(ctx context.Context, args []string, getenv func(string) string) error
 	if len(args) == 0 {
 		return badUsage("admin", "admin needs a subcommand")
 	}
-	want := map[string]int{"project-create": 2, "grant": 3, "revoke": 2}
+	want := map[string]int{"project-create": 2, "grant": 3, "revoke": 2, "sign-out": 1, "block": 1, "unblock": 1}
 	n, ok := want[args[0]]
 	if !ok {
 		return badUsage("admin", "unknown admin subcommand %q", args[0])
 	}
 	if len(args)-1 != n {
-		return badUsage("admin "+args[0], "admin %s takes %d arguments", args[0], n)
+		plural := "s"
+		if n == 1 {
+			plural = ""
+		}
+		return badUsage("admin "+args[0], "admin %s takes %d argument%s", args[0], n, plural)
 	}
 	if args[0] == "grant" {
 		if _, err := auth.ParseRole(args[3]); err != nil {
@@ -54,6 +58,10 @@ func admin(ctx context.Context, args []string, getenv func(string) string) error
 		err = log.Grant(ctx, args[1], args[2], args[3], adminActorKind, adminActorSubject)
 	case "revoke":
 		err = log.Revoke(ctx, args[1], args[2], adminActorKind, adminActorSubject)
+	case "sign-out":
+		_, err = log.ChangeSubject(ctx, streams.EventSubjectSignedOut, args[1], adminActorKind, adminActorSubject)
+	case "block", "unblock":
+		_, err = log.ChangeSubject(ctx, streams.BlockEventType(args[0] == "block"), args[1], adminActorKind, adminActorSubject)
 	}
 	switch {
 	case errors.Is(err, streams.ErrExists):

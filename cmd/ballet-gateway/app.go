@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/presence"
 	"github.com/ballet/gateway/streams"
@@ -21,6 +23,7 @@ type store interface {
 	streams.Log
 	streams.ProjectStore
 	streams.Appender
+	streams.SubjectStore
 }
 
 // app wires a store, a verifier and the gateway into running servers.
@@ -29,6 +32,9 @@ type app struct {
 	logger   *slog.Logger
 	store    store
 	verifier gateway.TokenVerifier
+	// revs are the operators' sign-outs and blocks verifier refuses; run loads them and
+	// applies the log's changes to them.
+	revs *auth.Revocations
 	// api serves /api/v1/ (the tracker's REST, planner sessions).
 	api http.Handler
 	// items checks item:<KEY> subscriptions.
@@ -62,9 +68,14 @@ func (a *app) run(ctx context.Context) error {
 	if metrics == nil {
 		metrics = gateway.NewMetrics()
 	}
+	if a.revs == nil {
+		a.revs = auth.NewRevocations()
+	}
 	hubOpts := a.cfg.hub
+	var server atomic.Pointer[gateway.Server] // nil until it exists: no connection to close
 	hubOpts.OnEvent = func(ev *streams.Event) {
 		metrics.DeliveryLatency.Observe(time.Since(ev.OccurredAt).Seconds())
+		gateway.ApplySubjectEvent(a.revs, metrics, server.Load(), ev)
 	}
 	hubOpts.OnAccessLost = a.closeWatches
 	hub := streams.NewHub(&hubOpts)
@@ -82,6 +93,13 @@ func (a *app) run(ctx context.Context) error {
 		return fmt.Errorf("start the log tailer: %w", err)
 	}
 	defer tailer.Close()
+	// Before the first connection: the tailer applies what changes from its start on.
+	lctx, lcancel := context.WithTimeout(ctx, 30*time.Second)
+	err := gateway.LoadSubjectControls(lctx, a.store, a.revs)
+	lcancel()
+	if err != nil {
+		return err
+	}
 	metrics.TailerPosition.Set(float64(tailer.Position()))
 	metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ballet_gateway_log_head", Help: "Highest committed event seq, read at scrape time.",
@@ -111,7 +129,7 @@ func (a *app) run(ctx context.Context) error {
 	srv, err := gateway.NewServer(&gateway.Options{
 		Config: gw, Verifier: a.verifier, Log: a.store, Hub: hub, Roles: a.store,
 		Metrics: metrics, Logger: a.logger, API: a.api, Root: a.root, Items: a.items, Planner: a.planner,
-		PresenceStore: a.presence,
+		PresenceStore: a.presence, Revocations: a.revs,
 		Ready: func(ctx context.Context) error {
 			if a.ready != nil {
 				return a.ready(ctx)
@@ -122,6 +140,7 @@ func (a *app) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	server.Store(srv)
 	metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ballet_gateway_queued_bytes",
 		Help: "Bytes queued for the replica's connections and not yet written (BALLET_REPLICA_QUEUE_BYTES bounds them).",

@@ -116,7 +116,7 @@ func (c *config) settings() []setting {
 			only(forServe).ifUnset("required"),
 		boolean("BALLET_DEV_ALLOW_REMOTE", &c.devAllowRemote,
 			"dev only: listen on an address beyond loopback (its token mint is open to all)").only(forDev),
-		list("BALLET_ADMIN_SUBJECTS", &t.AdminSubjects, "subjects that may create projects and grant roles"),
+		list("BALLET_ADMIN_SUBJECTS", &t.AdminSubjects, "subjects that may create projects, grant roles, and sign out or block subjects"),
 		list("BALLET_ALLOWED_ORIGINS", &g.AllowedOrigins, "browser Origin host patterns allowed on /rpc").
 			ifUnset("none: same origin only"),
 		duration("BALLET_AUTH_TIMEOUT", &g.AuthTimeout, "time from connect to the first auth"),

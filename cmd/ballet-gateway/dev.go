@@ -17,6 +17,7 @@ import (
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/operator"
 	"github.com/ballet/gateway/planner"
 	plannermem "github.com/ballet/gateway/planner/memstore"
 	"github.com/ballet/gateway/streams/memlog"
@@ -84,7 +85,9 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 		ln.Close()
 		return err
 	}
-	verifier := &lazyVerifier{ready: make(chan struct{})}
+	lazy := &lazyVerifier{ready: make(chan struct{})}
+	revs := auth.NewRevocations()
+	verifier := revs.Verifier(lazy)
 	metrics := gateway.NewMetrics()
 	plannerOpts, err := cfg.plannerOptions(logger, metrics)
 	if err != nil {
@@ -95,9 +98,11 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 	restOpts := cfg.restOptions(logger, metrics)
 	defer plannerSvc.Close()
 	a := &app{
-		cfg: cfg, logger: logger, store: store, verifier: verifier, clientLn: ln, items: svc, planner: plannerSvc,
+		cfg: cfg, logger: logger, store: store, verifier: verifier, revs: revs, clientLn: ln, items: svc, planner: plannerSvc,
 		closeWatches: plannerSvc.CloseWatches, root: web.Handler(), metrics: metrics,
-		api: apiMux(tracker.NewHandler(svc, verifier, restOpts), planner.NewHandler(plannerSvc, verifier, restOpts)),
+		api: apiMux(tracker.NewHandler(svc, verifier, restOpts),
+			operator.NewHandler(store, verifier, operator.Options{Revocations: revs, Admins: cfg.tracker.AdminSubjects}, restOpts),
+			planner.NewHandler(plannerSvc, verifier, restOpts)),
 		routes: func(mux *http.ServeMux) {
 			mux.Handle(devIssuer+"/", issuer)
 			mux.HandleFunc("GET /dev/token", devTokenHandler(issuer))
@@ -108,7 +113,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 			vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			v, err := auth.NewVerifier(vctx, issuerURL, devAudience, nil)
-			verifier.set(v, err)
+			lazy.set(v, err)
 			if err != nil {
 				logger.Error("development issuer discovery failed", "err", err)
 				return

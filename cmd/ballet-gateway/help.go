@@ -22,6 +22,7 @@ const usage = `usage:
   ballet-gateway admin project-create KEY NAME
   ballet-gateway admin grant KEY SUBJECT ROLE      (roles: viewer, member, admin)
   ballet-gateway admin revoke KEY SUBJECT
+  ballet-gateway admin sign-out SUBJECT | block SUBJECT | unblock SUBJECT
   ballet-gateway version             the version of this build
 
 Run 'ballet-gateway COMMAND --help' for a command's settings and their defaults.
@@ -52,6 +53,9 @@ Applies the embedded database migrations. Safe when several replicas run it at o
   ballet-gateway admin project-create KEY NAME   create a project
   ballet-gateway admin grant KEY SUBJECT ROLE    make SUBJECT a viewer, member or admin of KEY
   ballet-gateway admin revoke KEY SUBJECT        remove SUBJECT from KEY
+  ballet-gateway admin sign-out SUBJECT          refuse SUBJECT's tokens issued until now
+  ballet-gateway admin block SUBJECT             refuse all of SUBJECT's tokens
+  ballet-gateway admin unblock SUBJECT           accept SUBJECT's tokens again
 `,
 	"admin project-create": `usage: ballet-gateway admin project-create KEY NAME
 
@@ -65,6 +69,20 @@ Gives SUBJECT the role ROLE in project KEY: viewer (reads), member (reads and wr
 	"admin revoke": `usage: ballet-gateway admin revoke KEY SUBJECT
 
 Removes SUBJECT from project KEY; their open subscriptions on it close on every replica.
+`,
+	"admin sign-out": `usage: ballet-gateway admin sign-out SUBJECT
+
+Signs SUBJECT out everywhere: its tokens issued at or before this second are refused, and its
+connections close with 4001 on every replica. Tokens issued later work.
+`,
+	"admin block": `usage: ballet-gateway admin block SUBJECT
+
+Blocks SUBJECT: every token of it is refused, and its connections close with 4001 on every
+replica, until admin unblock.
+`,
+	"admin unblock": `usage: ballet-gateway admin unblock SUBJECT
+
+Ends a block of SUBJECT: its tokens are accepted again, except those a sign-out refuses.
 `,
 }
 

@@ -166,6 +166,8 @@ func TestUsageAndConfigErrors(t *testing.T) {
 		{[]string{"migrate"}, nil, 1, []string{"BALLET_DATABASE_URL"}},
 		{[]string{"admin", "grant", "WEB", "alice"}, nil, 2, []string{"admin grant takes 3 arguments"}},
 		{[]string{"admin", "grant", "WEB", "alice", "owner"}, nil, 2, []string{"want viewer, member or admin"}},
+		{[]string{"admin", "sign-out"}, nil, 2, []string{"admin sign-out takes 1 argument", "usage: ballet-gateway admin sign-out SUBJECT"}},
+		{[]string{"admin", "block", "alice", "bob"}, nil, 2, []string{"admin block takes 1 argument"}},
 	} {
 		p := start(t, tc.env, tc.args...)
 		code := p.wait(t, 30*time.Second)

@@ -68,10 +68,10 @@ func (c *config) restOptions(logger *slog.Logger, metrics *gateway.Metrics) *htt
 	return &httpapi.HandlerOptions{Logger: logger, Rate: httpapi.NewSubjectRate(&o)}
 }
 
-// apiMux serves the tracker's REST API and, when set, the planner's sessions.
-func apiMux(trackerAPI, plannerAPI http.Handler) http.Handler {
+// apiMux serves the tracker's REST API, the operators' and, when set, the planner's sessions.
+func apiMux(trackerAPI, operatorAPI, plannerAPI http.Handler) http.Handler {
 	if plannerAPI == nil {
-		return trackerAPI
+		return httpapi.Join(trackerAPI, operatorAPI)
 	}
-	return httpapi.Join(trackerAPI, plannerAPI)
+	return httpapi.Join(trackerAPI, operatorAPI, plannerAPI)
 }

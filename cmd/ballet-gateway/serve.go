@@ -14,6 +14,7 @@ import (
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/operator"
 	"github.com/ballet/gateway/planner"
 	plannerpg "github.com/ballet/gateway/planner/pgstore"
 	"github.com/ballet/gateway/presence/pgpresence"
@@ -103,11 +104,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		logger.Info("tailing a standby", "host", tailPool.Config().ConnConfig.Host, "max_lag", cfg.tailMaxLag.String())
 	}
 	vctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	verifier, err := auth.NewVerifier(vctx, cfg.oidcIssuer, cfg.oidcAudience, nil)
+	issuerVerifier, err := auth.NewVerifier(vctx, cfg.oidcIssuer, cfg.oidcAudience, nil)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("BALLET_OIDC_ISSUER: %w", err)
 	}
+	// Every surface refuses the tokens operators signed out or blocked.
+	revs := auth.NewRevocations()
+	verifier := revs.Verifier(issuerVerifier)
 	svc := tracker.NewService(pgstore.New(pool), &cfg.tracker)
 	metrics := gateway.NewMetrics()
 	plannerOpts, err := cfg.plannerOptions(logger, metrics)
@@ -130,8 +134,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	}
 	metrics.Registry.MustRegister(gateway.NewPoolCollector(pool))
 	a := &app{
-		cfg: cfg, logger: logger, store: log, verifier: verifier, items: svc, metrics: metrics, presence: presenceStore,
-		api: apiMux(tracker.NewHandler(svc, verifier, restOpts), plannerAPI),
+		cfg: cfg, logger: logger, store: log, verifier: verifier, revs: revs, items: svc, metrics: metrics, presence: presenceStore,
+		api: apiMux(tracker.NewHandler(svc, verifier, restOpts),
+			operator.NewHandler(log, verifier, operator.Options{Revocations: revs, Admins: cfg.tracker.AdminSubjects}, restOpts), plannerAPI),
 		ready: func(ctx context.Context) error {
 			if err := pool.Ping(ctx); err != nil {
 				return errors.New("database unreachable")

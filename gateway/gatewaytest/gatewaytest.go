@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/ballet/gateway/gateway/internal/wsnet"
 	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/internal/pgstandby"
+	"github.com/ballet/gateway/operator"
 	"github.com/ballet/gateway/planner"
 	plannermem "github.com/ballet/gateway/planner/memstore"
 	plannerpg "github.com/ballet/gateway/planner/pgstore"
@@ -46,6 +48,7 @@ type Store interface {
 	streams.Log
 	streams.ProjectStore
 	streams.Appender
+	streams.SubjectStore
 }
 
 // Options configure Start. A nil *Options means memory store and defaults.
@@ -128,9 +131,13 @@ type Env struct {
 	// Planner is the planner service when Options.Planner is set.
 	Planner *planner.Service
 	// API is the REST API that Start mounted at /api/v1/ when Options.Tracker is set: the
-	// tracker's Router, joined with the planner's when Options.Planner is set.
+	// tracker's Router and the operators' (AdminSubjects are their administrators), joined
+	// with the planner's when Options.Planner is set.
 	API *httpapi.Router
-	api *swapHandler
+	// Revocations are the operators' sign-outs and blocks, which every surface refuses: loaded
+	// at Start and kept by the tailed log, as in the server.
+	Revocations *auth.Revocations
+	api         *swapHandler
 }
 
 // Start runs a gateway until the test ends.
@@ -213,7 +220,8 @@ func Start(t testing.TB, o *Options) *Env {
 		// Every test client comes from one address and many connect at once.
 		cfg.MaxConnectionsPerIP = 1 << 20
 	}
-	verifier := authtest.NewVerifier(t, env.Issuer, Audience)
+	env.Revocations = auth.NewRevocations()
+	verifier := env.Revocations.Verifier(authtest.NewVerifier(t, env.Issuer, Audience))
 	quiet := o.Logger
 	if quiet == nil {
 		quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -230,7 +238,8 @@ func Start(t testing.TB, o *Options) *Env {
 	var plan gateway.Planner
 	if env.Tracker != nil {
 		items = env.Tracker
-		api := httpapi.Join(tracker.NewHandler(env.Tracker, verifier, restOpts))
+		api := httpapi.Join(tracker.NewHandler(env.Tracker, verifier, restOpts),
+			operator.NewHandler(env.Store, verifier, operator.Options{Revocations: env.Revocations, Admins: o.AdminSubjects}, restOpts))
 		if o.Planner != nil {
 			po := o.PlannerOptions
 			po.Provider = o.Planner
@@ -263,12 +272,19 @@ func Start(t testing.TB, o *Options) *Env {
 	if env.Planner != nil {
 		hubOpts.OnAccessLost = env.Planner.CloseWatches
 	}
+	var server atomic.Pointer[gateway.Server]
+	hubOpts.OnEvent = func(ev *streams.Event) {
+		gateway.ApplySubjectEvent(env.Revocations, metrics, server.Load(), ev)
+	}
 	env.Hub = streams.NewHub(&hubOpts)
 	env.Tailer = streams.NewTailer(env.Store, env.Hub.Dispatch, nil)
 	if err := env.Tailer.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { env.Tailer.Close() })
+	if err := gateway.LoadSubjectControls(ctx, env.Store, env.Revocations); err != nil {
+		t.Fatal(err)
+	}
 	var roles gateway.Roles = env.Store
 	if o.Roles != nil {
 		roles = o.Roles(roles)
@@ -276,11 +292,13 @@ func Start(t testing.TB, o *Options) *Env {
 	srv, err := gateway.NewServer(&gateway.Options{
 		Config: cfg, Verifier: verifier, Log: env.Store, Hub: env.Hub, Roles: roles, API: env.api, Items: items, Planner: plan,
 		Logger: quiet, Metrics: metrics, RESTTimeout: o.RESTTimeout, PresenceStore: presenceStore(env.Presence), WebSockets: o.WebSockets,
+		Revocations: env.Revocations,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	env.Server = srv
+	server.Store(srv)
 	// Served as the server serves its client port: its sockets counted, their deadlines.
 	env.HTTP = httptest.NewUnstartedServer(nil)
 	env.HTTP.Config = srv.HTTPServer(srv.Handler(), nil)

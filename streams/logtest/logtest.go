@@ -31,6 +31,7 @@ func Run(t *testing.T, open Open) {
 		{"ConcurrentAppends", testConcurrent},
 		{"BadLimit", testBadLimit},
 		{"Projects", testProjects},
+		{"Subjects", testSubjects},
 		{"CloseEndsWait", testClose},
 	}
 	for _, tc := range tests {

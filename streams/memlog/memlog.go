@@ -24,6 +24,7 @@ type Log struct {
 	closedCh chan struct{}
 
 	projects map[string]*project
+	subjects map[string]*streams.SubjectControl // operators' sign-outs and blocks
 }
 
 type project struct {
@@ -48,6 +49,7 @@ func New() *Log {
 		wakeCh:   make(chan struct{}),
 		closedCh: make(chan struct{}),
 		projects: map[string]*project{},
+		subjects: map[string]*streams.SubjectControl{},
 	}
 }
 

@@ -1,0 +1,122 @@
+// Package operator is the operators' REST API for subjects, at /api/v1/admin/:
+//
+//	POST   /api/v1/admin/subjects/{subject}/sign-out   refuse its tokens issued until now
+//	PUT    /api/v1/admin/subjects/{subject}/block      refuse all its tokens
+//	DELETE /api/v1/admin/subjects/{subject}/block      accept them again
+//
+// Each answers 204 once the change and its event (subject.signed_out, subject.blocked,
+// subject.unblocked) are in the store; every gateway applies the event as its tailer reads
+// it, closing the subject's connections. Only the subjects of Options.Admins
+// (BALLET_ADMIN_SUBJECTS) may call them: others get 403, a request without a valid token 401.
+package operator
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/internal/httpapi"
+	"github.com/ballet/gateway/streams"
+)
+
+// Options configure NewHandler.
+type Options struct {
+	// Admins may call the API (BALLET_ADMIN_SUBJECTS).
+	Admins []string
+	// Revocations, when set, are the replica's (those its verifier refuses): a change is
+	// applied to them before the answer, so that it holds on this replica once answered, and
+	// on the others as soon as they read its event.
+	Revocations *auth.Revocations
+}
+
+// NewHandler returns the API, an *httpapi.Router to Join beside the others. v should refuse
+// what the gateway refuses (auth.Revocations.Verifier): a blocked administrator is refused.
+func NewHandler(store streams.SubjectStore, v httpapi.TokenVerifier, o Options, opts *httpapi.HandlerOptions) *httpapi.Router {
+	h := &handler{store: store, revs: o.Revocations, admins: map[string]bool{}}
+	for _, a := range o.Admins {
+		if a != "" {
+			h.admins[a] = true
+		}
+	}
+	api := httpapi.New(httpapi.Config{Name: "operator", Verifier: v, MaxBodyBytes: 1 << 10,
+		Classify: func(err error) (int, string) {
+			if errors.Is(err, streams.ErrInvalid) {
+				return http.StatusUnprocessableEntity, "the subject must be UTF-8 text without NUL, at most 255 bytes"
+			}
+			return http.StatusInternalServerError, ""
+		}}, opts)
+	route := func(ms httpapi.Methods[*auth.Principal]) http.Handler {
+		return httpapi.Route(api, func(p *auth.Principal) *auth.Principal { return p }, ms)
+	}
+	mux := api.NewRouter()
+	mux.Handle("/api/v1/admin/subjects/{subject}/sign-out", route(httpapi.Methods[*auth.Principal]{"POST": h.signOut}))
+	mux.Handle("/api/v1/admin/subjects/{subject}/block", route(httpapi.Methods[*auth.Principal]{"PUT": h.block, "DELETE": h.unblock}))
+	return mux
+}
+
+type handler struct {
+	store  streams.SubjectStore
+	revs   *auth.Revocations
+	admins map[string]bool
+}
+
+// actorKind is the events' actor kind for a caller.
+func actorKind(p *auth.Principal) string {
+	if p.Human {
+		return "human"
+	}
+	return "service"
+}
+
+// subject is the request's target, once its caller is known to be an administrator.
+func (h *handler) subject(r *http.Request, p *auth.Principal) (string, error) {
+	if !h.admins[p.Subject] {
+		return "", httpapi.Errorf(http.StatusForbidden, "only the subjects of BALLET_ADMIN_SUBJECTS may sign subjects out or block them")
+	}
+	s := r.PathValue("subject")
+	if err := streams.CheckSubjectChange(streams.EventSubjectSignedOut, s, actorKind(p), p.Subject); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+func (h *handler) signOut(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	s, err := h.subject(r, p)
+	if err != nil {
+		return err
+	}
+	return h.change(w, r, p, streams.EventSubjectSignedOut, s)
+}
+
+// change makes the change typ to subject s, applies it to the replica's revocations, and
+// answers 204.
+func (h *handler) change(w http.ResponseWriter, r *http.Request, p *auth.Principal, typ, s string) error {
+	c, err := h.store.ChangeSubject(r.Context(), typ, s, actorKind(p), p.Subject)
+	if err != nil {
+		return err
+	}
+	if h.revs != nil {
+		h.revs.Set(c.Subject, c.SignedOutAt, c.Blocked, c.Seq)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (h *handler) block(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	return h.setBlocked(w, r, p, true)
+}
+
+func (h *handler) unblock(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	return h.setBlocked(w, r, p, false)
+}
+
+func (h *handler) setBlocked(w http.ResponseWriter, r *http.Request, p *auth.Principal, blocked bool) error {
+	s, err := h.subject(r, p)
+	if err != nil {
+		return err
+	}
+	if blocked && s == p.Subject {
+		return httpapi.Errorf(http.StatusConflict, "an administrator cannot block itself: another one, or `ballet-gateway admin block`, can")
+	}
+	return h.change(w, r, p, streams.BlockEventType(blocked), s)
+}
