@@ -5,7 +5,8 @@
 // signature (keyset.go): the issuer's JWKS, fetched on first use and again when
 // the cached keys do not verify a token, one fetch at a time and at most one
 // per VerifierOptions.KeyRefreshInterval; a fetch's keys replace the cache as
-// it ends, and a token waits for a fetch begun after its key was missed. The
+// it ends, and a token waits for a fetch begun after its key was missed (past
+// the interval's end, if need be). The
 // result is a Principal; every failure wraps ErrInvalidToken and Reason names
 // its class for metrics. Roles map to permissions with Role.Has.
 //

@@ -19,6 +19,7 @@ const (
 	ReasonExpired        = "expired"
 	ReasonMissingSubject = "missing_subject"
 	ReasonUnavailable    = "unavailable" // the issuer's key set could not be fetched
+	ReasonUnknownKey     = "unknown_key" // of a key not in the set, refused before the next fetch
 	ReasonSignedOut      = "signed_out"  // issued at or before an operator signed its subject out
 	ReasonBlocked        = "blocked"     // an operator blocked its subject
 	ReasonOther          = "other"
@@ -28,7 +29,7 @@ const (
 // initialising metric labels.
 func Reasons() []string {
 	return []string{ReasonMalformed, ReasonSignature, ReasonIssuer, ReasonAudience,
-		ReasonExpired, ReasonMissingSubject, ReasonUnavailable, ReasonSignedOut, ReasonBlocked, ReasonOther}
+		ReasonExpired, ReasonMissingSubject, ReasonUnavailable, ReasonUnknownKey, ReasonSignedOut, ReasonBlocked, ReasonOther}
 }
 
 // Reason classifies an error of Verifier.Verify for metrics: one of the
@@ -71,6 +72,8 @@ func classify(err error) string {
 	}
 	msg := err.Error()
 	switch {
+	case strings.Contains(msg, errUnknownKey.Error()):
+		return ReasonUnknownKey
 	case strings.Contains(msg, "fetching keys"):
 		return ReasonUnavailable
 	case strings.Contains(msg, "failed to verify signature"),

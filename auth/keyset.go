@@ -28,9 +28,14 @@ const maxKeySetBytes = 1 << 20
 //   - a verification the cached keys fail waits for a fetch that started after it read them,
 //     never for the result of one that had already started (a new kid is not refused for a
 //     fetch that began before the issuer published it);
-//   - at most one fetch runs at a time, and one starts at most once per interval: within the
-//     interval the cached keys (or the last failure) answer, so forged tokens cannot turn into
-//     requests to the issuer.
+//   - at most one fetch runs at a time, and one starts at most once per interval, so forged
+//     tokens cannot turn into requests to the issuer. Within the interval, a token whose key id
+//     the cached keys lack (or that names none) waits for the next fetch, at the interval's end,
+//     rather than being refused by the cached keys (a new kid is not refused for a fetch that
+//     had just ended); at most maxKeyWaiters wait at once, and those beyond, or whose context
+//     ends first, are refused as unknown_key. A token whose key id is cached but whose signature fails is refused at once:
+//     an issuer does not reuse a key id for a new key. So is one whose key id a fetch has seen
+//     retired (in the set before it, not after): an issuer does not publish a retired key again.
 type keySet struct {
 	url      string
 	client   *http.Client
@@ -44,7 +49,26 @@ type keySet struct {
 	running *keyFetch         // nil when no fetch runs
 	last    time.Time         // when the last fetch started
 	lastErr error             // the last fetch's failure; nil once one succeeds
+	waiting int               // verifications waiting for the interval to end
+	retired map[string]bool   // key ids fetches saw leave the set, at most maxRetiredKids
 }
+
+// maxRetiredKids bounds the retired key ids kept; beyond it they are forgotten (and a token of
+// one waits for a fetch as an unknown one would).
+const maxRetiredKids = 64
+
+// maxKeyWaiters bounds the verifications that wait for the refresh interval to end. Each holds
+// a goroutine and its token (at most the read limit) for at most the interval.
+const maxKeyWaiters = 256
+
+// waitPoll is the longest a waiting verification sleeps before it reads the clock again (the
+// clock may be a test's).
+const waitPoll = 100 * time.Millisecond
+
+// errUnknownKey refuses a token of a key the cached set lacks before the next fetch could show
+// it: beyond maxKeyWaiters, or when its context ends first. go-oidc passes on only its text,
+// which classify recognises.
+var errUnknownKey = errors.New("unknown signing key, not fetched yet")
 
 var _ oidc.KeySet = (*keySet)(nil)
 
@@ -74,7 +98,10 @@ func (s *keySet) VerifySignature(ctx context.Context, jwt string) ([]byte, error
 	if payload, ok := verifyWith(jws, kid, keys); ok {
 		return payload, nil
 	}
-	keys, err = s.fresh(ctx, seen)
+	keys, err = s.fresh(ctx, seen, kid)
+	if errors.Is(err, errUnknownKey) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("fetching keys: %w", err)
 	}
@@ -82,6 +109,16 @@ func (s *keySet) VerifySignature(ctx context.Context, jwt string) ([]byte, error
 		return payload, nil
 	}
 	return nil, errors.New("failed to verify id token signature")
+}
+
+// knownKid reports whether one of keys has the key id kid ("" is never known).
+func knownKid(kid string, keys []jose.JSONWebKey) bool {
+	for i := range keys {
+		if kid != "" && keys[i].KeyID == kid {
+			return true
+		}
+	}
+	return false
 }
 
 // verifyWith verifies jws with the keys of kid (every key when the token names none).
@@ -98,8 +135,9 @@ func verifyWith(jws *jose.JSONWebSignature, kid string, keys []jose.JSONWebKey) 
 
 // fresh returns the keys of a fetch that started after seen fetches had (the count when the
 // caller read the cached keys): it joins such a fetch, waits out an older one and starts the
-// next, or, within the interval since the last start, answers with the cached keys.
-func (s *keySet) fresh(ctx context.Context, seen uint64) ([]jose.JSONWebKey, error) {
+// next. Within the interval since the last start it answers with the cached keys, or, when
+// they lack kid and no fetch saw it retired, waits for the interval's end and fetches.
+func (s *keySet) fresh(ctx context.Context, seen uint64, kid string) ([]jose.JSONWebKey, error) {
 	for {
 		s.mu.Lock()
 		f := s.running
@@ -110,7 +148,15 @@ func (s *keySet) fresh(ctx context.Context, seen uint64) ([]jose.JSONWebKey, err
 				s.mu.Unlock()
 				return keys, nil
 			}
-			if s.interval > 0 && !s.last.IsZero() && s.now().Sub(s.last) < s.interval {
+			if left := s.intervalLeft(); left > 0 {
+				// After a failed fetch the failure answers until the interval's end: the
+				// issuer is down, and waiting would only hold the caller.
+				if s.lastErr == nil && !knownKid(kid, s.keys) && !s.retired[kid] {
+					if err := s.waitInterval(ctx, left); err != nil {
+						return nil, err
+					}
+					continue
+				}
 				keys, err := s.keys, s.lastErr
 				s.mu.Unlock()
 				if err != nil {
@@ -133,6 +179,37 @@ func (s *keySet) fresh(ctx context.Context, seen uint64) ([]jose.JSONWebKey, err
 	}
 }
 
+// intervalLeft is how long until the next fetch may start (s.mu held); 0 or less: now.
+func (s *keySet) intervalLeft() time.Duration {
+	if s.interval <= 0 || s.last.IsZero() {
+		return 0
+	}
+	return s.interval - s.now().Sub(s.last)
+}
+
+// waitInterval sleeps (s.mu held on entry, released on return) until left has passed, at most
+// waitPoll at a time, or ctx ends. It refuses the caller beyond maxKeyWaiters.
+func (s *keySet) waitInterval(ctx context.Context, left time.Duration) error {
+	if s.waiting >= maxKeyWaiters {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: more than %d tokens wait for the next key set fetch", errUnknownKey, maxKeyWaiters)
+	}
+	s.waiting++
+	s.mu.Unlock()
+	t := time.NewTimer(min(left, waitPoll))
+	defer t.Stop()
+	var err error
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		err = fmt.Errorf("%w: waiting for the next key set fetch: %w", errUnknownKey, ctx.Err())
+	}
+	s.mu.Lock()
+	s.waiting--
+	s.mu.Unlock()
+	return err
+}
+
 // start begins a fetch (s.mu held). Its goroutine ends with the request (fetchTimeout at
 // most), whether or not anyone still waits for it.
 func (s *keySet) start() *keyFetch {
@@ -145,6 +222,7 @@ func (s *keySet) start() *keyFetch {
 		defer s.mu.Unlock()
 		f.keys, f.err = keys, err
 		if err == nil {
+			s.retire(s.keys, keys)
 			s.keys = keys
 		} else {
 			f.keys = s.keys
@@ -153,6 +231,22 @@ func (s *keySet) start() *keyFetch {
 		close(f.done)
 	}()
 	return f
+}
+
+// retire records the key ids of old that are not in keys as retired, and forgets those that
+// are in keys again (s.mu held).
+func (s *keySet) retire(old, keys []jose.JSONWebKey) {
+	for i := range keys {
+		delete(s.retired, keys[i].KeyID)
+	}
+	for i := range old {
+		if kid := old[i].KeyID; kid != "" && !knownKid(kid, keys) {
+			if s.retired == nil || len(s.retired) >= maxRetiredKids {
+				s.retired = map[string]bool{}
+			}
+			s.retired[kid] = true
+		}
+	}
 }
 
 // fetchTimeout bounds a fetch whatever the client's own timeout.

@@ -25,9 +25,10 @@ type VerifierOptions struct {
 	Now func() time.Time
 	// KeyRefreshInterval is the least time between two key set fetches. A
 	// token with an unknown key id (a key rotation, or a forgery) triggers a
-	// fetch; within the interval the cached set answers instead, so a flood
-	// of forged tokens cannot turn into requests to the issuer.
-	// Default 10s; negative means no limit.
+	// fetch; within the interval it waits for the interval's end instead (256
+	// at most at once), so a flood of forged tokens cannot turn into requests
+	// to the issuer, and a new key is not refused for a fetch that had just
+	// ended. Default 10s; negative means no limit.
 	KeyRefreshInterval time.Duration
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -212,13 +213,23 @@ func TestKeyRotation(t *testing.T) {
 	}
 	second := iss.mint(t, "alice", auth.TokenOptions{TTL: 24 * time.Hour})
 
-	// Within the refresh interval the cached key set answers: the new kid is unknown.
-	if _, err := v.Verify(ctx, second); auth.Reason(err) != auth.ReasonSignature {
-		t.Fatalf("new kid inside the refresh interval: Reason %q, error %v; want signature", auth.Reason(err), err)
+	// Within the refresh interval the new kid is not refused by the keys cached a moment ago:
+	// its verification waits for the interval's end, then fetches.
+	done := make(chan error, 1)
+	go func() {
+		_, err := v.Verify(ctx, second)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("new kid inside the refresh interval answered before the interval ended: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if n := iss.keyFetches.Load(); n != 1 {
+		t.Fatalf("key set fetched %d times inside the interval, want 1", n)
 	}
 	clock.Add(11 * time.Second)
-	// Past the interval, the first verification of the new kid fetches it.
-	if _, err := v.Verify(ctx, second); err != nil {
+	if err := <-done; err != nil {
 		t.Fatalf("token with the new kid: %v", err)
 	}
 	if _, err := v.Verify(ctx, first); err != nil {
@@ -268,21 +279,30 @@ func TestKeyRotationWithoutRefreshLimit(t *testing.T) {
 	}
 }
 
-// TestNoNetworkPerToken checks that cached keys serve concurrent
-// verifications, and that forged tokens do not turn into key set requests.
+// TestNoNetworkPerToken checks that cached keys serve concurrent verifications, and that
+// forged tokens do not turn into key set requests: one naming a cached key id is refused at
+// once; those naming an unknown one wait for the interval's end (at most maxKeyWaiters of
+// them, the others refused as unknown_key) and share its one fetch.
 func TestNoNetworkPerToken(t *testing.T) {
 	clock := newFakeClock()
 	iss := startIssuer(t, &auth.IssuerOptions{Now: clock.Now})
 	v := newVerifier(t, iss.URL(), &auth.VerifierOptions{Now: clock.Now})
 	other := startIssuer(t, &auth.IssuerOptions{Now: clock.Now})
 	ctx := context.Background()
+	attackerKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := clock.Now()
+	sameKid := signWith(t, attackerKey, iss.KeyID(), jose.RS256, map[string]any{
+		"iss": iss.URL(), "sub": "mallory", "aud": audience, "iat": now.Unix(), "exp": now.Add(time.Hour).Unix(),
+	})
 
 	tokens := []string{
 		iss.mint(t, "alice", auth.TokenOptions{}),
 		iss.mint(t, "svc", auth.TokenOptions{ClientID: "svc"}),
 		iss.mint(t, "bob", auth.TokenOptions{ClientID: "web-ui"}),
 	}
-	forged := other.mint(t, "mallory", auth.TokenOptions{})
 	var wg sync.WaitGroup
 	errs := make(chan error, 8*50)
 	for g := range 8 {
@@ -291,8 +311,8 @@ func TestNoNetworkPerToken(t *testing.T) {
 				if _, err := v.Verify(ctx, tokens[(g+k)%len(tokens)]); err != nil {
 					errs <- err
 				}
-				if _, err := v.Verify(ctx, forged); auth.Reason(err) != auth.ReasonSignature {
-					errs <- err
+				if _, err := v.Verify(ctx, sameKid); auth.Reason(err) != auth.ReasonSignature {
+					errs <- fmt.Errorf("forged token of a cached kid: %w", err)
 				}
 			}
 		})
@@ -306,19 +326,50 @@ func TestNoNetworkPerToken(t *testing.T) {
 		t.Errorf("discovery requests %d, key set requests %d; want 1 and 1", d, k)
 	}
 
-	// After the interval, the next forged token fetches once, and the ones after it do not.
+	// Tokens of an unknown kid inside the interval: maxKeyWaiters of them wait, the rest are
+	// refused at once as unknown_key.
+	const waiters, extra = 256, 40
+	unknownKid := other.mint(t, "mallory", auth.TokenOptions{})
+	results := make(chan string, waiters+extra)
+	for range waiters + extra {
+		go func() {
+			_, err := v.Verify(ctx, unknownKid)
+			results <- auth.Reason(err)
+		}()
+	}
+	for range extra {
+		select {
+		case r := <-results:
+			if r != auth.ReasonUnknownKey {
+				t.Fatalf("a verification beyond the waiters' bound: Reason %q, want unknown_key", r)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the verifications beyond the waiters' bound were not refused at once")
+		}
+	}
+	if k := iss.keyFetches.Load(); k != 1 {
+		t.Errorf("key set requests %d while tokens of an unknown kid wait, want 1", k)
+	}
+	// The interval ends: one fetch answers every waiting one.
 	clock.Add(11 * time.Second)
-	if _, err := v.Verify(ctx, forged); auth.Reason(err) != auth.ReasonSignature {
-		t.Fatalf("forged token: Reason %q, error %v", auth.Reason(err), err)
-	}
-	if k := iss.keyFetches.Load(); k != 2 {
-		t.Errorf("key set requests %d after the interval's first forged token, want 2", k)
-	}
-	for range 20 {
-		v.Verify(ctx, forged)
+	for range waiters {
+		if r := <-results; r != auth.ReasonSignature {
+			t.Errorf("a forged token of an unknown kid: Reason %q, want signature", r)
+		}
 	}
 	if k := iss.keyFetches.Load(); k != 2 {
 		t.Errorf("key set requests %d after the interval, want 2", k)
+	}
+	// The next ones wait for the next interval, without a fetch until then.
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	for range 20 {
+		if _, err := v.Verify(short, unknownKid); auth.Reason(err) != auth.ReasonUnknownKey {
+			t.Fatalf("forged token waiting past its context: Reason %q, error %v", auth.Reason(err), err)
+		}
+	}
+	if k := iss.keyFetches.Load(); k != 2 {
+		t.Errorf("key set requests %d within the next interval, want 2", k)
 	}
 }
 
@@ -404,7 +455,7 @@ func TestReason(t *testing.T) {
 	if got := auth.Reason(auth.ErrInvalidToken); got != auth.ReasonOther {
 		t.Errorf("Reason(ErrInvalidToken) = %q", got)
 	}
-	if n := len(auth.Reasons()); n != 10 {
+	if n := len(auth.Reasons()); n != 11 {
 		t.Errorf("Reasons() has %d values", n)
 	}
 }
