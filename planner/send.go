@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/streams"
 )
@@ -44,7 +46,8 @@ func (s *Service) SendWithKey(ctx context.Context, c Caller, session, text, key 
 	}
 	tctx, cancel := context.WithCancelCause(context.Background())
 	id := randomID()
-	t := &turn{session: sess, id: id, human: c.Subject, owner: s.replica + "/" + id, ctx: tctx, cancel: cancel, started: time.Now()}
+	t := &turn{session: sess, id: id, human: c.Subject, owner: s.replica + "/" + id, ctx: tctx, cancel: cancel, started: time.Now(),
+		parent: trace.SpanContextFromContext(ctx)}
 
 	s.mu.Lock()
 	switch {
@@ -191,6 +194,6 @@ func (s *Service) begin(ctx context.Context, c Caller, t *turn, text, key string
 		release()
 		return begun{}, fmt.Errorf("planner: store message: %w", err)
 	}
-	s.emit(t, Output{Type: OutputMessage, Seq: m.Seq})
+	s.emit(ctx, t, Output{Type: OutputMessage, Seq: m.Seq})
 	return begun{seq: m.Seq}, nil
 }
