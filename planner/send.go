@@ -147,7 +147,7 @@ func (s *Service) begin(ctx context.Context, c Caller, t *turn, text, key string
 		leave()
 		return begun{}, s.refuseTurn()
 	}
-	taken, stale, err := s.store.Acquire(ctx, id, t.owner, t.human, s.turnsPer, s.lease)
+	taken, stale, err := s.store.Acquire(ctx, id, t.owner, t.human, s.turnsPer, s.lease, traceContextOf(t.parent))
 	if err == nil && taken {
 		s.mu.Lock() // before the next send of the person's counts the turns here
 		t.leased = true

@@ -6,6 +6,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 
@@ -95,6 +96,46 @@ func (s *Service) modelAttrs() []attribute.KeyValue {
 		semconv.GenAIProviderNameKey.String(s.prov.Name()),
 		semconv.GenAIRequestModel(s.prov.Model()),
 	}
+}
+
+// maxTraceState bounds the tracestate kept with a lease, in bytes: what W3C Trace Context asks
+// every vendor to pass on. A longer one is not kept.
+const maxTraceState = 512
+
+// traceContextOf returns the W3C headers of sc, none when it is invalid.
+func traceContextOf(sc trace.SpanContext) TraceContext {
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(trace.ContextWithSpanContext(context.Background(), sc), carrier)
+	tc := TraceContext{Parent: carrier.Get("traceparent"), State: carrier.Get("tracestate")}
+	if len(tc.State) > maxTraceState {
+		tc.State = ""
+	}
+	return tc
+}
+
+// spanContextOf parses tc, as a span context of another process; invalid when tc is.
+func spanContextOf(tc TraceContext) trace.SpanContext {
+	carrier := propagation.MapCarrier{"traceparent": tc.Parent, "tracestate": tc.State}
+	return trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), carrier))
+}
+
+// startStale starts the span of ending the turn of lease l, whose replica died, in the trace
+// of the send that started the turn, linked to ctx's span (of a send that found the lease).
+// The ctx it returns is not cancelled with ctx.
+func (s *Service) startStale(ctx context.Context, l Lease, turn string) (context.Context, trace.Span) {
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+		semconv.GenAIConversationID(l.Session),
+		attrTurn.String(turn),
+		attrDone.String(DoneError),
+		semconv.ErrorTypeKey.String(errTypeStale),
+	)}
+	if link := trace.LinkFromContext(ctx); link.SpanContext.IsValid() {
+		opts = append(opts, trace.WithLinks(link))
+	}
+	parent := trace.ContextWithRemoteSpanContext(context.WithoutCancel(ctx), spanContextOf(l.Trace))
+	ctx, span := s.tracer.Start(parent, spanStale, opts...)
+	span.SetStatus(codes.Error, StaleText)
+	return ctx, span
 }
 
 // startTurn starts the span of turn t, in the trace of the send that started it, and returns

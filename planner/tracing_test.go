@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -273,5 +274,57 @@ func TestUntracedSendStartsItsOwnTrace(t *testing.T) {
 	turn := named(tr.rec.Ended(), "invoke_agent ")[0]
 	if turn.Parent().IsValid() || !turn.SpanContext().IsSampled() {
 		t.Fatalf("turn of an untraced send: parent %v, sampled %v", turn.Parent(), turn.SpanContext().IsSampled())
+	}
+}
+
+// Across replicas: the turn runs on the replica that took the send, whatever replica watches
+// it, and is in the sender's trace; when that replica dies, the one that ends the turn for
+// its watchers records that in the sender's trace too, from the trace context kept with the
+// lease.
+func TestTurnSpansAcrossReplicas(t *testing.T) {
+	const lease = 1500 * time.Millisecond
+	b := newBackend(t, "postgres")
+	ra, rb := newSpans(t), newSpans(t)
+	a, _ := b.service(t, &planner.Options{Lease: lease, TracerProvider: ra.tp}, nil)
+	bb, _ := b.service(t, &planner.Options{Lease: lease, TracerProvider: rb.tp}, nil)
+	id := b.newSession(t, a)
+	wa, wb := watch(t, a, alice, id), watch(t, bb, alice, id)
+
+	ctx, parent := remoteParent(ctxT(t), 5)
+	if _, err := bb.Send(ctx, alice, id, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	wa.until(t, planner.OutputDone)
+	wb.until(t, planner.OutputDone)
+	turn := named(rb.ended(t, parent.TraceID(), "invoke_agent planner"), "invoke_agent ")[0]
+	if turn.Parent().SpanID() != parent.SpanID() {
+		t.Fatalf("turn span's parent %v, want the send's %v", turn.Parent().SpanID(), parent.SpanID())
+	}
+
+	ts, err := trace.ParseTraceState("vendor=opaque")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, parent = remoteParent(context.Background(), 6)
+	parent = parent.WithTraceState(ts)
+	ctx = trace.ContextWithRemoteSpanContext(ctxT(t), parent)
+	if _, err := a.Send(ctx, alice, id, "slow"); err != nil {
+		t.Fatal(err)
+	}
+	wb.until(t, planner.OutputText)
+	planner.Abandon(a)
+	wb.until(t, planner.OutputDone)
+	stale := rb.ended(t, parent.TraceID(), "planner.turn.stale")
+	if len(stale) != 1 {
+		t.Fatalf("the other replica recorded %d spans in the sender's trace", len(stale))
+	}
+	sp := stale[0]
+	if sp.Parent().SpanID() != parent.SpanID() || sp.SpanContext().TraceState().String() != "vendor=opaque" {
+		t.Fatalf("stale span's parent %v tracestate %q", sp.Parent().SpanID(), sp.SpanContext().TraceState())
+	}
+	wantAttrs(t, sp, map[string]string{"gen_ai.conversation.id": id, "error.type": "replica_stopped",
+		"ballet.planner.turn.done_reason": "error"})
+	if sp.Status().Code != codes.Error || sp.Status().Description != planner.StaleText {
+		t.Errorf("stale span status %v", sp.Status())
 	}
 }
