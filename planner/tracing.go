@@ -36,6 +36,7 @@ var (
 	attrTurn     = attribute.Key("ballet.planner.turn.id")          // Output.Turn
 	attrDone     = attribute.Key("ballet.planner.turn.done_reason") // done's reason
 	attrRounds   = attribute.Key("ballet.planner.turn.rounds")      // model calls that answered
+	attrOutputs  = attribute.Key("ballet.planner.turn.outputs")     // outputs published
 	attrPurpose  = attribute.Key("ballet.planner.model.purpose")    // purposeAnswer or purposeSummary
 	attrRetries  = attribute.Key("ballet.planner.model.retries")    // retries within one model call
 	attrAttempt  = attribute.Key("ballet.planner.model.retry.attempt")
@@ -98,6 +99,18 @@ func (s *Service) modelAttrs() []attribute.KeyValue {
 	}
 }
 
+// quiet returns ctx with its span context marked unsampled, for the store and bus writes of
+// each output (hundreds in one long answer, like the events fanned out to subscribers):
+// under a parent-based sampler, the SDK's default, they record no spans of their own, and
+// the turn's span counts them instead (attrOutputs).
+func quiet(ctx context.Context) context.Context {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsSampled() {
+		return ctx
+	}
+	return trace.ContextWithSpanContext(ctx, sc.WithTraceFlags(sc.TraceFlags().WithSampled(false)))
+}
+
 // maxTraceState bounds the tracestate kept with a lease, in bytes: what W3C Trace Context asks
 // every vendor to pass on. A longer one is not kept.
 const maxTraceState = 512
@@ -155,7 +168,10 @@ func (s *Service) startTurn(t *turn) (context.Context, trace.Span) {
 // endTurn ends the span of t with done's reason; text is the error text watchers got.
 func endTurn(t *turn, reason, text string) {
 	sp := t.span
-	sp.SetAttributes(attrDone.String(reason), attrRounds.Int(t.rounds),
+	t.pubMu.Lock()
+	outputs := t.offset
+	t.pubMu.Unlock()
+	sp.SetAttributes(attrDone.String(reason), attrRounds.Int(t.rounds), attrOutputs.Int64(outputs),
 		semconv.GenAIUsageInputTokens(t.usage.InputTokens), semconv.GenAIUsageOutputTokens(t.usage.OutputTokens))
 	cause := context.Cause(t.ctx)
 	switch {

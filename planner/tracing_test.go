@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -326,5 +327,80 @@ func TestTurnSpansAcrossReplicas(t *testing.T) {
 		"ballet.planner.turn.done_reason": "error"})
 	if sp.Status().Code != codes.Error || sp.Status().Description != planner.StaleText {
 		t.Errorf("stale span status %v", sp.Status())
+	}
+}
+
+// traceStore records the span contexts under which a turn's writes reach the store.
+type traceStore struct {
+	planner.Store
+	mu               sync.Mutex
+	outputs, appends []trace.SpanContext
+}
+
+func (s *traceStore) AppendOutput(ctx context.Context, o planner.Output) error {
+	s.mu.Lock()
+	s.outputs = append(s.outputs, trace.SpanContextFromContext(ctx))
+	s.mu.Unlock()
+	return s.Store.AppendOutput(ctx, o)
+}
+
+func (s *traceStore) AppendMessage(ctx context.Context, session string, m planner.NewMessage) (*planner.Message, error) {
+	s.mu.Lock()
+	s.appends = append(s.appends, trace.SpanContextFromContext(ctx))
+	s.mu.Unlock()
+	return s.Store.AppendMessage(ctx, session, m)
+}
+
+// The writes of each output are in the trace but unsampled: under a parent-based sampler
+// the database records no span for each of them; the turn's span counts them. The writes of
+// messages are sampled like the rest of the turn.
+func TestOutputWritesAreNotSampled(t *testing.T) {
+	b := newBackend(t, "memory")
+	st := &traceStore{Store: b.store}
+	b.store = st
+	rec := newSpans(t)
+	svc, _ := b.service(t, &planner.Options{TracerProvider: rec.tp}, nil)
+	id := b.newSession(t, svc)
+	w := watch(t, svc, alice, id)
+	ctx, parent := remoteParent(ctxT(t), 7)
+	if _, err := svc.Send(ctx, alice, id, "please plan"); err != nil {
+		t.Fatal(err)
+	}
+	out := w.until(t, planner.OutputDone)
+	turn := named(rec.ended(t, parent.TraceID(), "invoke_agent planner"), "invoke_agent ")[0]
+	wantAttrs(t, turn, map[string]string{"ballet.planner.turn.outputs": fmt.Sprint(len(out))})
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.outputs) != len(out) || len(st.appends) != 6 {
+		t.Fatalf("%d outputs and %d messages stored", len(st.outputs), len(st.appends))
+	}
+	for i, sc := range st.outputs {
+		if sc.TraceID() != parent.TraceID() || sc.IsSampled() {
+			t.Fatalf("output %d stored under %v sampled %v", i, sc.TraceID(), sc.IsSampled())
+		}
+	}
+	for i, sc := range st.appends {
+		if sc.TraceID() != parent.TraceID() || !sc.IsSampled() {
+			t.Fatalf("message %d stored under %v sampled %v", i, sc.TraceID(), sc.IsSampled())
+		}
+	}
+}
+
+// What quiet leans on: the SDK's default sampler, parent-based, records no span under an
+// unsampled parent, so a database tracer records none for an output's writes.
+func TestQuietContextRecordsNothingUnderTheDefaultSampler(t *testing.T) {
+	rec := newSpans(t)
+	tracer := rec.tp.Tracer("test")
+	ctx, turn := tracer.Start(context.Background(), "turn")
+	defer turn.End()
+	_, child := tracer.Start(ctx, "query")
+	child.End()
+	if !child.SpanContext().IsSampled() {
+		t.Fatal("a child of the turn records nothing")
+	}
+	_, sp := tracer.Start(planner.Quiet(ctx), "query")
+	defer sp.End()
+	if sp.IsRecording() || sp.SpanContext().TraceID() != turn.SpanContext().TraceID() {
+		t.Fatalf("under an output's context: recording %v, trace %v", sp.IsRecording(), sp.SpanContext().TraceID())
 	}
 }

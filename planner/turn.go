@@ -80,7 +80,7 @@ func (s *Service) publish(ctx context.Context, t *turn, o Output) {
 		return // not numbered: watchers would see a hole where it was
 	}
 	// Once numbered, it is stored and sent even if ctx ends meanwhile.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := context.WithTimeout(quiet(context.WithoutCancel(ctx)), 10*time.Second)
 	defer cancel()
 	t.pubMu.Lock()
 	defer t.pubMu.Unlock()
