@@ -20,8 +20,12 @@ const metaField = "_meta"
 // writes for ctx, nil when it writes none: without a propagator installed, or without a
 // span or baggage in ctx.
 func traceContext(ctx context.Context) propagation.MapCarrier {
+	p := otel.GetTextMapPropagator()
+	if len(p.Fields()) == 0 {
+		return nil // the default: no allocation for a map that would stay empty
+	}
 	carrier := propagation.MapCarrier{}
-	otel.GetTextMapPropagator().Inject(ctx, carrier)
+	p.Inject(ctx, carrier)
 	if len(carrier) == 0 {
 		return nil
 	}
