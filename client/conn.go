@@ -92,7 +92,7 @@ func (c *Client) connect(ctx context.Context, gen uint64) (*conn, error) {
 	}
 	name := c.o.Codec.Name()
 	ws, resp, err := websocket.Dial(ctx, c.url, &websocket.DialOptions{
-		HTTPClient: c.o.HTTPClient, HTTPHeader: c.o.Header, Subprotocols: []string{name},
+		HTTPClient: c.o.HTTPClient, HTTPHeader: handshakeHeader(ctx, c.o.Header), Subprotocols: []string{name},
 	})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
@@ -152,7 +152,11 @@ func (cn *conn) callPatient(ctx context.Context, method string, params, result a
 // call1 sends one request; a connection that ends first is
 // ErrConnectionLost, a -32029 answer a *LimitError.
 func (cn *conn) call1(ctx context.Context, method string, params, result any) error {
-	err := cn.rpc.Call(ctx, method, params, result)
+	params, err := withTraceContext(ctx, cn.c.o.Codec, params)
+	if err != nil {
+		return fmt.Errorf("rpc: encode params of %s: %w", method, err)
+	}
+	err = cn.rpc.Call(ctx, method, params, result)
 	if errors.Is(err, rpc.ErrClosed) {
 		return cn.lost()
 	}

@@ -42,6 +42,16 @@
 // project, follows who has each of its items open (Subscription.ItemsPresent);
 // Client.PresenceGet and PresenceGetItems ask the server.
 //
+// Traces: every request carries the caller's trace context in params._meta
+// ("traceparent", "tracestate", "baggage"), and the WebSocket upgrade in its
+// headers, as written by the host program's OpenTelemetry propagator
+// (otel.GetTextMapPropagator): the server's spans of the request join the
+// caller's trace. Only the OpenTelemetry API is used; until the program
+// installs a propagator (otel.SetTextMapPropagator with
+// propagation.TraceContext, say) nothing is written, and a context without a
+// span or baggage writes nothing either. Requests the client makes on its
+// own (resubscribes, token refreshes) carry no trace context.
+//
 // Entry points: Dial, Client.Subscribe (events on a bounded channel),
 // Client.PlannerWatch, Client.PlannerSend, Client.PlannerCancel, Client.Ping,
 // Client.Call for any method (package protocol names them), Client.Close.

@@ -28,7 +28,9 @@ type plannerPeer struct {
 	srv *httptest.Server
 
 	mu       sync.Mutex
-	requests []string // "method {params as JSON}"
+	requests []string      // "method {params as JSON}"
+	auths    []string      // the auth requests' params, as JSON
+	headers  []http.Header // of each upgrade request
 	conns    []*peerConn
 	running  bool
 	busy     bool
@@ -75,6 +77,9 @@ func startPlannerPeer(t testing.TB) *plannerPeer {
 func (pp *plannerPeer) url() string { return "ws" + strings.TrimPrefix(pp.srv.URL, "http") + "/rpc" }
 
 func (pp *plannerPeer) serve(w http.ResponseWriter, r *http.Request) {
+	pp.mu.Lock()
+	pp.headers = append(pp.headers, r.Header.Clone())
+	pp.mu.Unlock()
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{codec.NameMsgPack, codec.NameJSON}})
 	if err != nil {
 		return
@@ -99,12 +104,16 @@ func (pp *plannerPeer) handle(pc *peerConn, req *rpc.Request) (any, error) {
 	if err := req.Decode(&params); err != nil {
 		return nil, err
 	}
-	if req.Method != "$/heartbeat" && req.Method != "auth" {
-		b, _ := json.Marshal(params)
-		pp.mu.Lock()
+	b, _ := json.Marshal(params)
+	pp.mu.Lock()
+	switch req.Method {
+	case "$/heartbeat":
+	case "auth":
+		pp.auths = append(pp.auths, string(b))
+	default:
 		pp.requests = append(pp.requests, req.Method+" "+string(b))
-		pp.mu.Unlock()
 	}
+	pp.mu.Unlock()
 	switch req.Method {
 	case "$/heartbeat":
 		return nil, nil

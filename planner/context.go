@@ -52,7 +52,7 @@ func (s *Service) prepare(ctx context.Context, t *turn, tools *toolbox) (*provid
 	if cut <= 0 {
 		return req, nil // nothing older than the current turn to summarize
 	}
-	text, err := s.summarize(ctx, sum, msgs[:cut])
+	text, err := s.summarize(ctx, t, sum, msgs[:cut])
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +60,7 @@ func (s *Service) prepare(ctx context.Context, t *turn, tools *toolbox) (*provid
 	if err := s.store.SaveSummary(ctx, next); err != nil {
 		return nil, fmt.Errorf("store summary: %w", err)
 	}
-	s.emit(t, Output{Type: OutputCompacted, Seq: next.UpTo})
+	s.emit(ctx, t, Output{Type: OutputCompacted, Seq: next.UpTo})
 	return s.request(t, tools, next, msgs[cut:]), nil
 }
 
@@ -83,7 +83,7 @@ func (s *Service) boundary(t *turn, tools *toolbox, msgs []Message) int {
 }
 
 // summarize asks the model to summarize prev and msgs.
-func (s *Service) summarize(ctx context.Context, prev *Summary, msgs []Message) (string, error) {
+func (s *Service) summarize(ctx context.Context, t *turn, prev *Summary, msgs []Message) (string, error) {
 	var b strings.Builder
 	b.WriteString(summaryRequest)
 	if prev != nil {
@@ -99,7 +99,7 @@ func (s *Service) summarize(ctx context.Context, prev *Summary, msgs []Message) 
 		Messages:  []provider.Message{{Role: provider.RoleUser, Content: []provider.Block{{Type: provider.BlockText, Text: b.String()}}}},
 		MaxTokens: s.maxTokens,
 	}
-	resp, err := s.stream(ctx, req, nil)
+	resp, err := s.stream(ctx, t, purposeSummary, req, nil)
 	if err != nil {
 		return "", fmt.Errorf("summarize: %w", err)
 	}

@@ -28,6 +28,37 @@
 // mid-turn stops renewing; a replica with watchers of the session, or the next Send, takes the
 // expired lease over and publishes error (StaleText) and done "error" exactly once.
 //
+// Traces (OpenTelemetry API only, Options.TracerProvider; nothing is recorded until the host
+// installs an SDK), following the conventions for generative AI:
+//
+//   - "invoke_agent planner" (internal): one turn, from its first round to its done,
+//     child of the span of the planner.send that started it (the caller's trace context
+//     arrives with the send's ctx). gen_ai.operation.name invoke_agent, gen_ai.agent.name
+//     planner, gen_ai.conversation.id (the session), gen_ai.provider.name,
+//     gen_ai.request.model, ballet.project, ballet.planner.turn.id; at its end
+//     ballet.planner.turn.done_reason, .rounds (model calls that answered), .outputs,
+//     gen_ai.usage.input_tokens and output_tokens (all its calls), and on failure status
+//     error with error.type (a provider.ErrorKind, shutdown or lease_lost).
+//   - "chat {model}" (client): one model call, retries included, under the turn.
+//     gen_ai.operation.name chat, gen_ai.provider.name, gen_ai.request.model,
+//     gen_ai.request.max_tokens, gen_ai.conversation.id, ballet.planner.model.purpose (answer,
+//     or summary for compaction), ballet.planner.model.retries with a "retry" event for each
+//     (attempt, delay_ms, error.type); on success gen_ai.usage.input_tokens, output_tokens and
+//     gen_ai.response.finish_reasons; on failure error.type (provider.ErrorKind) and status
+//     error; an event "cancelled" when the turn was cancelled meanwhile.
+//   - "execute_tool {name}" (internal): one tool call, under the turn, after the model call
+//     that asked for it. gen_ai.operation.name execute_tool, gen_ai.tool.name,
+//     gen_ai.tool.call.id, gen_ai.tool.type function, ballet.planner.tool.is_error; a failed
+//     call has error.type (not_found, forbidden, conflict, precondition_failed, invalid,
+//     invalid_input, unknown_tool) and status error. The tracker's database work is under it.
+//   - "planner.turn.stale" (internal): a replica ends, for watchers, the turn of one that
+//     died; it is in the trace of the send that started that turn, from the trace context
+//     kept with the lease, and linked to the send that found the lease expired, if any.
+//
+// The database work of reading the transcript and storing messages is under the turn. The
+// writes of each output (hundreds in one answer) go under an unsampled copy of the span
+// context, so that a parent-based sampler records none of them: the turn counts them.
+//
 // Caveats: live output is not replayed, and a watch that misses output (a full queue, a bus
 // reconnect) ends with OutputLagging so the client watches again and reloads the transcript.
 // A watcher that loses tracker.read (CloseWatches, called when the log says so) gets

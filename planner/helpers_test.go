@@ -78,7 +78,8 @@ type recorder struct {
 	before func(n int)
 }
 
-func (r *recorder) Name() string { return r.p.Name() }
+func (r *recorder) Name() string  { return r.p.Name() }
+func (r *recorder) Model() string { return r.p.Model() }
 
 func (r *recorder) Stream(ctx context.Context, req *provider.Request, onDelta func(provider.Delta) error) (*provider.Response, error) {
 	c := *req

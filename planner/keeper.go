@@ -115,19 +115,21 @@ func (s *Service) reapSessions(ctx context.Context, sessions []string) {
 			continue
 		}
 		if ok {
-			s.publishStale(l)
+			s.publishStale(ctx, l)
 		}
 	}
 }
 
 // publishStale ends, for watchers, the turn of an expired lease whose replica died: error
 // and done follow the last output that turn stored.
-func (s *Service) publishStale(l Lease) {
+func (s *Service) publishStale(ctx context.Context, l Lease) {
 	s.logger.Warn("planner: a turn's replica stopped without ending it", "session", l.Session)
 	s.obs.TurnEnded(DoneError, 0)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	turn := TurnOfOwner(l.Owner)
+	ctx, span := s.startStale(ctx, l, turn)
+	defer span.End()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	last, err := s.store.LastOffset(ctx, l.Session, turn)
 	if err != nil {
 		s.logger.Warn("planner: last output of a dead turn", "session", l.Session, "err", err)

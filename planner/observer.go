@@ -30,14 +30,24 @@ func (nopObserver) TurnEnded(string, time.Duration)                             
 func (nopObserver) ModelCalled(string, time.Duration, *provider.Response, error) {}
 func (nopObserver) Refused(string)                                               {}
 
-// stream makes one model call and reports it to the observer.
-func (s *Service) stream(ctx context.Context, req *provider.Request, onDelta func(provider.Delta) error) (*provider.Response, error) {
+// stream makes one model call of t's, for purpose, under a span of its own, and reports it to
+// the observer.
+func (s *Service) stream(ctx context.Context, t *turn, purpose string, req *provider.Request, onDelta func(provider.Delta) error) (*provider.Response, error) {
 	start := time.Now()
-	resp, err := s.prov.Stream(ctx, req, onDelta)
-	if ctx.Err() == nil {
-		if err != nil {
-			resp = nil
+	cctx, span := s.startModelCall(ctx, t, purpose, req)
+	resp, err := s.prov.Stream(cctx, req, onDelta)
+	if err != nil {
+		resp = nil
+	}
+	span.end(resp, err, ctx.Err() != nil)
+	if resp != nil {
+		t.usage.InputTokens += resp.Usage.InputTokens
+		t.usage.OutputTokens += resp.Usage.OutputTokens
+		if purpose == purposeAnswer {
+			t.rounds++
 		}
+	}
+	if ctx.Err() == nil {
 		s.obs.ModelCalled(s.prov.Name(), time.Since(start), resp, err)
 	}
 	return resp, err

@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/streams"
 )
@@ -44,7 +46,8 @@ func (s *Service) SendWithKey(ctx context.Context, c Caller, session, text, key 
 	}
 	tctx, cancel := context.WithCancelCause(context.Background())
 	id := randomID()
-	t := &turn{session: sess, id: id, human: c.Subject, owner: s.replica + "/" + id, ctx: tctx, cancel: cancel, started: time.Now()}
+	t := &turn{session: sess, id: id, human: c.Subject, owner: s.replica + "/" + id, ctx: tctx, cancel: cancel, started: time.Now(),
+		parent: trace.SpanContextFromContext(ctx)}
 
 	s.mu.Lock()
 	switch {
@@ -144,7 +147,7 @@ func (s *Service) begin(ctx context.Context, c Caller, t *turn, text, key string
 		leave()
 		return begun{}, s.refuseTurn()
 	}
-	taken, stale, err := s.store.Acquire(ctx, id, t.owner, t.human, s.turnsPer, s.lease)
+	taken, stale, err := s.store.Acquire(ctx, id, t.owner, t.human, s.turnsPer, s.lease, traceContextOf(t.parent))
 	if err == nil && taken {
 		s.mu.Lock() // before the next send of the person's counts the turns here
 		t.leased = true
@@ -191,6 +194,6 @@ func (s *Service) begin(ctx context.Context, c Caller, t *turn, text, key string
 		release()
 		return begun{}, fmt.Errorf("planner: store message: %w", err)
 	}
-	s.emit(t, Output{Type: OutputMessage, Seq: m.Seq})
+	s.emit(ctx, t, Output{Type: OutputMessage, Seq: m.Seq})
 	return begun{seq: m.Seq}, nil
 }

@@ -10,6 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/planner/provider"
 	"github.com/ballet/gateway/tracker"
@@ -85,6 +89,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Observer is told how turns and model calls went, for metrics. Default none.
 	Observer Observer
+	// TracerProvider makes the spans of turns, model calls and tool calls. Default
+	// otel.GetTracerProvider(), the host's, which records nothing until the host installs an
+	// OpenTelemetry SDK.
+	TracerProvider trace.TracerProvider
 
 	// MaxMessageBytes bounds the text of a human message (BALLET_MAX_PLANNER_MESSAGE_BYTES).
 	// Default DefaultMaxMessageBytes.
@@ -122,6 +130,7 @@ type Service struct {
 	bus         Bus
 	logger      *slog.Logger
 	obs         Observer
+	tracer      trace.Tracer
 	lease       time.Duration
 	maxRounds   int
 	budget      int
@@ -163,9 +172,10 @@ type turn struct {
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
 	started   time.Time
-	renewedAt time.Time // last successful lease renewal; keeper only
-	leased    bool      // the lease was taken; under Service.mu
-	gaveBack  bool      // the lease was released, as the turn ends; under Service.mu
+	parent    trace.SpanContext // of the send that started the turn; invalid when untraced
+	renewedAt time.Time         // last successful lease renewal; keeper only
+	leased    bool              // the lease was taken; under Service.mu
+	gaveBack  bool              // the lease was released, as the turn ends; under Service.mu
 
 	// Publishing: one output at a time, numbered in the order it goes out.
 	pubMu       sync.Mutex
@@ -173,6 +183,12 @@ type turn struct {
 	keptOutputs int   // outputs stored for resuming
 	keptBytes   int
 	cut         bool // past its bounds: the cut is stored, and after it only error and done
+
+	// The turn's span and what it reports at the end; on the turn's goroutine only.
+	span    trace.Span
+	rounds  int            // model calls that answered
+	usage   provider.Usage // tokens of all its model calls
+	errType string         // error.type of the error that ended it, if any
 }
 
 // WithDefaults returns the options with every zero field set to its default, as New applies
@@ -193,6 +209,9 @@ func (opts *Options) WithDefaults() Options {
 	}
 	if o.Observer == nil {
 		o.Observer = nopObserver{}
+	}
+	if o.TracerProvider == nil {
+		o.TracerProvider = otel.GetTracerProvider()
 	}
 	if o.SystemPrompt == "" {
 		o.SystemPrompt = DefaultSystemPrompt
@@ -233,6 +252,7 @@ func New(store Store, trk *tracker.Service, opts *Options) *Service {
 		maxText: o.MaxMessageBytes, turnsPer: o.TurnsPerSubject, tools: toolDefs(trk.Limits()),
 		turns: map[string]*turn{}, watches: map[string]map[*watch]struct{}{}, syncs: map[string]chan struct{}{},
 		sessionRate: newWindowLimit(o.SessionRate, time.Minute), keeperDone: make(chan struct{}),
+		tracer: o.TracerProvider.Tracer(tracerName, trace.WithSchemaURL(semconv.SchemaURL)),
 	}
 	s.unsubscribe = s.bus.Subscribe(s.deliver)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -80,6 +80,14 @@ type Lease struct {
 	Session   string
 	Owner     string
 	ExpiresAt time.Time
+	Trace     TraceContext // of the send that started the turn
+}
+
+// TraceContext is a W3C trace context as its headers spell it: traceparent and tracestate,
+// "" when there is none.
+type TraceContext struct {
+	Parent string
+	State  string
 }
 
 // Leases is the one-turn-per-session rule, kept where every replica sees it. Expiry is judged
@@ -90,8 +98,9 @@ type Leases interface {
 	// reports that an expired lease was replaced (its turn died without ending). When subject
 	// holds perSubject unexpired leases of other sessions already (perSubject > 0), it takes
 	// nothing and err is a *LimitError for LimitTurns: counted and taken atomically, so that
-	// of concurrent callers on all replicas at most perSubject hold leases.
-	Acquire(ctx context.Context, session, owner, subject string, perSubject int, ttl time.Duration) (taken, stale bool, err error)
+	// of concurrent callers on all replicas at most perSubject hold leases. tc is kept with the
+	// lease, for Expired.
+	Acquire(ctx context.Context, session, owner, subject string, perSubject int, ttl time.Duration, tc TraceContext) (taken, stale bool, err error)
 	// Renew extends owner's lease to ttl from now; held is false when owner no longer holds
 	// it, and cancel true when RequestCancel was called for the session since it was taken.
 	Renew(ctx context.Context, session, owner string, ttl time.Duration) (held, cancel bool, err error)
@@ -99,7 +108,7 @@ type Leases interface {
 	RequestCancel(ctx context.Context, session string) error
 	// Release removes owner's lease, if it still holds it.
 	Release(ctx context.Context, session, owner string) error
-	// Expired returns the expired leases among the sessions'.
+	// Expired returns the expired leases among the sessions', with their trace contexts.
 	Expired(ctx context.Context, sessions []string) ([]Lease, error)
 	// ReleaseExpired removes l when it is still exactly that expired lease (same owner, same
 	// expiry); of several callers for the same lease, exactly one gets true.

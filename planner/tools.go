@@ -118,11 +118,19 @@ func (s *Service) Tools() []provider.Tool { return append([]provider.Tool(nil), 
 
 // call runs one tool call and returns its result; failures are error results for the model.
 func (tb *toolbox) call(ctx context.Context, c ToolCall) ToolResult {
-	r := ToolResult{ToolUseID: c.ID, Tool: c.Name}
+	ctx, span := tb.startToolCall(ctx, c)
+	r, errType := tb.run(ctx, c)
+	endToolCall(span, r, errType)
+	return r
+}
+
+// run runs one tool call; errType is the error.type of a call that failed.
+func (tb *toolbox) run(ctx context.Context, c ToolCall) (r ToolResult, errType string) {
+	r = ToolResult{ToolUseID: c.ID, Tool: c.Name}
 	run := toolIndex[c.Name]
 	if run == nil {
 		r.IsError, r.Text = true, fmt.Sprintf("unknown tool %q", c.Name)
-		return r
+		return r, errTypeUnknownTool
 	}
 	// A started call completes even if the turn is cancelled meanwhile, so that its result
 	// tells what happened to the tracker.
@@ -131,10 +139,10 @@ func (tb *toolbox) call(ctx context.Context, c ToolCall) ToolResult {
 	text, err := run(cctx, tb, c.Input)
 	if err != nil {
 		r.IsError, r.Text = true, tb.errorText(c.Name, err)
-		return r
+		return r, toolErrorType(err)
 	}
 	r.Text = text
-	return r
+	return r, ""
 }
 
 // inputError is a tool input the tool cannot use.

@@ -17,18 +17,21 @@ import (
 func (s *Service) run(t *turn) {
 	defer s.turnsWG.Done()
 	defer t.cancel(nil)
-	reason, text := s.play(t)
-	s.finish(t, reason, text)
+	ctx, span := s.startTurn(t)
+	t.span = span
+	reason, text := s.play(ctx, t)
+	s.finish(ctx, t, reason, text)
+	endTurn(t, reason, text)
 }
 
 // finish frees the session, then publishes error (when text is set) and done. A turn that
 // lost its lease or whose replica was abandoned ends silently.
-func (s *Service) finish(t *turn, reason, text string) {
+func (s *Service) finish(ctx context.Context, t *turn, reason, text string) {
 	if silent(t) {
 		s.forget(t)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if text != "" {
 		s.publish(ctx, t, Output{Type: OutputError, Text: text})
@@ -58,9 +61,10 @@ func silent(t *turn) bool {
 	return errors.Is(cause, errLeaseLost) || errors.Is(cause, errKilled)
 }
 
-// emit publishes o for t's watchers even when t is being cancelled.
-func (s *Service) emit(t *turn, o Output) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), 10*time.Second)
+// emit publishes o for t's watchers even when t is being cancelled (ctx, t's or its send's,
+// is for its values: the trace).
+func (s *Service) emit(ctx context.Context, t *turn, o Output) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	s.publish(ctx, t, o)
 }
@@ -76,7 +80,7 @@ func (s *Service) publish(ctx context.Context, t *turn, o Output) {
 		return // not numbered: watchers would see a hole where it was
 	}
 	// Once numbered, it is stored and sent even if ctx ends meanwhile.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := context.WithTimeout(quiet(context.WithoutCancel(ctx)), 10*time.Second)
 	defer cancel()
 	t.pubMu.Lock()
 	defer t.pubMu.Unlock()
@@ -105,15 +109,14 @@ func (s *Service) publish(ctx context.Context, t *turn, o Output) {
 // play runs the rounds of a turn: call the model, store its answer, run the tools it
 // called, store their results, until the model stops. It returns done's reason and, for
 // failures, the error text.
-func (s *Service) play(t *turn) (reason, errText string) {
-	ctx := t.ctx
+func (s *Service) play(ctx context.Context, t *turn) (reason, errText string) {
 	tools := newToolbox(s, t)
 	for round := 1; ; round++ {
 		req, err := s.prepare(ctx, t, tools)
 		if err != nil {
 			return s.failure(t, "prepare the model call", err)
 		}
-		resp, err := s.stream(ctx, req, func(d provider.Delta) error {
+		resp, err := s.stream(ctx, t, purposeAnswer, req, func(d provider.Delta) error {
 			switch d.Type {
 			case provider.DeltaText:
 				s.publish(ctx, t, Output{Type: OutputText, Text: d.Text})
@@ -143,7 +146,7 @@ func (s *Service) play(t *turn) (reason, errText string) {
 			for i, c := range answer.ToolCalls {
 				results[i] = ToolResult{ToolUseID: c.ID, Tool: c.Name, IsError: true,
 					Text: fmt.Sprintf("not run: the turn reached its limit of %d rounds", s.maxRounds)}
-				s.emitResult(t, results[i])
+				s.emitResult(ctx, t, results[i])
 			}
 			if _, err := s.store1(context.WithoutCancel(ctx), t, RoleTool, ToolContent{Results: results}); err != nil {
 				return s.failure(t, "store tool results", err)
@@ -158,7 +161,7 @@ func (s *Service) play(t *turn) (reason, errText string) {
 			} else {
 				r = tools.call(ctx, c)
 			}
-			s.emitResult(t, r)
+			s.emitResult(ctx, t, r)
 			results = append(results, r)
 		}
 		// Results of tools that ran are recorded even when the turn is being cancelled:
@@ -172,9 +175,9 @@ func (s *Service) play(t *turn) (reason, errText string) {
 	}
 }
 
-func (s *Service) emitResult(t *turn, r ToolResult) {
+func (s *Service) emitResult(ctx context.Context, t *turn, r ToolResult) {
 	isErr := r.IsError
-	s.emit(t, Output{Type: OutputToolResult, Tool: r.Tool, ToolUseID: r.ToolUseID, Text: r.Text, IsError: &isErr})
+	s.emit(ctx, t, Output{Type: OutputToolResult, Tool: r.Tool, ToolUseID: r.ToolUseID, Text: r.Text, IsError: &isErr})
 }
 
 // store1 appends one message of the planner (acting for the human) and announces it.
@@ -194,12 +197,13 @@ func (s *Service) store1(ctx context.Context, t *turn, role string, content any)
 	if err != nil {
 		return nil, err
 	}
-	s.emit(t, Output{Type: OutputMessage, Seq: m.Seq})
+	s.emit(ctx, t, Output{Type: OutputMessage, Seq: m.Seq})
 	return m, nil
 }
 
 // failure turns the error that ended a turn into done's reason and the error text.
 func (s *Service) failure(t *turn, what string, err error) (string, string) {
+	t.failed(err)
 	if t.ctx.Err() != nil {
 		switch cause := context.Cause(t.ctx); {
 		case errors.Is(cause, errCancelled):

@@ -18,7 +18,7 @@ type acquireCounter struct {
 	calls, now, mostAtOnce int
 }
 
-func (s *acquireCounter) Acquire(ctx context.Context, session, owner, subject string, perSubject int, ttl time.Duration) (bool, bool, error) {
+func (s *acquireCounter) Acquire(ctx context.Context, session, owner, subject string, perSubject int, ttl time.Duration, tc planner.TraceContext) (bool, bool, error) {
 	s.mu.Lock()
 	s.calls++
 	s.now++
@@ -29,7 +29,7 @@ func (s *acquireCounter) Acquire(ctx context.Context, session, owner, subject st
 		s.now--
 		s.mu.Unlock()
 	}()
-	return s.Store.Acquire(ctx, session, owner, subject, perSubject, ttl)
+	return s.Store.Acquire(ctx, session, owner, subject, perSubject, ttl, tc)
 }
 
 // One person sends on 50 sessions at once, with TurnsPerSubject 2: two turns start, the

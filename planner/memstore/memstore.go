@@ -232,7 +232,7 @@ func (s *Store) SaveSummary(ctx context.Context, sum *planner.Summary) error {
 	return nil
 }
 
-func (s *Store) Acquire(ctx context.Context, id, owner, subject string, perSubject int, ttl time.Duration) (bool, bool, error) {
+func (s *Store) Acquire(ctx context.Context, id, owner, subject string, perSubject int, ttl time.Duration, tc planner.TraceContext) (bool, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, false, err
 	}
@@ -257,7 +257,7 @@ func (s *Store) Acquire(ctx context.Context, id, owner, subject string, perSubje
 	if held && t.Before(l.ExpiresAt) {
 		return false, false, nil
 	}
-	s.leases[id] = lease{Lease: planner.Lease{Session: id, Owner: owner, ExpiresAt: t.Add(ttl)}, subject: subject}
+	s.leases[id] = lease{Lease: planner.Lease{Session: id, Owner: owner, ExpiresAt: t.Add(ttl), Trace: tc}, subject: subject}
 	return true, held, nil
 }
 

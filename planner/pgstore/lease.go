@@ -17,7 +17,7 @@ import (
 // statement also counts the subject's unexpired leases and inserts only below the limit, in a
 // transaction holding an advisory lock of the subject, so that the count of a concurrent caller
 // on any replica sees the lease taken before it.
-func (s *Store) Acquire(ctx context.Context, id, owner, subject string, perSubject int, ttl time.Duration) (bool, bool, error) {
+func (s *Store) Acquire(ctx context.Context, id, owner, subject string, perSubject int, ttl time.Duration, tc planner.TraceContext) (bool, bool, error) {
 	if !planner.ValidID(id) {
 		return false, false, notFound(id)
 	}
@@ -35,16 +35,17 @@ func (s *Store) Acquire(ctx context.Context, id, owner, subject string, perSubje
 				SELECT count(*) AS n FROM planner_leases
 				WHERE $5::int > 0 AND subject = $3 AND session_id <> $1::uuid AND expires_at > statement_timestamp()
 			), taken AS (
-				INSERT INTO planner_leases AS l (session_id, owner, subject, expires_at)
-				SELECT $1::uuid, $2, $3, statement_timestamp() + $4 * interval '1 microsecond' FROM running
+				INSERT INTO planner_leases AS l (session_id, owner, subject, expires_at, traceparent, tracestate)
+				SELECT $1::uuid, $2, $3, statement_timestamp() + $4 * interval '1 microsecond', $6, $7 FROM running
 				WHERE $5::int <= 0 OR n < $5::int
 				ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, subject = EXCLUDED.subject,
-					expires_at = EXCLUDED.expires_at, cancel_requested = false
+					expires_at = EXCLUDED.expires_at, cancel_requested = false,
+					traceparent = EXCLUDED.traceparent, tracestate = EXCLUDED.tracestate
 					WHERE l.expires_at <= statement_timestamp()
 				RETURNING xmax <> 0 AS replaced
 			)
 			SELECT (SELECT n FROM running), (SELECT replaced FROM taken)`,
-			id, owner, subject, ttl.Microseconds(), perSubject).Scan(&running, &replaced)
+			id, owner, subject, ttl.Microseconds(), perSubject, tc.Parent, tc.State).Scan(&running, &replaced)
 	})
 	switch {
 	case pgCode(err) == "23503": // foreign_key_violation: no such session
@@ -109,14 +110,14 @@ func (s *Store) Expired(ctx context.Context, sessions []string) ([]planner.Lease
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT session_id::text, owner, expires_at FROM planner_leases
+	rows, err := s.pool.Query(ctx, `SELECT session_id::text, owner, expires_at, traceparent, tracestate FROM planner_leases
 		WHERE session_id = ANY($1::uuid[]) AND expires_at <= now()`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: expired leases: %w", err)
 	}
 	ls, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (planner.Lease, error) {
 		var l planner.Lease
-		err := row.Scan(&l.Session, &l.Owner, &l.ExpiresAt)
+		err := row.Scan(&l.Session, &l.Owner, &l.ExpiresAt, &l.Trace.Parent, &l.Trace.State)
 		return l, err
 	})
 	if err != nil {

@@ -26,7 +26,7 @@ func testLeases(t *testing.T, e *suite) {
 	if e.running(t, s.ID) {
 		t.Fatal("running before any lease")
 	}
-	taken, stale, err := e.Store.Acquire(e.ctx, s.ID, "a/1", "alice", 0, time.Minute)
+	taken, stale, err := e.Store.Acquire(e.ctx, s.ID, "a/1", "alice", 0, time.Minute, planner.TraceContext{})
 	if err != nil || !taken || stale {
 		t.Fatalf("first acquire: %v %v %v", taken, stale, err)
 	}
@@ -36,10 +36,10 @@ func testLeases(t *testing.T, e *suite) {
 	if list, _ := e.Store.Sessions(e.ctx, "WEB", planner.SessionPage{}); len(list.Sessions) != 1 || !list.Sessions[0].Running {
 		t.Fatalf("sessions while leased: %+v", list)
 	}
-	if taken, _, err := e.Store.Acquire(e.ctx, s.ID, "b/1", "alice", 0, time.Minute); err != nil || taken {
+	if taken, _, err := e.Store.Acquire(e.ctx, s.ID, "b/1", "alice", 0, time.Minute, planner.TraceContext{}); err != nil || taken {
 		t.Fatalf("second owner acquired a held lease: %v %v", taken, err)
 	}
-	if taken, _, err := e.Store.Acquire(e.ctx, s.ID, "a/1", "alice", 0, time.Minute); err != nil || taken {
+	if taken, _, err := e.Store.Acquire(e.ctx, s.ID, "a/1", "alice", 0, time.Minute, planner.TraceContext{}); err != nil || taken {
 		t.Fatalf("the owner acquired its held lease again: %v %v", taken, err)
 	}
 	if ok, cancel, err := e.Store.Renew(e.ctx, s.ID, "a/1", time.Minute); err != nil || !ok || cancel {
@@ -76,13 +76,13 @@ func testLeases(t *testing.T, e *suite) {
 	if ok, _, _ := e.Store.Renew(e.ctx, s.ID, "a/1", time.Minute); ok {
 		t.Fatal("renewed a released lease")
 	}
-	if taken, stale, err := e.Store.Acquire(e.ctx, s.ID, "b/1", "alice", 0, time.Minute); err != nil || !taken || stale {
+	if taken, stale, err := e.Store.Acquire(e.ctx, s.ID, "b/1", "alice", 0, time.Minute, planner.TraceContext{}); err != nil || !taken || stale {
 		t.Fatalf("acquire after release: %v %v %v", taken, stale, err)
 	}
 	if ok, cancel, err := e.Store.Renew(e.ctx, s.ID, "b/1", time.Minute); err != nil || !ok || cancel {
 		t.Fatalf("a new lease carries the old one's cancel request: %v %v %v", ok, cancel, err)
 	}
-	if _, _, err := e.Store.Acquire(e.ctx, tracker.NewID(time.Now()), "a/1", "alice", 0, time.Minute); !errors.Is(err, planner.ErrNotFound) {
+	if _, _, err := e.Store.Acquire(e.ctx, tracker.NewID(time.Now()), "a/1", "alice", 0, time.Minute, planner.TraceContext{}); !errors.Is(err, planner.ErrNotFound) {
 		t.Fatalf("lease of an unknown session: %v, want ErrNotFound", err)
 	}
 }
@@ -97,7 +97,7 @@ func testTurnsPerSubject(t *testing.T, e *suite) {
 	const ttl = 150 * time.Millisecond
 	acquire := func(id, owner, subject string, d time.Duration) (bool, error) {
 		t.Helper()
-		taken, _, err := e.Store.Acquire(e.ctx, id, owner, subject, 2, d)
+		taken, _, err := e.Store.Acquire(e.ctx, id, owner, subject, 2, d, planner.TraceContext{})
 		return taken, err
 	}
 	wantLimit := func(what string, err error) {
@@ -156,7 +156,7 @@ func testTurnsPerSubject(t *testing.T, e *suite) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			taken, _, err := e.Store.Acquire(e.ctx, id, fmt.Sprint("racer/", i), "carol", 2, time.Minute)
+			taken, _, err := e.Store.Acquire(e.ctx, id, fmt.Sprint("racer/", i), "carol", 2, time.Minute, planner.TraceContext{})
 			switch {
 			case errors.Is(err, planner.ErrLimit):
 				refused.Add(1)
@@ -177,10 +177,12 @@ func testLeaseExpiry(t *testing.T, e *suite) {
 	s := e.session(t, "WEB", "", time.Now())
 	other := e.session(t, "WEB", "", time.Now())
 	const ttl = 150 * time.Millisecond
-	if taken, _, err := e.Store.Acquire(e.ctx, s.ID, "dead/1", "alice", 0, ttl); err != nil || !taken {
+	// The trace context of the send is kept, for the replica that ends a dead turn.
+	tc := planner.TraceContext{Parent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", State: "vendor=opaque"}
+	if taken, _, err := e.Store.Acquire(e.ctx, s.ID, "dead/1", "alice", 0, ttl, tc); err != nil || !taken {
 		t.Fatalf("acquire: %v %v", taken, err)
 	}
-	if taken, _, err := e.Store.Acquire(e.ctx, other.ID, "alive/1", "alice", 0, time.Minute); err != nil || !taken {
+	if taken, _, err := e.Store.Acquire(e.ctx, other.ID, "alive/1", "alice", 0, time.Minute, planner.TraceContext{}); err != nil || !taken {
 		t.Fatalf("acquire: %v %v", taken, err)
 	}
 	var expired []planner.Lease
@@ -192,7 +194,7 @@ func testLeaseExpiry(t *testing.T, e *suite) {
 			t.Fatal(err)
 		}
 	}
-	if len(expired) != 1 || expired[0].Session != s.ID || expired[0].Owner != "dead/1" {
+	if len(expired) != 1 || expired[0].Session != s.ID || expired[0].Owner != "dead/1" || expired[0].Trace != tc {
 		t.Fatalf("expired leases %+v, want the dead one only", expired)
 	}
 	if e.running(t, s.ID) {
@@ -225,7 +227,7 @@ func testLeaseExpiry(t *testing.T, e *suite) {
 	if wins != 1 {
 		t.Fatalf("%d replicas released the expired lease, want 1", wins)
 	}
-	if taken, stale, err := e.Store.Acquire(e.ctx, s.ID, "next/1", "alice", 0, time.Minute); err != nil || !taken || stale {
+	if taken, stale, err := e.Store.Acquire(e.ctx, s.ID, "next/1", "alice", 0, time.Minute, planner.TraceContext{}); err != nil || !taken || stale {
 		t.Fatalf("acquire after the takeover: %v %v %v", taken, stale, err)
 	}
 
@@ -233,11 +235,11 @@ func testLeaseExpiry(t *testing.T, e *suite) {
 	if err := e.Store.Release(e.ctx, s.ID, "next/1"); err != nil {
 		t.Fatal(err)
 	}
-	if taken, _, err := e.Store.Acquire(e.ctx, s.ID, "dead/2", "alice", 0, ttl); err != nil || !taken {
+	if taken, _, err := e.Store.Acquire(e.ctx, s.ID, "dead/2", "alice", 0, ttl, planner.TraceContext{}); err != nil || !taken {
 		t.Fatalf("acquire: %v %v", taken, err)
 	}
 	time.Sleep(2 * ttl)
-	taken, stale, err := e.Store.Acquire(e.ctx, s.ID, "next/2", "alice", 0, time.Minute)
+	taken, stale, err := e.Store.Acquire(e.ctx, s.ID, "next/2", "alice", 0, time.Minute, planner.TraceContext{})
 	if err != nil || !taken || !stale {
 		t.Fatalf("acquire over an expired lease: taken %v stale %v %v; want both", taken, stale, err)
 	}
@@ -253,7 +255,7 @@ func testLeaseExpiry(t *testing.T, e *suite) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			taken, _, err := e.Store.Acquire(e.ctx, s.ID, fmt.Sprint("racer/", i), "alice", 0, time.Minute)
+			taken, _, err := e.Store.Acquire(e.ctx, s.ID, fmt.Sprint("racer/", i), "alice", 0, time.Minute, planner.TraceContext{})
 			if err != nil {
 				t.Error(err)
 			}

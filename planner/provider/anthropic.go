@@ -82,6 +82,9 @@ func NewAnthropic(o *AnthropicOptions) (*Anthropic, error) {
 // Name returns "anthropic".
 func (a *Anthropic) Name() string { return "anthropic" }
 
+// Model returns the model requests ask for.
+func (a *Anthropic) Model() string { return a.model }
+
 // Stream implements Provider.
 func (a *Anthropic) Stream(ctx context.Context, req *Request, onDelta func(Delta) error) (*Response, error) {
 	body, err := a.encode(req)

@@ -6,7 +6,8 @@
 // also vLLM, Ollama and llama.cpp servers) and NewScripted (deterministic, for `dev`
 // and tests). The HTTP providers retry connection failures, 429, 5xx and 529 with
 // jittered exponential backoff that honours retry-after, but only before the first
-// delta; later failures are returned. Failures are *Error values (errors.As), broken
+// delta; later failures are returned. A context from WithRetryHook hears of each retry,
+// for the caller's traces. Failures are *Error values (errors.As), broken
 // streams wrap ErrMalformed, and no error text contains the API key. Stream starts no
 // goroutine: deltas are delivered on the caller's goroutine.
 //

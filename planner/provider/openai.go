@@ -65,6 +65,9 @@ func NewOpenAI(o *OpenAIOptions) (*OpenAI, error) {
 // Name returns "openai".
 func (p *OpenAI) Name() string { return "openai" }
 
+// Model returns the model requests ask for.
+func (p *OpenAI) Model() string { return p.model }
+
 // Stream implements Provider.
 func (p *OpenAI) Stream(ctx context.Context, req *Request, onDelta func(Delta) error) (*Response, error) {
 	body, err := p.encode(req)

@@ -98,8 +98,11 @@ type Response struct {
 
 // Provider is a model backend.
 type Provider interface {
-	// Name identifies the provider in logs and errors.
+	// Name identifies the provider in logs and errors, and is the gen_ai.provider.name of
+	// its calls' spans.
 	Name() string
+	// Model names the model its calls ask for.
+	Model() string
 	// Stream sends req and calls onDelta for each piece as it arrives, on the calling goroutine.
 	// It returns the complete response, or an error. An error returned by onDelta aborts the
 	// stream and is returned as is; onDelta may be nil. Cancelling ctx aborts promptly

@@ -109,7 +109,11 @@ func (h *httpCore) run(ctx context.Context, c *call, onDelta func(Delta) error) 
 			pe.RetryAfter > maxRetryAfter {
 			return nil, err
 		}
-		if serr := h.sleep(ctx, backoff(attempt, pe.RetryAfter)); serr != nil {
+		delay := backoff(attempt, pe.RetryAfter)
+		if hook := retryHook(ctx); hook != nil {
+			hook(Retry{Attempt: attempt + 1, Err: err, Delay: delay})
+		}
+		if serr := h.sleep(ctx, delay); serr != nil {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("%s: %w", h.name, ctx.Err())
 			}

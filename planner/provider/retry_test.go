@@ -163,6 +163,30 @@ func TestServerErrorsGiveUpAfterMaxRetries(t *testing.T) {
 	})
 }
 
+func TestRetryHookHearsEachRetry(t *testing.T) {
+	forEachKit(t, func(t *testing.T, k kit) {
+		f := newFakeAPI(t, status(500, k.errorBody("api_error", "boom")), status(429, k.errorBody("rate_limit_error", "slow"), "retry-after", "2"), sse(k.hello...))
+		rec := &sleepRecorder{}
+		var heard []Retry
+		ctx := WithRetryHook(context.Background(), func(r Retry) { heard = append(heard, r) })
+		if _, _, err := collect(ctx, k.newFor(t, f, 0, rec.sleep), hi()); err != nil {
+			t.Fatal(err)
+		}
+		slept := rec.got()
+		if len(heard) != 2 || len(slept) != 2 {
+			t.Fatalf("heard %+v, slept %v", heard, slept)
+		}
+		for i, want := range []string{KindServer, KindRateLimited} {
+			if r := heard[i]; r.Attempt != i+1 || r.Delay != slept[i] || ErrorKind(r.Err) != want {
+				t.Errorf("retry %d: %+v, want attempt %d after a %s error, delay %v", i, r, i+1, want, slept[i])
+			}
+		}
+		if heard[1].Delay != 2*time.Second {
+			t.Errorf("the second retry waits %v, want the server's 2s", heard[1].Delay)
+		}
+	})
+}
+
 func TestInStreamErrorBeforeDeltasRetried(t *testing.T) {
 	forEachKit(t, func(t *testing.T, k kit) {
 		f := newFakeAPI(t, sse(k.head[0], k.overload), sse(k.hello...))

@@ -33,6 +33,9 @@ func NewScripted(script *Script) *Scripted {
 // Name returns "scripted".
 func (s *Scripted) Name() string { return "scripted" }
 
+// Model returns "script": the rules play the model.
+func (s *Scripted) Model() string { return "script" }
+
 // Stream implements Provider: it picks the round for req, then plays its actions.
 func (s *Scripted) Stream(ctx context.Context, req *Request, onDelta func(Delta) error) (*Response, error) {
 	if err := ctx.Err(); err != nil {

@@ -439,3 +439,42 @@ describe('planner', () => {
     assert.deepEqual(seen, ['resume:true', 'text']);
   });
 });
+
+describe('trace context', () => {
+  for (const codec of /** @type {const} */ (['msgpack', 'json'])) {
+    it(`puts the caller's trace context into params._meta (${codec})`, async () => {
+      const s = await server();
+      const tp = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+      /** @type {string[]} */
+      const asked = [];
+      const c = await client(s, {
+        codec,
+        traceContext: (method) => {
+          asked.push(method);
+          if (method === 'planner.send') return { traceparent: tp, tracestate: 'vendor=opaque' };
+          if (method === 'planner.cancel') throw new Error('no tracer');
+          if (method === 'system.ping') return { traceparent: tp };
+          return null;
+        },
+      });
+      await c.plannerSend('S1', 'hello');
+      const params = {};
+      await c.call('system.ping', params);
+      await c.plannerCancel('S1');
+      assert.deepEqual(s.requests('planner.send')[0].params._meta, { traceparent: tp, tracestate: 'vendor=opaque' });
+      assert.deepEqual(s.requests('system.ping')[0].params, { _meta: { traceparent: tp } });
+      assert.deepEqual(params, {}, 'the caller\'s params are not changed');
+      assert.deepEqual(s.requests('planner.cancel')[0].params, { session: 'S1' }, 'a failing traceContext sends none');
+      assert.equal(s.last.received[0].method, 'auth');
+      assert.equal(s.last.received[0].params._meta, undefined);
+      assert.deepEqual(asked, ['auth', 'planner.send', 'system.ping', 'planner.cancel']);
+    });
+  }
+
+  it('sends no _meta without the option', async () => {
+    const s = await server();
+    const c = await client(s);
+    await c.plannerSend('S1', 'hello');
+    assert.equal(s.requests('planner.send')[0].params._meta, undefined);
+  });
+});

@@ -53,6 +53,13 @@ import { Watch, plannerSend } from './watch.js';
  *   every change, and on every failed attempt (reconnecting again, with its error).
  * @property {Logger} [logger] Default: warnings to the console.
  * @property {() => number} [random] For the backoff's jitter. Default Math.random.
+ * @property {(method: string) => (import('./trace.js').TraceContext|null|undefined)} [traceContext]
+ *   Returns the trace context of the request about to be sent, which goes
+ *   into its params._meta so that the server's spans join the caller's
+ *   trace: with OpenTelemetry, inject the active context into an object
+ *   and return it. Called for every request, the client's own too (auth,
+ *   auth.refresh, resubscribes); nothing, or an empty traceparent, sends
+ *   none. Default: none.
  *
  * @typedef {object} CallOptions
  * @property {AbortSignal} [signal] Abandons waiting for a connection or the answer.
@@ -102,6 +109,7 @@ export class Client {
       onStateChange: options.onStateChange ?? (() => {}),
       logger: options.logger ?? quietLogger,
       random: options.random ?? Math.random,
+      traceContext: options.traceContext,
     };
     this.log = this.o.logger;
     /** @type {State} */
@@ -408,7 +416,7 @@ export class Client {
     const cn = new Conn({
       url: this.url, gen, codec: this.o.codec, WebSocket: this.o.WebSocket,
       heartbeatInterval: this.o.heartbeatInterval, maxBuffered: this.o.maxBuffered,
-      rateLimitRetries: this.o.rateLimitRetries,
+      rateLimitRetries: this.o.rateLimitRetries, traceContext: this.o.traceContext,
       onNotification: (c, method, params) => this._route(c, method, params),
       onEnd: (c) => this._lost(c),
       logger: this.log,

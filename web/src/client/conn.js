@@ -7,6 +7,7 @@ import {
   HeartbeatTimeoutError, LimitError, SocketClosedError, SubprotocolError, rpcError,
 } from './errors.js';
 import { heartbeats, isRate, retryWait } from './limits.js';
+import { withTraceContext } from './trace.js';
 
 /** @typedef {import('./limits.js').Limits} Limits */
 
@@ -36,6 +37,7 @@ export function refreshDelay(issued, exp, now) {
  * @property {number} [heartbeatInterval] ms, the user's; 0 or undefined: the server's
  * @property {number} maxBuffered bytes the socket may hold unsent
  * @property {number} rateLimitRetries for auth.refresh, see ClientOptions
+ * @property {(method: string) => (import('./trace.js').TraceContext|null|undefined)} [traceContext] see ClientOptions
  * @property {(conn: Conn, method: string, params: any) => void} onNotification
  * @property {(conn: Conn) => void} onEnd called once, synchronously, when the connection ends
  * @property {{debug: Function, info: Function, warn: Function}} logger
@@ -260,7 +262,7 @@ export class Conn {
       onAbort = () => { done(); reject(signal?.reason); };
       signal?.addEventListener('abort', onAbort, { once: true });
       try {
-        this.send({ jsonrpc: '2.0', id, method, params: params ?? {} });
+        this.send({ jsonrpc: '2.0', id, method, params: withTraceContext(this.o.traceContext, method, params ?? {}, this.o.logger) });
       } catch (err) {
         done();
         reject(err);

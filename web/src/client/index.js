@@ -21,6 +21,7 @@ export {
 /** @typedef {import('./client.js').CallOptions} CallOptions */
 /** @typedef {import('./client.js').Logger} Logger */
 /** @typedef {import('./client.js').State} State */
+/** @typedef {import('./trace.js').TraceContext} TraceContext */
 /** @typedef {import('./conn.js').Limits} Limits */
 /** @typedef {import('./codec.js').Codec} Codec */
 /** @typedef {import('./subscription.js').StreamEvent} StreamEvent */

@@ -47,6 +47,7 @@ export class Client {
             warn(msg: string, attrs?: object): void;
         }>;
         random: () => number;
+        traceContext: ((method: string) => (import("./trace.js").TraceContext | null | undefined)) | undefined;
     };
     log: Logger | Readonly<{
         debug(): void;
@@ -378,6 +379,15 @@ export type ClientOptions = {
      * For the backoff's jitter. Default Math.random.
      */
     random?: (() => number) | undefined;
+    /**
+     * Returns the trace context of the request about to be sent, which goes
+     * into its params._meta so that the server's spans join the caller's
+     * trace: with OpenTelemetry, inject the active context into an object
+     * and return it. Called for every request, the client's own too (auth,
+     * auth.refresh, resubscribes); nothing, or an empty traceparent, sends
+     * none. Default: none.
+     */
+    traceContext?: ((method: string) => (import("./trace.js").TraceContext | null | undefined)) | undefined;
 };
 export type CallOptions = {
     /**

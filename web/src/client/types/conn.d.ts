@@ -16,6 +16,7 @@ export const MIN_REFRESH_MS: 1000;
  * @property {number} [heartbeatInterval] ms, the user's; 0 or undefined: the server's
  * @property {number} maxBuffered bytes the socket may hold unsent
  * @property {number} rateLimitRetries for auth.refresh, see ClientOptions
+ * @property {(method: string) => (import('./trace.js').TraceContext|null|undefined)} [traceContext] see ClientOptions
  * @property {(conn: Conn, method: string, params: any) => void} onNotification
  * @property {(conn: Conn) => void} onEnd called once, synchronously, when the connection ends
  * @property {{debug: Function, info: Function, warn: Function}} logger
@@ -162,6 +163,10 @@ export type ConnOptions = {
      * for auth.refresh, see ClientOptions
      */
     rateLimitRetries: number;
+    /**
+     * see ClientOptions
+     */
+    traceContext?: ((method: string) => (import("./trace.js").TraceContext | null | undefined)) | undefined;
     onNotification: (conn: Conn, method: string, params: any) => void;
     /**
      * called once, synchronously, when the connection ends

@@ -5,6 +5,7 @@ export type ClientOptions = import("./client.js").ClientOptions;
 export type CallOptions = import("./client.js").CallOptions;
 export type Logger = import("./client.js").Logger;
 export type State = import("./client.js").State;
+export type TraceContext = import("./trace.js").TraceContext;
 export type Limits = import("./conn.js").Limits;
 export type Codec = import("./codec.js").Codec;
 export type StreamEvent = import("./subscription.js").StreamEvent;
