@@ -294,10 +294,9 @@ func (c *config) deltasPerTurn() int { return int(math.Round(c.outputsPerSecond 
 
 // params lists the run's settings for the report.
 func (c *config) params() []field {
-	fs := []field{
-		{"mode", c.mode, ""},
-		{"codec", codecLabel(c.codec), ""},
-		{"stream", c.streamName, ""},
+	fs := []field{{"mode", c.mode, ""}, {"codec", codecLabel(c.codec), ""}}
+	if c.mode != modePlanner {
+		fs = append(fs, field{"stream", c.streamName, ""})
 	}
 	switch c.mode {
 	case modeLive, modeSaturate:

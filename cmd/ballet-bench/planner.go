@@ -127,6 +127,7 @@ func (b *bench) plannerReport(r *report, model *modelServer, deltas int, behind 
 	if first, last := model.firstEmit.Load(), model.lastEmit.Load(); last > first {
 		r.add("deltas_emitted_per_s", float64(emitted)/(float64(last-first)/1e9), "deltas/s")
 	}
+	r.add("deltas_behind_schedule", model.behind.Load(), "")
 	r.add("expected_deliveries", t.expected, "")
 	r.add("delivered_deltas", t.delivered, "")
 	if first, last := ws.firstNs.Load(), ws.lastNs.Load(); last > first {
@@ -141,6 +142,9 @@ func (b *bench) plannerReport(r *report, model *modelServer, deltas int, behind 
 	r.add("offset_duplicates", t.offsetDups, "")
 	r.add("turns_without_done", cfg.turns-t.ending, "")
 	r.add("watchers_without_done", t.noDone, "")
+	if len(t.closes) > 0 {
+		r.add("watch_closes", t.closes, "")
+	}
 	addLatencies(r, &ws.lat)
 	r.add("latency_method", "watcher receive time minus the model's write time of each delta, one process clock", "")
 

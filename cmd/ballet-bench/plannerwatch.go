@@ -156,10 +156,11 @@ type watchTotals struct {
 	offsetGaps, offsetDups, otherTurns       int64
 	textOutputs, junk, errors, afterDone     int64
 	noDone, badDone, closed, outputs, ending int
+	closes                                   map[string]int // stream.closed by reason
 }
 
 func (s *watchSet) totals(emitted func(session int) int64) *watchTotals {
-	t := &watchTotals{}
+	t := &watchTotals{closes: map[string]int{}}
 	outputs := map[int]int64{}
 	for _, w := range s.ws {
 		e := emitted(w.session)
@@ -175,8 +176,9 @@ func (s *watchSet) totals(emitted func(session int) int64) *watchTotals {
 		t.junk += w.junk
 		t.errors += w.errors
 		t.afterDone += w.afterDone
-		if w.closed.Load() != nil {
+		if reason := w.closed.Load(); reason != nil {
 			t.closed++
+			t.closes[*reason]++
 		}
 		switch {
 		case !w.done.Load():
