@@ -155,13 +155,14 @@ type watchTotals struct {
 	expected, delivered, gaps, dups, late    int64
 	offsetGaps, offsetDups, otherTurns       int64
 	textOutputs, junk, errors, afterDone     int64
-	noDone, badDone, closed, outputs, ending int
+	noDone, badDone, closed, outputs, ending int // outputs: the turns' highest offsets, summed
 	closes                                   map[string]int // stream.closed by reason
 }
 
 func (s *watchSet) totals(emitted func(session int) int64) *watchTotals {
 	t := &watchTotals{closes: map[string]int{}}
-	outputs := map[int]int64{}
+	outputs := map[int]int64{} // the highest offset any watcher of the session saw
+	ending := map[int]bool{}   // sessions whose done a watcher heard
 	for _, w := range s.ws {
 		e := emitted(w.session)
 		t.expected += e
@@ -187,12 +188,13 @@ func (s *watchSet) totals(emitted func(session int) int64) *watchTotals {
 			t.badDone++
 		}
 		if w.done.Load() {
-			outputs[w.session] = max(outputs[w.session], w.doneOffset)
+			ending[w.session] = true
 		}
+		outputs[w.session] = max(outputs[w.session], w.lastOffset)
 	}
 	for _, n := range outputs {
 		t.outputs += int(n)
 	}
-	t.ending = len(outputs)
+	t.ending = len(ending)
 	return t
 }
