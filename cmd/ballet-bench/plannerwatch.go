@@ -155,7 +155,7 @@ type watchTotals struct {
 	expected, delivered, gaps, dups, late    int64
 	offsetGaps, offsetDups, otherTurns       int64
 	textOutputs, junk, errors, afterDone     int64
-	noDone, badDone, closed, outputs, ending int // outputs: the turns' highest offsets, summed
+	noDone, badDone, closed, outputs, ending int            // outputs: the turns' highest offsets, summed
 	closes                                   map[string]int // stream.closed by reason
 }
 
