@@ -9,16 +9,18 @@
 #
 # Usage: scripts/bench-planner.sh
 #
-# The settings a thousand turns of one subject need, beyond the defaults (every
-# turn is sent by the same person, whose budgets would otherwise stand in for
-# the many people the run models):
+# Each turn is sent by one of SUBJECTS people (bench-0, bench-1, …), who created
+# its session; the subject "bench", the project's admin, makes them members and
+# holds every watch. The settings this needs beyond the defaults:
 #
-#   BALLET_PLANNER_TURNS_PER_SUBJECT  above the largest TURNS (default 4 a person)
-#   BALLET_PLANNER_SESSION_RATE       sessions a minute per replica (default 30)
-#   BALLET_REST_RATE                  REST requests a second (default 50)
-#   BALLET_SUBJECT_REQUEST_RATE, BALLET_REQUEST_RATE  the watches and sends, all at once
+#   BALLET_REST_RATE                  REST requests a second of "bench" (default 50)
+#   BALLET_SUBJECT_REQUEST_RATE, BALLET_REQUEST_RATE  the watches, all at once
 #   BALLET_MAX_SUBSCRIPTIONS          watches of one connection, when beyond 256
 #   pool_max_conns in BALLET_DATABASE_URL  (POOL; pgx's default is max(4, CPUs))
+#
+# and, when a person sends more turns than the defaults let one person run at once
+# (fewer SUBJECTS than TURNS / 4), BALLET_PLANNER_TURNS_PER_SUBJECT and
+# BALLET_PLANNER_SESSION_RATE above the turns of one person.
 #
 # It needs go, jq, curl, psql, createdb, dropdb and pgrep, and PostgreSQL at $PGURL (a
 # role that may create databases). It creates a throwaway database, runs
@@ -36,6 +38,7 @@
 #   OUTPUTS    text deltas a second of each answer (default 25)
 #   TURN_SECONDS   how long each answer streams, in seconds (default 10)
 #   WATCHERS   watches of each session (default 2)
+#   SUBJECTS   people sending the turns of each run (default: one a turn)
 #   CONNECTIONS  connections to each replica the watches share (default 4)
 #   POOL       pool_max_conns of each replica (default 8)
 #   SERVE_ENV  more VAR=value settings for every serve
@@ -49,6 +52,7 @@ TURNS=${TURNS:-"300 1000"}
 OUTPUTS=${OUTPUTS:-25}
 TURN_SECONDS=${TURN_SECONDS:-10}
 WATCHERS=${WATCHERS:-2}
+SUBJECTS=${SUBJECTS:-}
 CONNECTIONS=${CONNECTIONS:-4}
 POOL=${POOL:-8}
 OUT=${OUT:-$(mktemp -d -t ballet-planner.XXXXXX)}
@@ -95,7 +99,7 @@ log "database $DB"
 createdb --maintenance-db="$PGURL/postgres" "$DB"
 BALLET_DATABASE_URL=$DBURL "$GW" migrate >/dev/null
 BALLET_DATABASE_URL=$DBURL "$GW" admin project-create BENCH Bench >/dev/null
-BALLET_DATABASE_URL=$DBURL "$GW" admin grant BENCH bench member >/dev/null
+BALLET_DATABASE_URL=$DBURL "$GW" admin grant BENCH bench admin >/dev/null
 
 BALLET_ADDR="$DEV" BALLET_ADMIN_ADDR="$DEV_ADMIN" BALLET_LOG_LEVEL=WARN "$GW" dev >"$OUT/dev.log" 2>&1 &
 DEV_PID=$!
@@ -119,6 +123,11 @@ done
 # Watches of one connection: all a replica's watches over its connections.
 subs=$(((max_turns * WATCHERS + REPLICAS * CONNECTIONS - 1) / (REPLICAS * CONNECTIONS) + 16))
 [ "$subs" -lt 256 ] && subs=256
+# Turns of one person, at most: beyond the defaults (4 running, 30 sessions a minute), raise them.
+per=1
+[ -n "$SUBJECTS" ] && per=$(((max_turns + SUBJECTS - 1) / SUBJECTS))
+PERSON_ENV=
+[ "$per" -gt 4 ] && PERSON_ENV="BALLET_PLANNER_TURNS_PER_SUBJECT=$((per + 1)) BALLET_PLANNER_SESSION_RATE=$((per + 1))"
 
 # start_replicas starts REPLICAS fresh replicas and waits until they are ready.
 start_replicas() {
@@ -127,12 +136,11 @@ start_replicas() {
 	for i in $(seq 0 $((REPLICAS - 1))); do
 		addr=127.0.0.1:$((PORT + 2 * i))
 		# shellcheck disable=SC2086 # VAR=value words, or nothing
-		env ${SERVE_ENV:-} \
+		env $PERSON_ENV ${SERVE_ENV:-} \
 			BALLET_DATABASE_URL="$DBURL?pool_max_conns=$POOL" BALLET_ADDR="$addr" \
 			BALLET_ADMIN_ADDR="127.0.0.1:$((PORT + 2 * i + 1))" \
 			BALLET_OIDC_ISSUER="http://$DEV/dev/oidc" BALLET_OIDC_AUDIENCE=ballet-dev BALLET_LOG_LEVEL=WARN \
 			BALLET_PLANNER_PROVIDER=anthropic BALLET_PLANNER_BASE_URL="http://$MODEL" BALLET_PLANNER_API_KEY=bench \
-			BALLET_PLANNER_TURNS_PER_SUBJECT=$((max_turns + 1)) BALLET_PLANNER_SESSION_RATE=$((max_turns + 1)) \
 			BALLET_REST_RATE=100000 BALLET_SUBJECT_REQUEST_RATE=1000000 BALLET_REQUEST_RATE=1000000 \
 			BALLET_MAX_SUBSCRIPTIONS=$subs \
 			"$GW" serve >>"$OUT/serve-$i.log" 2>&1 &
@@ -193,13 +201,16 @@ db_own_s() {
 CLK_TCK=$(getconf CLK_TCK)
 for n in $TURNS; do
 	raw=$OUT/planner-$n.json
+	people=${SUBJECTS:-$n}
+	[ "$people" -gt "$n" ] && people=$n
 	start_replicas
-	log "$n turns x $OUTPUTS/s x ${TURN_SECONDS}s, $WATCHERS watchers each, on $URLS"
+	log "$n turns x $OUTPUTS/s x ${TURN_SECONDS}s by $people people, $WATCHERS watchers each, on $URLS"
 	db_ticks >"$OUT/db-$n.before"
 	s0=$(serve_ticks) b0=$(child_ticks)
 	"$BIN/ballet-bench" --mode planner --url "$URLS" --token-url "$TOKEN_URL" --model-listen "$MODEL" \
 		--turns "$n" --outputs-per-second "$OUTPUTS" --turn-seconds "$TURN_SECONDS" --watchers "$WATCHERS" \
-		--connections "$CONNECTIONS" --db-pid "$DB_PID" --json >"$raw" 2>>"$OUT/bench.log" || true
+		--connections "$CONNECTIONS" --subjects "$people" \
+		--subject-token-url "http://$DEV/dev/token?subject={subject}" --db-pid "$DB_PID" --json >"$raw" 2>>"$OUT/bench.log" || true
 	s1=$(serve_ticks) b1=$(child_ticks)
 	db_ticks >"$OUT/db-$n.after"
 	stop_replicas
@@ -215,7 +226,7 @@ for n in $TURNS; do
 		db_backends_cpu_s: $own}' "$raw" |
 		tee -a "$OUT/results.jsonl" |
 		jq -r '"  p50 \(.latency_p50_ms) ms, p99 \(.latency_p99_ms) ms, max \(.latency_max_ms) ms; " +
-			"sends \(.sends_s) s; \(.delivered_deltas)/\(.expected_deliveries) delivered, \(.deliveries_per_s | round)/s; gaps \(.gaps), " +
+			"sends \(.sends_s) s, turns began over \(.model_requests_spread_s) s; \(.delivered_deltas)/\(.expected_deliveries) delivered, \(.deliveries_per_s | round)/s; gaps \(.gaps), " +
 			"duplicates \(.duplicates), turns without done \(.turns_without_done); " +
 			"CPU: database \(.db_cpu_ms / 1000) s (its backends \(.db_backends_cpu_s) s), replicas \(.replicas_cpu_s) s, bench \(.bench_cpu_s) s; load \(.load_1m)" +
 			(if .ok then "" else "; FAILED: " + (.failures | join("; ")) end)' >&2

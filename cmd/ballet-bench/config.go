@@ -70,6 +70,8 @@ type config struct {
 	project          string
 	watchers         int
 	connections      int
+	subjects         int    // senders: turn i is sent by subject i mod subjects
+	subjectTokenURL  string // a sender's token: GET with {subject} replaced by its name
 }
 
 // usageError is a command-line mistake (exit status 2).
@@ -122,6 +124,8 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	fs.StringVar(&c.project, "project", "BENCH", "")
 	fs.IntVar(&c.watchers, "watchers", 2, "")
 	fs.IntVar(&c.connections, "connections", 4, "")
+	fs.IntVar(&c.subjects, "subjects", 0, "")
+	fs.StringVar(&c.subjectTokenURL, "subject-token-url", "", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			c.help = true
@@ -267,6 +271,18 @@ func (c *config) checkPlanner() error {
 			return usageErr("--%s must be positive", p.name)
 		}
 	}
+	if c.subjects == 0 {
+		c.subjects = c.turns
+	}
+	if c.subjects < 0 || c.subjects > c.turns {
+		return usageErr("--subjects must be between 1 and --turns (%d)", c.turns)
+	}
+	if c.subjectTokenURL != "" && !strings.Contains(c.subjectTokenURL, subjectPlaceholder) {
+		return usageErr("--subject-token-url %q: want a URL with %s where the subject goes", c.subjectTokenURL, subjectPlaceholder)
+	}
+	if c.subjects > 1 && c.subjectTokenURL == "" {
+		return usageErr("--subjects %d sends as that many people: give --subject-token-url (or --subjects 1 to send as the token's subject)", c.subjects)
+	}
 	if c.modelListen == "" {
 		return usageErr("--mode planner plays the model: give --model-listen ADDR (the replicas' BALLET_PLANNER_BASE_URL)")
 	}
@@ -323,7 +339,7 @@ func (c *config) params() []field {
 	case modePlanner:
 		fs = append(fs, field{"replicas", len(c.urls), ""}, field{"turns", c.turns, ""},
 			field{"watchers_per_session", c.watchers, ""}, field{"connections_per_replica", c.connections, ""},
-			field{"outputs_per_second", c.outputsPerSecond, "outputs/s"}, field{"turn_seconds", c.turnSeconds, "s"},
+			field{"subjects", c.subjects, ""}, field{"outputs_per_second", c.outputsPerSecond, "outputs/s"}, field{"turn_seconds", c.turnSeconds, "s"},
 			field{"project", c.project, ""})
 	}
 	if c.connectRate > 0 && c.mode != modeWriter {

@@ -87,16 +87,22 @@ flags:
   --watchers N          planner: watches of each session (default 2)
   --connections N       planner: connections to each replica the watches share (default 4)
   --project KEY         planner: the project of the sessions (default BENCH)
+  --subjects N          planner: the people sending, turn i by bench-(i mod N), each creating
+                        its sessions; the token's subject (an admin of --project) makes them
+                        members; the watches stay on the token (default --turns)
+  --subject-token-url URL  planner: GET a JSON {"token"} for each sender, {subject} replaced by
+                        its name, e.g. http://127.0.0.1:8080/dev/token?subject={subject}; without
+                        it, --subjects 1 sends as the token's subject
   --explicit-tx         write with BEGIN; INSERT; COMMIT instead of one INSERT statement
   --json                one JSON object per line instead of a table
   --cpuprofile FILE     write the load generator's own CPU profile (go tool pprof)
   --version             print the version of this build
   -h, --help            print this
 
-The benchmark creates nothing on the server but the planner mode's sessions:
-create the project and grant the token's subject at least viewer, member for the
-planner mode (ballet-gateway admin project-create BENCH Bench; ballet-gateway
-admin grant BENCH SUBJECT viewer).
+The benchmark creates nothing on the server but the planner mode's sessions and members:
+create the project and grant the token's subject at least viewer; for the planner
+mode admin, or member with --subjects 1 (ballet-gateway admin project-create BENCH
+Bench; ballet-gateway admin grant BENCH SUBJECT viewer).
 
 Exit status: 0 all checks passed, 1 a check failed or the run failed, 2 usage.
 `
@@ -158,7 +164,8 @@ func execute(ctx context.Context, cfg *config, o *runOptions, r *report) error {
 	if cfg.mode != modeWriter {
 		n := cfg.subscribers
 		if cfg.mode == modePlanner {
-			n = len(cfg.urls)*cfg.connections + cfg.turns + restConcurrency // and the model's streams
+			// And the model's streams.
+			n = len(cfg.urls)*cfg.connections + cfg.senderConnections() + cfg.turns + restConcurrency
 		}
 		if err := checkFileLimit(n); err != nil {
 			return err

@@ -41,13 +41,14 @@ type modelServer struct {
 	ln  net.Listener
 	wg  sync.WaitGroup // Serve
 
-	requests  atomic.Int64 // answered requests
-	unknown   atomic.Int64 // requests naming no turn of the run
-	aborted   atomic.Int64 // answers whose client went away before the end
-	emitted   []atomic.Int64
-	behind    atomic.Int64 // deltas written more than an interval after their time
-	firstEmit atomic.Int64 // nowNs of the first delta written
-	lastEmit  atomic.Int64
+	requests                  atomic.Int64 // answered requests
+	firstRequest, lastRequest atomic.Int64 // nowNs of the first and last answered request
+	unknown                   atomic.Int64 // requests naming no turn of the run
+	aborted                   atomic.Int64 // answers whose client went away before the end
+	emitted                   []atomic.Int64
+	behind                    atomic.Int64 // deltas written more than an interval after their time
+	firstEmit                 atomic.Int64 // nowNs of the first delta written
+	lastEmit                  atomic.Int64
 }
 
 // startModel serves on ln until close.
@@ -108,6 +109,13 @@ func (m *modelServer) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.requests.Add(1)
+	t0 := nowNs()
+	m.firstRequest.CompareAndSwap(0, t0)
+	for {
+		if last := m.lastRequest.Load(); t0 <= last || m.lastRequest.CompareAndSwap(last, t0) {
+			break
+		}
+	}
 	fl, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")

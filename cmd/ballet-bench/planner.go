@@ -7,11 +7,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,9 +39,13 @@ func (b *bench) runPlanner(ctx context.Context, r *report) error {
 	model := startModel(ln, runID, cfg.turns, deltas, interval)
 	defer model.close()
 
+	tokens, err := b.senderTokens(ctx)
+	if err != nil {
+		return err
+	}
 	b.progress("creating %d planner sessions in %s", cfg.turns, cfg.project)
 	t0 := time.Now()
-	sessions, err := b.createSessions(ctx)
+	sessions, err := b.createSessions(ctx, tokens)
 	if err != nil {
 		return err
 	}
@@ -62,6 +64,15 @@ func (b *bench) runPlanner(ctx context.Context, r *report) error {
 		flat = append(flat, cs...)
 	}
 	defer closeAll(flat)
+	b.progress("opening the senders' connections")
+	senders, err := b.connectSenders(ctx, tokens)
+	if err != nil {
+		return err
+	}
+	for _, cs := range senders {
+		flat = append(flat, cs...)
+	}
+	defer closeAll(flat)
 
 	b.progress("watching: %d watches", cfg.turns*cfg.watchers)
 	if err := b.watchAll(ctx, conns, sessions); err != nil {
@@ -76,7 +87,7 @@ func (b *bench) runPlanner(ctx context.Context, r *report) error {
 	}
 	b.progress("sending %d messages at once; the answers take %gs", cfg.turns, cfg.turnSeconds)
 	sendStart := time.Now()
-	sent, sendErrs, sendLat := b.sendAll(ctx, conns, sessions, runID)
+	sent, sendErrs, sendLat := b.sendAll(ctx, senders, sessions, runID)
 	sendS := time.Since(sendStart).Seconds()
 	behind := b.waitDone(ctx, sendStart.Add(time.Duration(cfg.turnSeconds*float64(time.Second))))
 	if cfg.dbPID != 0 {
@@ -123,6 +134,10 @@ func (b *bench) plannerReport(r *report, model *modelServer, deltas int, behind 
 		}
 	}
 	r.add("model_requests", model.requests.Load(), "")
+	if first, last := model.firstRequest.Load(), model.lastRequest.Load(); last > first {
+		// How far apart the turns began: the sends' effect as the model sees it.
+		r.add("model_requests_spread_s", float64(last-first)/1e9, "s")
+	}
 	r.add("deltas_emitted", emitted, "")
 	if first, last := model.firstEmit.Load(), model.lastEmit.Load(); last > first {
 		r.add("deltas_emitted_per_s", float64(emitted)/(float64(last-first)/1e9), "deltas/s")
@@ -194,76 +209,31 @@ func restBase(rpc string) string {
 // restConcurrency bounds the session creations in flight.
 const restConcurrency = 16
 
-// createSessions creates --turns sessions, spread over the replicas, and returns their ids.
-func (b *bench) createSessions(ctx context.Context) ([]string, error) {
+// createSessions creates --turns sessions, spread over the replicas, each by its turn's
+// sender, and returns their ids.
+func (b *bench) createSessions(ctx context.Context, tokens []string) ([]string, error) {
 	cfg := b.cfg
 	ids := make([]string, cfg.turns)
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	sem := make(chan struct{}, restConcurrency)
-	var wg sync.WaitGroup
-	for i := range cfg.turns {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			id, err := b.createSession(ctx, restBase(cfg.urls[i%len(cfg.urls)]), fmt.Sprintf("bench %d", i))
-			if err != nil {
-				cancel(err)
-				return
-			}
-			ids[i] = id
-		}()
-	}
-	wg.Wait()
-	if err := context.Cause(ctx); err != nil {
-		return nil, err
-	}
-	return ids, nil
-}
-
-// createSession POSTs one session; a 429 is retried after its Retry-After.
-func (b *bench) createSession(ctx context.Context, base, title string) (string, error) {
-	u := base + "/api/v1/projects/" + url.PathEscape(b.cfg.project) + "/planner/sessions"
-	body, _ := json.Marshal(map[string]string{"title": title})
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
-		if err != nil {
-			return "", err
-		}
-		req.Header.Set("Authorization", "Bearer "+b.token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := b.http.Do(req)
-		if err != nil {
-			return "", fmt.Errorf("create a planner session: %w", err)
-		}
-		raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		resp.Body.Close()
-		if err != nil {
-			return "", fmt.Errorf("create a planner session: %w", err)
-		}
-		if resp.StatusCode == http.StatusTooManyRequests {
-			secs, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-			if err := sleepUntil(ctx, time.Now().Add(time.Duration(max(secs, 1))*time.Second)); err != nil {
-				return "", err
-			}
-			continue
-		}
+	err := forEach(ctx, cfg.turns, restConcurrency, func(ctx context.Context, i int) error {
+		u := restBase(cfg.urls[i%len(cfg.urls)]) + "/api/v1/projects/" + url.PathEscape(cfg.project) + "/planner/sessions"
+		raw, err := b.rest(ctx, http.MethodPost, u, tokens[b.senderOfTurn(i)],
+			map[string]string{"title": fmt.Sprintf("bench %d", i)}, http.StatusCreated)
 		var s struct {
 			ID string `json:"id"`
 		}
-		if resp.StatusCode != http.StatusCreated || json.Unmarshal(raw, &s) != nil || s.ID == "" {
-			return "", fmt.Errorf("create a planner session at %s: %s: %s", u, resp.Status, bytes.TrimSpace(raw))
+		if err == nil && (json.Unmarshal(raw, &s) != nil || s.ID == "") {
+			err = fmt.Errorf("POST %s: no session id in %s", u, bytes.TrimSpace(raw))
 		}
-		return s.ID, nil
+		if err != nil {
+			return fmt.Errorf("create a planner session: %w", err)
+		}
+		ids[i] = s.ID
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return ids, nil
 }
 
 // connectReplicas opens --connections authenticated connections to each replica.
@@ -279,15 +249,8 @@ func (b *bench) connectReplicas(ctx context.Context) ([][]*client, error) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-				defer cancel()
 				idx := ri*cfg.connections + j
-				c, err := b.dialURL(cctx, idx, u)
-				if err == nil {
-					if _, err = c.authSubscribe(cctx, b.token, "", nil, nil); err != nil {
-						c.close()
-					}
-				}
+				c, err := b.dialAuth(ctx, idx, u, b.token)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -308,6 +271,21 @@ func (b *bench) connectReplicas(ctx context.Context) ([][]*client, error) {
 		return nil, firstErr
 	}
 	return conns, nil
+}
+
+// dialAuth opens connection idx to u and authenticates it with token, within a minute.
+func (b *bench) dialAuth(ctx context.Context, idx int, u, token string) (*client, error) {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	c, err := b.dialURL(ctx, idx, u)
+	if err != nil {
+		return nil, err
+	}
+	if _, err = c.authSubscribe(ctx, token, "", nil, nil); err != nil {
+		c.close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // senderOf is the replica that takes session i's send.
@@ -352,16 +330,15 @@ func (b *bench) watchAll(ctx context.Context, conns [][]*client, sessions []stri
 	return nil
 }
 
-// sendAll sends one message on every session at once, each on a connection of its sender
+// sendAll sends one message on every session at once, each by its sender on its sender
 // replica; it returns the sends answered, those that failed, and the time each took.
-func (b *bench) sendAll(ctx context.Context, conns [][]*client, sessions []string, runID string) (int, int, *histogram) {
-	nr := len(conns)
+func (b *bench) sendAll(ctx context.Context, senders [][]*client, sessions []string, runID string) (int, int, *histogram) {
+	nr := len(b.cfg.urls)
 	lat := &histogram{}
 	var ok, failed atomic.Int64
 	var wg sync.WaitGroup
 	for i, s := range sessions {
-		ri := senderOf(i, nr)
-		c := conns[ri][(i/nr)%len(conns[ri])]
+		c := senders[b.senderOfTurn(i)][senderOf(i, nr)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
