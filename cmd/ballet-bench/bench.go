@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,12 @@ type runOptions struct {
 	// seq); returning true drops it as if it had been lost, which proves
 	// that the checks catch a loss.
 	DropEvent func(conn int, seq int64) bool
+	// ModelListener, when set, is where the planner mode serves the model instead of
+	// --model-listen (tests start the gateway pointed at it first).
+	ModelListener net.Listener
+	// DropDelta, when set, sees every stamped delta a watcher reads (watcher index, delta
+	// number); returning true drops it, which proves that the checks catch a loss.
+	DropDelta func(watcher, n int) bool
 }
 
 // bench is the state of one run.
@@ -35,6 +42,9 @@ type bench struct {
 	// when the mode measures no per-event latency.
 	latCommits *commitLog
 	lat        histogram // commit → client, per delivered event
+
+	// watches are the planner mode's watchers; nil in the other modes.
+	watches *watchSet
 
 	pendingDropped atomic.Int64 // early events whose latency could not be kept
 	badFrames      atomic.Int64
@@ -344,14 +354,7 @@ func (d *deliveries) addTo(r *report) {
 
 // addLatency puts the commit → client latency into the report.
 func (b *bench) addLatency(r *report, early int64) {
-	h := &b.lat
-	r.add("latency_samples", h.count.Load(), "")
-	r.add("latency_p50_ms", h.quantile(0.50), "ms")
-	r.add("latency_p90_ms", h.quantile(0.90), "ms")
-	r.add("latency_p99_ms", h.quantile(0.99), "ms")
-	r.add("latency_p999_ms", h.quantile(0.999), "ms")
-	r.add("latency_max_ms", h.maxMs(), "ms")
-	r.add("latency_mean_ms", h.mean(), "ms")
+	addLatencies(r, &b.lat)
 	if early > 0 {
 		r.add("events_before_commit_returned", early, "")
 	}
@@ -359,6 +362,17 @@ func (b *bench) addLatency(r *report, early int64) {
 		r.add("latency_samples_dropped", n, "")
 	}
 	r.add("latency_method", "receive time minus the writer's COMMIT return time, one process clock", "")
+}
+
+// addLatencies puts the samples and percentiles of h into the report.
+func addLatencies(r *report, h *histogram) {
+	r.add("latency_samples", h.count.Load(), "")
+	r.add("latency_p50_ms", h.quantile(0.50), "ms")
+	r.add("latency_p90_ms", h.quantile(0.90), "ms")
+	r.add("latency_p99_ms", h.quantile(0.99), "ms")
+	r.add("latency_p999_ms", h.quantile(0.999), "ms")
+	r.add("latency_max_ms", h.maxMs(), "ms")
+	r.add("latency_mean_ms", h.mean(), "ms")
 }
 
 // addConnect puts the connection phase into the report.

@@ -70,9 +70,14 @@ func (e *rpcError) Error() string {
 	return fmt.Sprintf("%s: error %d: %s", e.method, e.e.Code, e.e.Message)
 }
 
-// dial opens a connection and starts its reader.
+// dial opens a connection to --url and starts its reader.
 func (b *bench) dial(ctx context.Context, idx int) (*client, error) {
-	ws, resp, err := websocket.Dial(ctx, b.cfg.url, &websocket.DialOptions{
+	return b.dialURL(ctx, idx, b.cfg.url)
+}
+
+// dialURL opens a connection to u and starts its reader.
+func (b *bench) dialURL(ctx context.Context, idx int, u string) (*client, error) {
+	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{
 		HTTPClient:   b.http,
 		Subprotocols: []string{b.cfg.codec.Name()},
 	})
@@ -80,11 +85,11 @@ func (b *bench) dial(ctx context.Context, idx int) (*client, error) {
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close()
 		}
-		return nil, fmt.Errorf("dial %s: %w", b.cfg.url, err)
+		return nil, fmt.Errorf("dial %s: %w", u, err)
 	}
 	if ws.Subprotocol() != b.cfg.codec.Name() {
 		ws.CloseNow()
-		return nil, fmt.Errorf("dial %s: the server did not accept subprotocol %s", b.cfg.url, b.cfg.codec.Name())
+		return nil, fmt.Errorf("dial %s: the server did not accept subprotocol %s", u, b.cfg.codec.Name())
 	}
 	ws.SetReadLimit(int64(1<<20 + 2*b.cfg.payloadBytes))
 	c := &client{
@@ -165,7 +170,14 @@ func (c *client) handle(fi *frameInfo) {
 			return
 		}
 		st.tr.event(fi.seq, nowNs(), c.b.latCommits, &c.b.lat, &c.b.pendingDropped)
+	case frameOutput:
+		if w := c.b.watches; w != nil {
+			w.output(fi, nowNs())
+		}
 	case frameClosed:
+		if w := c.b.watches; w != nil && w.closed(fi) {
+			return
+		}
 		st := c.sub.Load()
 		if st == nil || string(fi.sub) != st.id {
 			return

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -22,11 +24,13 @@ const (
 	modeReplay      = "replay"
 	modeReplayStorm = "replay-storm"
 	modeWriter      = "writer"
+	modePlanner     = "planner"
 )
 
 // config is a parsed command line.
 type config struct {
 	url           string
+	urls          []string // --url split at commas: the replicas (planner mode)
 	db            string
 	token         string
 	tokenCmd      string
@@ -57,6 +61,17 @@ type config struct {
 	cpuProfile    string
 	help          bool
 	version       bool // --version: print the build's version
+
+	// planner mode
+	modelListen      string
+	outputsPerSecond float64
+	turnSeconds      float64
+	turns            int
+	project          string
+	watchers         int
+	connections      int
+	subjects         int    // senders: turn i is sent by subject i mod subjects
+	subjectTokenURL  string // a sender's token: GET with {subject} replaced by its name
 }
 
 // usageError is a command-line mistake (exit status 2).
@@ -102,6 +117,15 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	fs.IntVar(&c.window, "window", 1000, "")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "")
 	fs.BoolVar(&c.version, "version", false, "")
+	fs.StringVar(&c.modelListen, "model-listen", "", "")
+	fs.Float64Var(&c.outputsPerSecond, "outputs-per-second", 25, "")
+	fs.Float64Var(&c.turnSeconds, "turn-seconds", 10, "")
+	fs.IntVar(&c.turns, "turns", 100, "")
+	fs.StringVar(&c.project, "project", "BENCH", "")
+	fs.IntVar(&c.watchers, "watchers", 2, "")
+	fs.IntVar(&c.connections, "connections", 4, "")
+	fs.IntVar(&c.subjects, "subjects", 0, "")
+	fs.StringVar(&c.subjectTokenURL, "subject-token-url", "", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			c.help = true
@@ -124,9 +148,16 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	if c.url == "" {
 		c.url = "ws://127.0.0.1:8080/rpc"
 	}
-	if u, err := url.Parse(c.url); err != nil || (u.Scheme != "ws" && u.Scheme != "wss" && u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, usageErr("--url %q: want ws://HOST:PORT/rpc", c.url)
+	c.urls = strings.Split(c.url, ",")
+	for _, s := range c.urls {
+		if u, err := url.Parse(s); err != nil || (u.Scheme != "ws" && u.Scheme != "wss" && u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, usageErr("--url %q: want ws://HOST:PORT/rpc", s)
+		}
 	}
+	if len(c.urls) > 1 && c.mode != modePlanner {
+		return nil, usageErr("--url: several replicas (URLs separated by commas) are for --mode planner")
+	}
+	c.url = c.urls[0]
 	if c.db == "" {
 		c.db = getenv("BALLET_DATABASE_URL")
 	}
@@ -149,8 +180,12 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 
 	switch c.mode {
 	case modeLive, modeSaturate, modeIdle, modeReplay, modeReplayStorm, modeWriter:
+	case modePlanner:
+		if err := c.checkPlanner(); err != nil {
+			return nil, err
+		}
 	default:
-		return nil, usageErr("--mode %q: want live, saturate, idle, replay, replay-storm or writer", c.mode)
+		return nil, usageErr("--mode %q: want live, saturate, idle, replay, replay-storm, writer or planner", c.mode)
 	}
 	if c.mode == modeSaturate && !set["batch"] {
 		c.batch = 200
@@ -184,11 +219,11 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	if c.connectRate < 0 || c.grace < 0 || c.settle < 0 || c.payloadBytes < 0 || c.serverPID < 0 || c.dbPID < 0 {
 		return nil, usageErr("--connect-rate, --grace, --settle, --payload-bytes, --server-pid and --db-pid must not be negative")
 	}
-	if c.dbPID != 0 {
+	if c.dbPID != 0 && c.mode != modePlanner {
 		c.dbCost = true
 	}
 	if c.dbCost && c.mode != modeLive {
-		return nil, usageErr("--db-cost and --db-pid measure the live mode")
+		return nil, usageErr("--db-cost measures the live mode, --db-pid the live and planner modes")
 	}
 	if c.payloadBytes > 512<<10 {
 		return nil, usageErr("--payload-bytes must be at most %d", 512<<10)
@@ -200,7 +235,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 		return nil, usageErr("replay mode uses one client (--subscribers 1)")
 	}
 
-	if c.mode != modeIdle && c.db == "" {
+	if c.mode != modeIdle && c.mode != modePlanner && c.db == "" {
 		return nil, usageErr("--mode %s writes events: give --db or set BALLET_DATABASE_URL", c.mode)
 	}
 	if c.mode != modeWriter {
@@ -223,12 +258,61 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	return c, nil
 }
 
+// checkPlanner checks the planner mode's flags.
+func (c *config) checkPlanner() error {
+	for _, p := range []struct {
+		name string
+		v    float64
+	}{
+		{"turns", float64(c.turns)}, {"watchers", float64(c.watchers)}, {"connections", float64(c.connections)},
+		{"outputs-per-second", c.outputsPerSecond}, {"turn-seconds", c.turnSeconds},
+	} {
+		if p.v <= 0 {
+			return usageErr("--%s must be positive", p.name)
+		}
+	}
+	if c.subjects == 0 {
+		c.subjects = c.turns
+	}
+	if c.subjects < 0 || c.subjects > c.turns {
+		return usageErr("--subjects must be between 1 and --turns (%d)", c.turns)
+	}
+	if c.subjectTokenURL != "" && !strings.Contains(c.subjectTokenURL, subjectPlaceholder) {
+		return usageErr("--subject-token-url %q: want a URL with %s where the subject goes", c.subjectTokenURL, subjectPlaceholder)
+	}
+	if c.subjects > 1 && c.subjectTokenURL == "" {
+		return usageErr("--subjects %d sends as that many people: give --subject-token-url (or --subjects 1 to send as the token's subject)", c.subjects)
+	}
+	if c.modelListen == "" {
+		return usageErr("--mode planner plays the model: give --model-listen ADDR (the replicas' BALLET_PLANNER_BASE_URL)")
+	}
+	if _, _, err := net.SplitHostPort(c.modelListen); err != nil {
+		return usageErr("--model-listen %q: want HOST:PORT", c.modelListen)
+	}
+	if c.project == "" {
+		return usageErr("--project must not be empty")
+	}
+	if n := c.deltasPerTurn(); n < 1 || n > 1_000_000 {
+		return usageErr("--outputs-per-second × --turn-seconds must be between 1 and 1000000, not %d", n)
+	}
+	// A connection watches a session once: each replica's watchers of one session need
+	// connections of their own.
+	if perReplica := (c.watchers + len(c.urls) - 2) / max(len(c.urls)-1, 1); len(c.urls) > 1 && perReplica > c.connections {
+		return usageErr("--watchers %d over %d other replicas needs --connections of at least %d", c.watchers, len(c.urls)-1, perReplica)
+	} else if len(c.urls) == 1 && c.watchers > c.connections {
+		return usageErr("--watchers %d on one replica needs --connections of at least %d", c.watchers, c.watchers)
+	}
+	return nil
+}
+
+// deltasPerTurn is the number of text deltas of each answer.
+func (c *config) deltasPerTurn() int { return int(math.Round(c.outputsPerSecond * c.turnSeconds)) }
+
 // params lists the run's settings for the report.
 func (c *config) params() []field {
-	fs := []field{
-		{"mode", c.mode, ""},
-		{"codec", codecLabel(c.codec), ""},
-		{"stream", c.streamName, ""},
+	fs := []field{{"mode", c.mode, ""}, {"codec", codecLabel(c.codec), ""}}
+	if c.mode != modePlanner {
+		fs = append(fs, field{"stream", c.streamName, ""})
 	}
 	switch c.mode {
 	case modeLive, modeSaturate:
@@ -252,6 +336,11 @@ func (c *config) params() []field {
 		fs = append(fs, field{"writers", c.writers, ""}, field{"batch", c.batch, "events/tx"},
 			field{"duration_s", c.duration.Seconds(), "s"}, field{"payload_bytes", c.payloadBytes, ""},
 			field{"explicit_tx", c.explicitTx, ""})
+	case modePlanner:
+		fs = append(fs, field{"replicas", len(c.urls), ""}, field{"turns", c.turns, ""},
+			field{"watchers_per_session", c.watchers, ""}, field{"connections_per_replica", c.connections, ""},
+			field{"subjects", c.subjects, ""}, field{"outputs_per_second", c.outputsPerSecond, "outputs/s"}, field{"turn_seconds", c.turnSeconds, "s"},
+			field{"project", c.project, ""})
 	}
 	if c.connectRate > 0 && c.mode != modeWriter {
 		fs = append(fs, field{"connect_rate_limit", c.connectRate, "conn/s"})

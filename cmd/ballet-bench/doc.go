@@ -8,11 +8,14 @@
 // as it can: deliveries/s), idle (N subscribed connections: server RSS per
 // connection), replay (one client replays --replay-events events --repeat
 // times), replay-storm (N clients reconnect at once with from_seq and catch
-// up), writer (batched writers only: events/s and commit order).
+// up), writer (batched writers only: events/s and commit order), planner (the
+// tool serves the model's stream for many planner turns at once and follows
+// every delta to each watcher: latency from the model's write, gaps,
+// duplicates, turns without done).
 //
 // Latency is receive time minus the time the writer's COMMIT returned,
 // both read from this process' monotonic clock. The benchmark creates
-// nothing on the server: the project and the subject's grant must exist
+// nothing on the server but the planner mode's sessions: the project and the subject's grant must exist
 // (ballet-gateway admin project-create BENCH Bench; admin grant BENCH
 // SUBJECT viewer). Writing needs the gateway's database (--db), so the
 // writing modes run against `serve`, not `dev`.

@@ -24,6 +24,7 @@ const (
 	frameClosed                     // stream.closed: sub and reason are set
 	frameResponse                   // a response: id, and err when it failed
 	frameHeartbeat                  // $/heartbeat from the server
+	frameOutput                     // planner.output: sub, turn, offset, outType and text are set
 )
 
 // frameInfo is what classify extracts from one frame.
@@ -35,6 +36,11 @@ type frameInfo struct {
 	id     int64
 	result []byte // raw result of a response, in the codec's format
 	err    *codec.Error
+	// planner.output
+	turn    string
+	offset  int64
+	outType string
+	text    string
 }
 
 var (
@@ -226,6 +232,18 @@ func slowClassify(c codec.Codec, frame []byte, fi *frameInfo) error {
 		fi.kind, fi.sub, fi.reason = frameClosed, []byte(p.Subscription), p.Reason
 	case protocol.Heartbeat:
 		fi.kind = frameHeartbeat
+	case protocol.PlannerOutput:
+		var p struct {
+			Subscription string `json:"subscription"`
+			Turn         string `json:"turn"`
+			Offset       int64  `json:"offset"`
+			Type         string `json:"type"`
+			Text         string `json:"text"`
+		}
+		if err := c.Unmarshal(m.Params, &p); err != nil {
+			return err
+		}
+		fi.kind, fi.sub, fi.turn, fi.offset, fi.outType, fi.text = frameOutput, []byte(p.Subscription), p.Turn, p.Offset, p.Type, p.Text
 	}
 	return nil
 }

@@ -44,9 +44,13 @@ modes (--mode):
   replay-storm  N clients disconnect, --storm-events are written, all reconnect at once
                 with from_seq: time until all caught up, gaps, duplicates
   writer        --writers batched writers at full speed: events/s, commit order check
+  planner       plays the model (--model-listen) for --turns planner sessions answered at
+                once: emit→watcher latency per delta, deliveries/s, gaps, duplicates,
+                turns whose done never came
 
 flags:
-  --url URL             the gateway's /rpc (default $BALLET_BENCH_URL or ws://127.0.0.1:8080/rpc)
+  --url URL             the gateway's /rpc (default $BALLET_BENCH_URL or ws://127.0.0.1:8080/rpc);
+                        planner: the replicas' /rpc, separated by commas
   --db URL              Postgres of the gateway, for the writer (default $BALLET_DATABASE_URL)
   --token TOKEN         access token (default $BALLET_TOKEN)
   --token-cmd CMD       shell command printing a token
@@ -68,21 +72,37 @@ flags:
                         the writer's own, per writer commit (waits 11 s before and after it
                         for PostgreSQL's statistics)
   --db-pid PID          live: also the CPU of that PostgreSQL server (PID of its postmaster, on
-                        this machine), per writer commit; implies --db-cost
+                        this machine), per writer commit; implies --db-cost. planner: its CPU
+                        per planner output
   --repeat K            replay: number of replays (default 50)
   --replay-events N     replay: events per replay (default 1000)
   --storm-events N      replay-storm: events written while disconnected (default 1000)
   --window N            saturate: most events the writer runs ahead of the slowest
                         subscriber (default 1000)
+  --model-listen ADDR   planner: serve the Anthropic Messages API there (the replicas'
+                        BALLET_PLANNER_BASE_URL is http://ADDR)
+  --turns N             planner: sessions, each answered once, all at once (default 100)
+  --outputs-per-second N  planner: text deltas a second of each answer (default 25)
+  --turn-seconds S      planner: how long each answer streams (default 10)
+  --watchers N          planner: watches of each session (default 2)
+  --connections N       planner: connections to each replica the watches share (default 4)
+  --project KEY         planner: the project of the sessions (default BENCH)
+  --subjects N          planner: the people sending, turn i by bench-(i mod N), each creating
+                        its sessions; the token's subject (an admin of --project) makes them
+                        members; the watches stay on the token (default --turns)
+  --subject-token-url URL  planner: GET a JSON {"token"} for each sender, {subject} replaced by
+                        its name, e.g. http://127.0.0.1:8080/dev/token?subject={subject}; without
+                        it, --subjects 1 sends as the token's subject
   --explicit-tx         write with BEGIN; INSERT; COMMIT instead of one INSERT statement
   --json                one JSON object per line instead of a table
   --cpuprofile FILE     write the load generator's own CPU profile (go tool pprof)
   --version             print the version of this build
   -h, --help            print this
 
-The benchmark creates nothing on the server: create the project and grant the
-token's subject at least viewer (ballet-gateway admin project-create BENCH Bench;
-ballet-gateway admin grant BENCH SUBJECT viewer).
+The benchmark creates nothing on the server but the planner mode's sessions and members:
+create the project and grant the token's subject at least viewer; for the planner
+mode admin, or member with --subjects 1 (ballet-gateway admin project-create BENCH
+Bench; ballet-gateway admin grant BENCH SUBJECT viewer).
 
 Exit status: 0 all checks passed, 1 a check failed or the run failed, 2 usage.
 `
@@ -142,7 +162,12 @@ func execute(ctx context.Context, cfg *config, o *runOptions, r *report) error {
 	b := &bench{cfg: cfg, opts: o, http: newHTTPClient(), start: time.Now()}
 	defer b.http.CloseIdleConnections()
 	if cfg.mode != modeWriter {
-		if err := checkFileLimit(cfg.subscribers); err != nil {
+		n := cfg.subscribers
+		if cfg.mode == modePlanner {
+			// And the model's streams.
+			n = len(cfg.urls)*cfg.connections + cfg.senderConnections() + cfg.turns + restConcurrency
+		}
+		if err := checkFileLimit(n); err != nil {
 			return err
 		}
 		tok, err := fetchToken(ctx, cfg)
@@ -151,7 +176,7 @@ func execute(ctx context.Context, cfg *config, o *runOptions, r *report) error {
 		}
 		b.token = tok
 	}
-	if cfg.mode != modeIdle {
+	if cfg.mode != modeIdle && cfg.mode != modePlanner {
 		pc, err := pgxpool.ParseConfig(cfg.db)
 		if err != nil {
 			return fmt.Errorf("--db: %w", err)
@@ -175,6 +200,8 @@ func execute(ctx context.Context, cfg *config, o *runOptions, r *report) error {
 		return b.runStorm(ctx, r)
 	case modeWriter:
 		return b.runWriter(ctx, r)
+	case modePlanner:
+		return b.runPlanner(ctx, r)
 	}
 	return nil
 }

@@ -23,7 +23,7 @@ func fetchToken(ctx context.Context, cfg *config) (string, error) {
 	case cfg.tokenCmd != "":
 		return runTokenCmd(ctx, cfg.tokenCmd)
 	case cfg.tokenURL != "":
-		return getTokenURL(ctx, cfg.tokenURL)
+		return getTokenURL(ctx, "--token-url", cfg.tokenURL)
 	}
 	return "", errors.New("no token")
 }
@@ -46,31 +46,31 @@ func runTokenCmd(ctx context.Context, cmd string) (string, error) {
 	return tok, nil
 }
 
-// getTokenURL GETs u and returns the "token" field of its JSON body.
-func getTokenURL(ctx context.Context, u string) (string, error) {
+// getTokenURL GETs u and returns the "token" field of its JSON body; flag names u's source.
+func getTokenURL(ctx context.Context, flag, u string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return "", fmt.Errorf("--token-url: %w", err)
+		return "", fmt.Errorf("%s: %w", flag, err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("--token-url: %w", err)
+		return "", fmt.Errorf("%s: %w", flag, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return "", fmt.Errorf("--token-url: %w", err)
+		return "", fmt.Errorf("%s: %w", flag, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("--token-url: %s: %s", resp.Status, strings.TrimSpace(string(body)))
+		return "", fmt.Errorf("%s: %s: %s", flag, resp.Status, strings.TrimSpace(string(body)))
 	}
 	var v struct {
 		Token string `json:"token"`
 	}
 	if err := json.Unmarshal(body, &v); err != nil || v.Token == "" {
-		return "", errors.New(`--token-url: the answer is not JSON with a "token" field`)
+		return "", fmt.Errorf(`%s: the answer is not JSON with a "token" field`, flag)
 	}
 	return v.Token, nil
 }
