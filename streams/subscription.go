@@ -120,6 +120,7 @@ type Subscription struct {
 	reason   string
 	last     int64 // highest seq sent (or covered by the replay)
 	replayed int   // events sent from the replay
+	source   string // where the replay read: ReplayMemory or ReplayDatabase; "" for none
 	buffer   []buffered
 	// queue counts the frames handed to out and not yet written, at most
 	// QueueLimit; closed with the subscription. out may write a frame, and
@@ -154,6 +155,20 @@ func (s *Subscription) Replayed() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.replayed
+}
+
+// Where a replay reads its events (Subscription.ReplaySource).
+const (
+	ReplayMemory   = "memory"   // the hub's recent events
+	ReplayDatabase = "database" // the log
+)
+
+// ReplaySource returns where the replay read its events, ReplayMemory or ReplayDatabase, or
+// "" when there was none.
+func (s *Subscription) ReplaySource() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.source
 }
 
 // Subscribe registers a subscription and, with FromSeq, replays the stream's
@@ -277,9 +292,14 @@ func (h *Hub) replay(ctx, qctx context.Context, log Log, sub *Subscription, req 
 	// head, read the log.
 	var err error
 	evs, ok := h.recent.read(req.Stream, from, head, req.ReplayLimit+1)
+	source := ReplayMemory
 	if !ok {
+		source = ReplayDatabase
 		evs, err = log.ReadStream(qctx, req.Stream, from, head, req.ReplayLimit+1)
 	}
+	sub.mu.Lock()
+	sub.source = source
+	sub.mu.Unlock()
 	if read != nil {
 		read(len(evs))
 	}
