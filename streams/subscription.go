@@ -118,8 +118,8 @@ type Subscription struct {
 	mu       sync.Mutex
 	state    subState
 	reason   string
-	last     int64 // highest seq sent (or covered by the replay)
-	replayed int   // events sent from the replay
+	last     int64  // highest seq sent (or covered by the replay)
+	replayed int    // events sent from the replay
 	source   string // where the replay read: ReplayMemory or ReplayDatabase; "" for none
 	buffer   []buffered
 	// queue counts the frames handed to out and not yet written, at most
