@@ -6,6 +6,7 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"net"
 	"net/http"
@@ -121,6 +122,8 @@ type metaParams struct {
 	Meta *traceMeta `json:"_meta"`
 }
 
+var metaKey = []byte("_meta")
+
 type traceMeta struct {
 	Traceparent string `json:"traceparent"`
 	Tracestate  string `json:"tracestate"`
@@ -148,7 +151,8 @@ func (m *traceMeta) Keys() []string { return []string{"traceparent", "tracestate
 // params._meta when valid; else, for auth, the upgrade's span; else none (a fresh root,
 // linked to the upgrade's span). Anything wrong in _meta is ignored.
 func (s *session) requestParent(ctx context.Context, req *rpc.Request) (context.Context, []trace.SpanStartOption) {
-	if c := s.conn.Codec(); req.Params != nil && !codec.IsArray(c, req.Params) {
+	// Params without the key are not decoded again (both codecs spell keys out).
+	if c := s.conn.Codec(); bytes.Contains(req.Params, metaKey) && !codec.IsArray(c, req.Params) {
 		var mp metaParams
 		if c.Unmarshal(req.Params, &mp) == nil && mp.Meta != nil {
 			if pctx := tracing.Propagator.Extract(ctx, mp.Meta); trace.SpanContextFromContext(pctx).IsValid() {

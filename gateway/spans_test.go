@@ -29,11 +29,16 @@ const (
 )
 
 // tracedEnv runs a gateway whose spans go to an OTLP receiver; flush exports what has ended.
-func tracedEnv(t *testing.T, o *gatewaytest.Options) (env *gatewaytest.Env, rcv *otlptest.Receiver, flush func()) {
+func tracedEnv(t testing.TB, o *gatewaytest.Options) (env *gatewaytest.Env, rcv *otlptest.Receiver, flush func()) {
+	return tracedEnvAt(t, o, 1)
+}
+
+// tracedEnvAt is tracedEnv sampling ratio of the traces the gateway starts.
+func tracedEnvAt(t testing.TB, o *gatewaytest.Options, ratio float64) (env *gatewaytest.Env, rcv *otlptest.Receiver, flush func()) {
 	t.Helper()
 	rcv = otlptest.NewReceiver(t)
 	tp, err := tracing.NewProvider(&tracing.Options{Endpoint: rcv.Endpoint(), ServiceName: "ballet-gateway",
-		Sampler: tracing.ParentBasedTraceIDRatio, Ratio: 1, BatchTimeout: 50 * time.Millisecond})
+		Sampler: tracing.ParentBasedTraceIDRatio, Ratio: ratio, BatchTimeout: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +51,7 @@ func tracedEnv(t *testing.T, o *gatewaytest.Options) (env *gatewaytest.Env, rcv 
 	return env, rcv, func() { forceFlush(t, tp) }
 }
 
-func forceFlush(t *testing.T, tp *sdktrace.TracerProvider) {
+func forceFlush(t testing.TB, tp *sdktrace.TracerProvider) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), spanWait)
 	defer cancel()

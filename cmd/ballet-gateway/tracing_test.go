@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"syscall"
@@ -200,5 +201,34 @@ func TestDevTraces(t *testing.T) {
 		if !strings.Contains(p.output(), w) {
 			t.Errorf("output lacks %q:\n%s", w, p.output())
 		}
+	}
+}
+
+// docs/configuration.md's OpenTelemetry table names exactly the OTEL_* variables read.
+func TestOTELVariablesDocumented(t *testing.T) {
+	b, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(b), "\n## OpenTelemetry\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	documented := map[string]bool{}
+	for _, line := range strings.Split(section, "\n") {
+		if cells := strings.Split(line, "|"); len(cells) > 2 {
+			for _, m := range backticked.FindAllStringSubmatch(cells[1], -1) {
+				if strings.HasPrefix(m[1], "OTEL_") {
+					documented[m[1]] = true
+				}
+			}
+		}
+	}
+	for _, name := range otelVariables {
+		if !documented[name] {
+			t.Errorf("%s is not in docs/configuration.md's OpenTelemetry table", name)
+		}
+		delete(documented, name)
+	}
+	for name := range documented {
+		t.Errorf("docs/configuration.md documents %s, which the configuration does not read", name)
 	}
 }

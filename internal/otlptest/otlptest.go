@@ -55,6 +55,8 @@ type Receiver struct {
 	mu       sync.Mutex
 	spans    []Span
 	requests int
+	received int           // spans received, kept or not
+	discard  bool          // count spans without keeping them (benchmarks)
 	changed  chan struct{} // closed and replaced when spans arrive
 }
 
@@ -99,13 +101,31 @@ func (r *Receiver) export(w http.ResponseWriter, req *http.Request) {
 	}
 	r.mu.Lock()
 	r.requests++
-	r.spans = append(r.spans, got...)
+	r.received += len(got)
+	if !r.discard {
+		r.spans = append(r.spans, got...)
+	}
 	close(r.changed)
 	r.changed = make(chan struct{})
 	r.mu.Unlock()
 	out, _ := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
 	w.Header().Set("Content-Type", "application/x-protobuf")
 	_, _ = w.Write(out)
+}
+
+// Discard makes the receiver count the spans it receives from now on without keeping them,
+// for a benchmark's long runs.
+func (r *Receiver) Discard() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.discard = true
+}
+
+// Received is how many spans the receiver has received, kept or not.
+func (r *Receiver) Received() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.received
 }
 
 // Spans returns the spans received so far.
