@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -279,5 +280,48 @@ func TestMetaIsNeverRefused(t *testing.T) {
 			k.notify("$/heartbeat", map[string]any{"_meta": meta})
 			k.mustCall("system.ping", map[string]any{"_meta": meta}, nil)
 		})
+	}
+}
+
+// With tracing on, the logs' trace_id is the span's, also where the caller sent none.
+func TestLogsCarryTheSpansTraceID(t *testing.T) {
+	var buf syncBuffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	env, rcv, flush := tracedEnv(t, &gatewaytest.Options{Tracker: true, Logger: logger})
+	env.Project(t, "WEB", "alice", "viewer")
+	k := login(t, env, codec.JSON, "alice")
+	req, _ := http.NewRequest(http.MethodGet, env.BaseURL+"/api/v1/projects/WEB/items", nil)
+	req.Header.Set("Authorization", "Bearer "+env.Token(t, "alice"))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	k.hangUp()
+	flush()
+	var rest, up string
+	for _, s := range rcv.Spans() {
+		switch s.Name {
+		case "GET /api/v1/projects/{project}/items":
+			rest = s.TraceID()
+		case "GET /rpc":
+			up = s.TraceID()
+		}
+	}
+	if rest == "" || up == "" {
+		t.Fatalf("spans %v", rcv.Spans())
+	}
+	eventually(t, "the connection is closed", func() bool { return strings.Contains(buf.String(), `"msg":"connection closed"`) })
+	out := buf.String()
+	if !strings.Contains(out, `"msg":"http request"`) || !strings.Contains(out, `"msg":"connection opened"`) {
+		t.Fatalf("no REST or connection line:\n%s", out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case strings.Contains(line, `"msg":"http request"`) && !strings.Contains(line, `"trace_id":"`+rest+`"`):
+			t.Errorf("REST line without its span's trace id %s: %s", rest, line)
+		case strings.Contains(line, `"msg":"connection opened"`) && !strings.Contains(line, `"trace_id":"`+up+`"`):
+			t.Errorf("connection line without its upgrade's trace id %s: %s", up, line)
+		}
 	}
 }
