@@ -117,10 +117,10 @@ type Subscription struct {
 	// mu guards the fields below but queue (atomic).
 	mu       sync.Mutex
 	state    subState
+	source   replaySource // where the replay read; in state's padding
 	reason   string
-	last     int64  // highest seq sent (or covered by the replay)
-	replayed int    // events sent from the replay
-	source   string // where the replay read: ReplayMemory or ReplayDatabase; "" for none
+	last     int64 // highest seq sent (or covered by the replay)
+	replayed int   // events sent from the replay
 	buffer   []buffered
 	// queue counts the frames handed to out and not yet written, at most
 	// QueueLimit; closed with the subscription. out may write a frame, and
@@ -163,12 +163,23 @@ const (
 	ReplayDatabase = "database" // the log
 )
 
+// replaySource is where a subscription's replay read: an index of replaySources.
+type replaySource uint8
+
+const (
+	noReplay replaySource = iota
+	fromMemory
+	fromDatabase
+)
+
+var replaySources = [...]string{noReplay: "", fromMemory: ReplayMemory, fromDatabase: ReplayDatabase}
+
 // ReplaySource returns where the replay read its events, ReplayMemory or ReplayDatabase, or
 // "" when there was none.
 func (s *Subscription) ReplaySource() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.source
+	return replaySources[s.source]
 }
 
 // Subscribe registers a subscription and, with FromSeq, replays the stream's
@@ -292,9 +303,9 @@ func (h *Hub) replay(ctx, qctx context.Context, log Log, sub *Subscription, req 
 	// head, read the log.
 	var err error
 	evs, ok := h.recent.read(req.Stream, from, head, req.ReplayLimit+1)
-	source := ReplayMemory
+	source := fromMemory
 	if !ok {
-		source = ReplayDatabase
+		source = fromDatabase
 		evs, err = log.ReadStream(qctx, req.Stream, from, head, req.ReplayLimit+1)
 	}
 	sub.mu.Lock()
