@@ -55,7 +55,8 @@ type Options struct {
 	// Attributes are more resource attributes (OTEL_RESOURCE_ATTRIBUTES); ServiceName,
 	// Version and InstanceID win over theirs.
 	Attributes map[string]string
-	// BatchTimeout is the longest a span waits before it is exported; zero means 5 s.
+	// BatchTimeout is the longest a span waits before it is exported; zero means the SDK's
+	// (OTEL_BSP_SCHEDULE_DELAY, else 5 s).
 	BatchTimeout time.Duration
 }
 
@@ -92,12 +93,12 @@ func NewProvider(o *Options) (*sdktrace.TracerProvider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tracing: the OTLP exporter: %w", err)
 	}
-	batch := o.BatchTimeout
-	if batch <= 0 {
-		batch = 5 * time.Second
+	var batch []sdktrace.BatchSpanProcessorOption
+	if o.BatchTimeout > 0 {
+		batch = append(batch, sdktrace.WithBatchTimeout(o.BatchTimeout))
 	}
 	return sdktrace.NewTracerProvider(
-		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(batch)),
+		sdktrace.WithBatcher(exp, batch...),
 		sdktrace.WithSampler(sampler),
 		sdktrace.WithResource(newResource(o)),
 	), nil
