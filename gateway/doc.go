@@ -9,7 +9,8 @@
 // handlers in authn.go, subscribe.go, presence.go and planner.go. Limits are in limits.go, the
 // client port's sockets counted in sockets.go; the sessions' WebSockets and
 // heartbeat timers are served by gateway/internal/wsnet (parked readers,
-// corked and direct writes).
+// corked and direct writes). With Options.TracerProvider, spans.go records a span for each REST
+// request, upgrade and JSON-RPC request, parented on the caller's trace context.
 //
 // Caveat: on Linux, idle connections hold no goroutine; elsewhere each
 // keeps a reader goroutine.

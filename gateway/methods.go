@@ -7,6 +7,8 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
@@ -56,6 +58,11 @@ var methods = map[string]method{
 func (s *session) Handle(ctx context.Context, req *rpc.Request) (result any, err error) {
 	label := methodLabel(req.Method)
 	s.srv.metrics.MessagesIn.WithLabelValues(label).Inc()
+	if s.srv.tracer != nil && !req.Notification {
+		var span trace.Span
+		ctx, span = s.startRequest(ctx, req)
+		defer func() { endRequest(span, err) }()
+	}
 	if !req.Notification {
 		start := time.Now()
 		defer func() {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/codec"
@@ -82,6 +83,9 @@ type Options struct {
 	// connection is its subject's, so that one authenticating while a sign-out is applied
 	// is closed too.
 	Revocations *auth.Revocations
+	// TracerProvider, when set, records a span for each REST request, /rpc upgrade and
+	// JSON-RPC request (docs/tracing.md); nil records none and reads nothing for them.
+	TracerProvider trace.TracerProvider
 }
 
 // ErrServerClosed is returned by Accepting calls after Shutdown.
@@ -105,6 +109,7 @@ type Server struct {
 	now      func() time.Time
 	restTime time.Duration
 	revs     *auth.Revocations // nil: none
+	tracer   trace.Tracer      // nil: no spans
 
 	ctx      context.Context // cancelled when Shutdown stops waiting for sessions
 	cancel   context.CancelFunc
@@ -138,6 +143,9 @@ func NewServer(o *Options) (*Server, error) {
 		metrics: o.Metrics, logger: o.Logger, ready: o.Ready, api: o.API, root: o.Root, now: o.Now, restTime: o.RESTTimeout,
 		revs:     o.Revocations,
 		sessions: make(map[*session]struct{}), upgrader: wsnet.NewUpgrader(o.WebSockets), workers: rpc.NewWorkers(),
+	}
+	if o.TracerProvider != nil {
+		s.tracer = o.TracerProvider.Tracer(tracerName)
 	}
 	if s.metrics == nil {
 		s.metrics = NewMetrics()
@@ -221,6 +229,19 @@ func (s *Server) AdminHandler() http.Handler {
 }
 
 func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
+	if s.tracer == nil {
+		s.upgrade(w, r)
+		return
+	}
+	// The session reads the upgrade's span from the request's context (session.init).
+	ctx, span := s.startHTTP(r)
+	uw := &upgradeWriter{statusWriter{ResponseWriter: w, status: http.StatusOK}}
+	s.upgrade(uw, r.WithContext(ctx))
+	endHTTP(span, r.Method, "/rpc", uw.status)
+}
+
+// upgrade serves GET /rpc: a refusal, or a WebSocket whose session it starts.
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	// A refused handshake's socket is closed after the answer, not kept alive.
 	w.Header().Set("Connection", "close")
 	if s.draining.Load() {
@@ -412,8 +433,8 @@ func newConnID() uint64 {
 }
 
 // accessLog bounds each REST request's time (RESTTimeout) and logs it with
-// its outcome and, when the request carries a W3C traceparent, its trace
-// id (a malformed header is ignored).
+// its outcome and its trace id: its span's when tracing is on, else the one
+// of its W3C traceparent, when it carries one (a malformed header is ignored).
 func (s *Server) accessLog(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -421,10 +442,16 @@ func (s *Server) accessLog(h http.Handler) http.Handler {
 		_ = rc.SetReadDeadline(start.Add(s.restTime))
 		_ = rc.SetWriteDeadline(start.Add(s.restTime))
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		h.ServeHTTP(sw, r)
+		var tid string
+		if s.tracer != nil {
+			tid = s.traced(h, sw, r)
+		} else {
+			h.ServeHTTP(sw, r)
+			tid = traceID(r.Header.Get("traceparent"))
+		}
 		attrs := []any{"method", r.Method, "path", r.URL.Path, "status", sw.status,
 			"duration_ms", float64(time.Since(start).Microseconds()) / 1000, "remote", r.RemoteAddr}
-		if tid := traceID(r.Header.Get("traceparent")); tid != "" {
+		if tid != "" {
 			attrs = append(attrs, "trace_id", tid)
 		}
 		s.logger.Info("http request", attrs...)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/codec"
@@ -34,7 +35,10 @@ type session struct {
 	conn  *rpc.Conn // its Codec is the session's
 	t     *wsnet.Transport
 	id    uint64 // random: connID
-	trace string // W3C trace id of the upgrade request, if any
+	trace string // the trace id of the upgrade's span, else of its W3C traceparent, if any
+	// upgrade is the upgrade's span, nil without tracing: auth requests are its children,
+	// and the other requests without trace context of their own link to it.
+	upgrade *trace.SpanContext
 
 	lastRecv atomic.Int64 // Unix ns of the last frame from the peer
 	// state is the session's lifecycle: written only by advance, under mu, and atomic so that
@@ -74,7 +78,11 @@ type clientSub struct {
 func (s *session) init(t *wsnet.Transport, c codec.Codec, r *http.Request, addr addrKey) {
 	srv := s.srv
 	s.t, s.id, s.addr = t, newConnID(), addr
-	s.trace = traceID(r.Header.Get("traceparent"))
+	if sc := trace.SpanContextFromContext(r.Context()); sc.IsValid() {
+		s.upgrade, s.trace = &sc, sc.TraceID().String()
+	} else {
+		s.trace = traceID(r.Header.Get("traceparent"))
+	}
 	t.Attach(s, c.Binary(), srv.cfg.ReadLimit)
 	s.conn = rpc.NewConn(t, c, &rpc.Options{
 		Handler:        s,

@@ -182,6 +182,7 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 	if sp.FromSeq != nil {
 		s.srv.metrics.ReplayEvents.Observe(float64(sub.Replayed()))
 	}
+	noteReplay(ctx, sp.Stream, sub)
 	return subscribeResult{Subscription: sp.Subscription, Seq: head}, nil
 }
 

@@ -31,6 +31,9 @@
 #   gogc100     GOGC=100: the runtime's default collector target
 #   nodirect    -tags nodirect: every frame goes through the connection's writer goroutine
 #   noparallel  -tags noparallel: a stream's subscribers are served on the dispatch's goroutine alone
+#   trace001    tracing on, OTEL_TRACES_SAMPLER_ARG=0.01 (parentbased_traceidratio), spans to a sink
+#   trace1      tracing on at 1: every request a span (the sink answers OTLP/HTTP and keeps nothing;
+#               it needs python3)
 #
 # Every run starts a fresh serve; each report line also gives the 1-minute
 # load average at its end, since other work on the machine moves the
@@ -43,7 +46,8 @@
 # Environment:
 #   PGURL      PostgreSQL server (default postgres://postgres@127.0.0.1:5432)
 #   RUNS       rounds; each runs every variant of each target once (default 2)
-#   PORT       serve's port; its admin port is PORT+1, dev's PORT+10 and PORT+11 (default 8080)
+#   PORT       serve's port; its admin port is PORT+1, dev's PORT+10 and PORT+11, the trace
+#              sink's PORT+20 (default 8080)
 #   IDLE_N     idle connections (default 9000); HOLD, how long idle runs hold them (default 90s)
 #   VARIANTS_IDLE  variant:codec pairs of idle and liveheap runs (default below)
 #   VARIANTS_LIVE  variant:codec pairs of latency and saturate runs (default below)
@@ -87,13 +91,14 @@ ADDR=127.0.0.1:$PORT
 ADMIN=127.0.0.1:$((PORT + 1))
 DEV=127.0.0.1:$((PORT + 10))
 DEV_ADMIN=127.0.0.1:$((PORT + 11))
+SINK=127.0.0.1:$((PORT + 20))
 CLK_TCK=$(getconf CLK_TCK)
-DEV_PID= SERVE_PID= SAMPLER_PID= BENCH_PID=
+DEV_PID= SERVE_PID= SAMPLER_PID= BENCH_PID= SINK_PID=
 
 log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
 
 cleanup() {
-	for pid in $BENCH_PID $SAMPLER_PID $SERVE_PID $DEV_PID; do
+	for pid in $BENCH_PID $SAMPLER_PID $SERVE_PID $DEV_PID $SINK_PID; do
 		kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
 	done
 	dropdb --if-exists --maintenance-db="$PGURL/postgres" "$DB" 2>/dev/null || true
@@ -104,7 +109,7 @@ trap 'exit 130' INT TERM
 # Variants: build tags and environment.
 tags_of() {
 	case $1 in
-	default | gogc100) echo "" ;;
+	default | gogc100 | trace001 | trace1) echo "" ;;
 	nopark | notimerheap | nodirect | noparallel) echo "$1" ;;
 	*)
 		echo "$0: unknown variant $1" >&2
@@ -115,6 +120,11 @@ tags_of() {
 env_of() {
 	case $1 in
 	gogc100) echo "GOGC=100" ;;
+	trace001 | trace1)
+		local ratio=1
+		[ "$1" = trace001 ] && ratio=0.01
+		echo "OTEL_EXPORTER_OTLP_ENDPOINT=http://$SINK OTEL_TRACES_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG=$ratio"
+		;;
 	*) echo "" ;;
 	esac
 }
@@ -158,6 +168,25 @@ curl -fs "$TOKEN_URL" >/dev/null || {
 	echo "$0: dev did not start (see $OUT/dev.log)" >&2
 	exit 1
 }
+
+# The trace variants' collector: answers every OTLP/HTTP export and keeps nothing.
+case " ${variants[*]} " in *" trace"*)
+	python3 -c '
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+' "${SINK#*:}" >"$OUT/sink.log" 2>&1 &
+	SINK_PID=$!
+	;;
+esac
 
 # serve_start VARIANT starts a fresh serve of that variant on $ADDR.
 serve_start() {

@@ -117,6 +117,7 @@ type Subscription struct {
 	// mu guards the fields below but queue (atomic).
 	mu       sync.Mutex
 	state    subState
+	source   replaySource // where the replay read; in state's padding
 	reason   string
 	last     int64 // highest seq sent (or covered by the replay)
 	replayed int   // events sent from the replay
@@ -154,6 +155,31 @@ func (s *Subscription) Replayed() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.replayed
+}
+
+// Where a replay reads its events (Subscription.ReplaySource).
+const (
+	ReplayMemory   = "memory"   // the hub's recent events
+	ReplayDatabase = "database" // the log
+)
+
+// replaySource is where a subscription's replay read: an index of replaySources.
+type replaySource uint8
+
+const (
+	noReplay replaySource = iota
+	fromMemory
+	fromDatabase
+)
+
+var replaySources = [...]string{noReplay: "", fromMemory: ReplayMemory, fromDatabase: ReplayDatabase}
+
+// ReplaySource returns where the replay read its events, ReplayMemory or ReplayDatabase, or
+// "" when there was none.
+func (s *Subscription) ReplaySource() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return replaySources[s.source]
 }
 
 // Subscribe registers a subscription and, with FromSeq, replays the stream's
@@ -277,9 +303,14 @@ func (h *Hub) replay(ctx, qctx context.Context, log Log, sub *Subscription, req 
 	// head, read the log.
 	var err error
 	evs, ok := h.recent.read(req.Stream, from, head, req.ReplayLimit+1)
+	source := fromMemory
 	if !ok {
+		source = fromDatabase
 		evs, err = log.ReadStream(qctx, req.Stream, from, head, req.ReplayLimit+1)
 	}
+	sub.mu.Lock()
+	sub.source = source
+	sub.mu.Unlock()
 	if read != nil {
 		read(len(evs))
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/gateway"
@@ -59,6 +60,8 @@ type app struct {
 	routes func(mux *http.ServeMux)
 	// clientLn, when set, is used instead of listening on cfg.addr.
 	clientLn net.Listener
+	// tracer, when set, records the server's spans (tracing is on).
+	tracer trace.TracerProvider
 	// started, when set, is called once both ports accept connections.
 	started func()
 }
@@ -129,7 +132,7 @@ func (a *app) run(ctx context.Context) error {
 	srv, err := gateway.NewServer(&gateway.Options{
 		Config: gw, Verifier: a.verifier, Log: a.store, Hub: hub, Roles: a.store,
 		Metrics: metrics, Logger: a.logger, API: a.api, Root: a.root, Items: a.items, Planner: a.planner,
-		PresenceStore: a.presence, Revocations: a.revs,
+		PresenceStore: a.presence, Revocations: a.revs, TracerProvider: a.tracer,
 		Ready: func(ctx context.Context) error {
 			if a.ready != nil {
 				return a.ready(ctx)

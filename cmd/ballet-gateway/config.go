@@ -11,6 +11,7 @@ import (
 
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/internal/httpapi"
+	"github.com/ballet/gateway/internal/tracing"
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/streams"
 	"github.com/ballet/gateway/tracker"
@@ -43,6 +44,10 @@ type config struct {
 	planner planner.Options
 	hub     streams.HubOptions  // RecentBytes (BALLET_RECENT_EVENTS_BYTES)
 	rest    httpapi.RateOptions // Rate (BALLET_REST_RATE): one budget per subject for every REST surface
+	// tracing is what the OTEL_* variables say (tracing.go); off unless they name an endpoint.
+	tracing tracing.Options
+	// replica names this process: service.instance.id of its spans, the planner's lease owner.
+	replica string
 }
 
 // maxPlannerMessageBytes is the ceiling of BALLET_MAX_PLANNER_MESSAGE_BYTES: a message
@@ -53,7 +58,7 @@ const maxPlannerMessageBytes = 1 << 20
 // BALLET_ADDR is not set. A bad value is an error naming the variable, never a silent
 // default, and every bad one is reported at once.
 func loadConfig(getenv func(string) string, addr string) (*config, error) {
-	c := &config{addr: addr, adminAddr: "127.0.0.1:8081", tailMaxLag: 5 * time.Second}
+	c := &config{addr: addr, adminAddr: "127.0.0.1:8081", tailMaxLag: 5 * time.Second, replica: newReplicaID()}
 	var errs []error
 	for _, s := range c.settings() {
 		if v := getenv(s.name); v != "" {
@@ -62,6 +67,9 @@ func loadConfig(getenv func(string) string, addr string) (*config, error) {
 			}
 		}
 	}
+	var terrs []error
+	c.tracing, terrs = readTracing(getenv)
+	errs = append(errs, terrs...)
 	if len(errs) > 0 {
 		return c, multiError(errs)
 	}

@@ -6,12 +6,15 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ballet/gateway/internal/tracing"
 	"github.com/ballet/gateway/streams/migrations"
 )
 
-// openPool connects to url, BALLET_DATABASE_URL.
-func openPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+// openPool connects to url, BALLET_DATABASE_URL; with tp, the queries run under a span are
+// traced.
+func openPool(ctx context.Context, url string, tp trace.TracerProvider) (*pgxpool.Pool, error) {
 	if url == "" {
 		return nil, &configError{Var: "BALLET_DATABASE_URL", Msg: "required: the Postgres connection string"}
 	}
@@ -19,6 +22,7 @@ func openPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, &configError{Var: "BALLET_DATABASE_URL", Msg: "not a valid Postgres connection string: " + redact(err.Error(), url)}
 	}
+	traceQueries(pc, tp)
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("connect to Postgres: %s", redact(err.Error(), url))
@@ -32,7 +36,7 @@ func openPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 
 // openTailPool connects to u, BALLET_TAIL_DATABASE_URL, the standby the log is read from; nil
 // when it is not set.
-func openTailPool(ctx context.Context, u string) (*pgxpool.Pool, error) {
+func openTailPool(ctx context.Context, u string, tp trace.TracerProvider) (*pgxpool.Pool, error) {
 	const name = "BALLET_TAIL_DATABASE_URL"
 	if u == "" {
 		return nil, nil
@@ -41,6 +45,7 @@ func openTailPool(ctx context.Context, u string) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, &configError{Var: name, Msg: "not a valid Postgres connection string: " + redactAs(err.Error(), u, name)}
 	}
+	traceQueries(pc, tp)
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("%s: connect to the standby: %s", name, redactAs(err.Error(), u, name))
@@ -58,7 +63,14 @@ func poolFromEnv(ctx context.Context, getenv func(string) string) (*pgxpool.Pool
 	if err != nil {
 		return nil, err
 	}
-	return openPool(ctx, cfg.databaseURL)
+	return openPool(ctx, cfg.databaseURL, nil)
+}
+
+// traceQueries makes pc's connections record the queries run under a span, when tp is set.
+func traceQueries(pc *pgxpool.Config, tp trace.TracerProvider) {
+	if tp != nil {
+		pc.ConnConfig.Tracer = tracing.NewQueryTracer(tp)
+	}
 }
 
 // redact keeps a connection string's password out of messages.

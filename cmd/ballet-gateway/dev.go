@@ -58,6 +58,11 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 			cfg.addr)
 	}
 
+	tr, err := startTracing(cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(tr, logger) // last: after the server's last spans
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return &configError{Var: "BALLET_ADDR", Value: cfg.addr, Msg: "cannot listen: " + err.Error()}
@@ -99,7 +104,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 	defer plannerSvc.Close()
 	a := &app{
 		cfg: cfg, logger: logger, store: store, verifier: verifier, revs: revs, clientLn: ln, items: svc, planner: plannerSvc,
-		closeWatches: plannerSvc.CloseWatches, root: web.Handler(), metrics: metrics,
+		closeWatches: plannerSvc.CloseWatches, root: web.Handler(), metrics: metrics, tracer: tr.Provider(),
 		api: apiMux(tracker.NewHandler(svc, verifier, restOpts),
 			operator.NewHandler(store, verifier, operator.Options{Revocations: revs, Admins: cfg.tracker.AdminSubjects}, restOpts),
 			planner.NewHandler(plannerSvc, verifier, restOpts)),

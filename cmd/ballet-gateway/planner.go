@@ -57,6 +57,7 @@ func (c *config) plannerOptions(logger *slog.Logger, metrics *gateway.Metrics) (
 	}
 	o := c.planner
 	o.Provider, o.Logger, o.Observer = model, logger, metrics.PlannerObserver(model.Name())
+	o.ReplicaID = c.replica
 	logger.Info("planner enabled", "provider", model.Name())
 	return &o, nil
 }

@@ -59,7 +59,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	if limit := applyMemoryLimit(getenv, cgroupMemoryFiles("/proc/self/cgroup")); limit > 0 {
 		logger.Info("memory limit from the cgroup's", "go_memory_limit_bytes", limit)
 	}
-	pool, err := openPool(ctx, cfg.databaseURL)
+	tr, err := startTracing(cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing(tr, logger) // last: after the server's last spans
+	pool, err := openPool(ctx, cfg.databaseURL, tr.Provider())
 	if err != nil {
 		return err
 	}
@@ -75,7 +80,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	} else if err := migrations.Check(ctx, pool); err != nil {
 		return err
 	}
-	tailPool, err := openTailPool(ctx, cfg.tailDatabaseURL)
+	tailPool, err := openTailPool(ctx, cfg.tailDatabaseURL, tr.Provider())
 	if err != nil {
 		return err
 	}
@@ -144,6 +149,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 			return tailReady(log.TailStatus(), cfg.tailMaxLag)
 		},
 		tailLag: func() time.Duration { return log.TailStatus().Lag },
+		tracer:  tr.Provider(),
 	}
 	if plannerSvc != nil {
 		a.planner, a.closeWatches = plannerSvc, plannerSvc.CloseWatches

@@ -22,6 +22,7 @@ import (
 	"github.com/ballet/gateway/gateway/internal/wsnet"
 	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/internal/pgstandby"
+	"github.com/ballet/gateway/internal/tracing"
 	"github.com/ballet/gateway/operator"
 	"github.com/ballet/gateway/planner"
 	plannermem "github.com/ballet/gateway/planner/memstore"
@@ -38,6 +39,7 @@ import (
 	"github.com/ballet/gateway/tracker/memstore"
 	"github.com/ballet/gateway/tracker/pgstore"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Audience is the audience of the test issuer's tokens.
@@ -104,6 +106,8 @@ type Options struct {
 	// Roles, when set, wraps the roles the server checks (the Store's), e.g. to change
 	// them at a chosen point of a request.
 	Roles func(gateway.Roles) gateway.Roles
+	// TracerProvider is the server's, and traces the Postgres pool's queries (Postgres).
+	TracerProvider trace.TracerProvider
 }
 
 // Env is a running gateway.
@@ -172,8 +176,14 @@ func Start(t testing.TB, o *Options) *Env {
 			if env.DatabaseURL == "" {
 				env.DatabaseURL = pgtest.URL(t)
 			}
-			var err error
-			if pool, err = pgxpool.New(ctx, env.DatabaseURL); err != nil {
+			pc, err := pgxpool.ParseConfig(env.DatabaseURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.TracerProvider != nil {
+				pc.ConnConfig.Tracer = tracing.NewQueryTracer(o.TracerProvider)
+			}
+			if pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(pool.Close)
@@ -292,7 +302,7 @@ func Start(t testing.TB, o *Options) *Env {
 	srv, err := gateway.NewServer(&gateway.Options{
 		Config: cfg, Verifier: verifier, Log: env.Store, Hub: env.Hub, Roles: roles, API: env.api, Items: items, Planner: plan,
 		Logger: quiet, Metrics: metrics, RESTTimeout: o.RESTTimeout, PresenceStore: presenceStore(env.Presence), WebSockets: o.WebSockets,
-		Revocations: env.Revocations,
+		Revocations: env.Revocations, TracerProvider: o.TracerProvider,
 	})
 	if err != nil {
 		t.Fatal(err)

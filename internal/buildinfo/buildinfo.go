@@ -16,14 +16,28 @@ func String(command, stamped string) string {
 	return format(command, stamped, info, runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH)
 }
 
+// Version is the build's version: stamped when set, else the module version the Go toolchain
+// recorded, else "devel".
+func Version(stamped string) string {
+	info, _ := debug.ReadBuildInfo()
+	return versionOf(stamped, info)
+}
+
+func versionOf(stamped string, info *debug.BuildInfo) string {
+	if stamped == "" && info != nil && info.Main.Version != "(devel)" {
+		stamped = info.Main.Version
+	}
+	if stamped == "" {
+		return "devel"
+	}
+	return stamped
+}
+
 // format is String's text from what the build recorded (info may be nil).
 func format(command, stamped string, info *debug.BuildInfo, goVersion string) string {
-	version := stamped
+	version := versionOf(stamped, info)
 	var commit []string
 	if info != nil {
-		if version == "" && info.Main.Version != "(devel)" {
-			version = info.Main.Version
-		}
 		var revision, at, modified string
 		for _, s := range info.Settings {
 			switch s.Key {
@@ -44,9 +58,6 @@ func format(command, stamped string, info *debug.BuildInfo, goVersion string) st
 				commit = append(commit, "modified")
 			}
 		}
-	}
-	if version == "" {
-		version = "devel"
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s", command, version)
