@@ -35,6 +35,7 @@ type session struct {
 	t     *wsnet.Transport
 	id    uint64 // random: connID
 	trace string // W3C trace id of the upgrade request, if any
+	since int64  // when the connection was upgraded, Unix ns (Connections)
 
 	lastRecv atomic.Int64 // Unix ns of the last frame from the peer
 	// state is the session's lifecycle: written only by advance, under mu, and atomic so that
@@ -73,7 +74,7 @@ type clientSub struct {
 // init sets up s, made with its server before the upgrade (which binds its ping hook).
 func (s *session) init(t *wsnet.Transport, c codec.Codec, r *http.Request, addr addrKey) {
 	srv := s.srv
-	s.t, s.id, s.addr = t, newConnID(), addr
+	s.t, s.id, s.addr, s.since = t, newConnID(), addr, time.Now().UnixNano()
 	s.trace = traceID(r.Header.Get("traceparent"))
 	t.Attach(s, c.Binary(), srv.cfg.ReadLimit)
 	s.conn = rpc.NewConn(t, c, &rpc.Options{

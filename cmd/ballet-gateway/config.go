@@ -11,6 +11,7 @@ import (
 
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/internal/httpapi"
+	"github.com/ballet/gateway/operator"
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/streams"
 	"github.com/ballet/gateway/tracker"
@@ -43,6 +44,8 @@ type config struct {
 	planner planner.Options
 	hub     streams.HubOptions  // RecentBytes (BALLET_RECENT_EVENTS_BYTES)
 	rest    httpapi.RateOptions // Rate (BALLET_REST_RATE): one budget per subject for every REST surface
+	// listings bound operators' connection listings (BALLET_ADMIN_MAX_LISTINGS).
+	listings operator.ListOptions
 }
 
 // maxPlannerMessageBytes is the ceiling of BALLET_MAX_PLANNER_MESSAGE_BYTES: a message
@@ -117,6 +120,8 @@ func (c *config) settings() []setting {
 		boolean("BALLET_DEV_ALLOW_REMOTE", &c.devAllowRemote,
 			"dev only: listen on an address beyond loopback (its token mint is open to all)").only(forDev),
 		list("BALLET_ADMIN_SUBJECTS", &t.AdminSubjects, "subjects that may create projects, grant roles, and sign out or block subjects"),
+		atLeast("BALLET_ADMIN_MAX_LISTINGS", &c.listings.MaxListings, 1,
+			"operators' connection listings a replica gathers, and answers, at once"),
 		list("BALLET_ALLOWED_ORIGINS", &g.AllowedOrigins, "browser Origin host patterns allowed on /rpc").
 			ifUnset("none: same origin only"),
 		duration("BALLET_AUTH_TIMEOUT", &g.AuthTimeout, "time from connect to the first auth"),

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -97,11 +99,18 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 	plannerSvc := planner.New(plannermem.New(store), svc, plannerOpts)
 	restOpts := cfg.restOptions(logger, metrics)
 	defer plannerSvc.Close()
+	// The one replica lists its own connections.
+	server, replica := &gateway.ServerRef{}, newReplicaID()
+	listOpts := cfg.listings
+	listOpts.Observe = metrics.ListingObserver()
 	a := &app{
+		server: server, replica: replica,
 		cfg: cfg, logger: logger, store: store, verifier: verifier, revs: revs, clientLn: ln, items: svc, planner: plannerSvc,
 		closeWatches: plannerSvc.CloseWatches, root: web.Handler(), metrics: metrics,
 		api: apiMux(tracker.NewHandler(svc, verifier, restOpts),
-			operator.NewHandler(store, verifier, operator.Options{Revocations: revs, Admins: cfg.tracker.AdminSubjects}, restOpts),
+			operator.NewHandler(store, verifier, operator.Options{
+				Revocations: revs, Admins: cfg.tracker.AdminSubjects, Connections: operator.NewLocal(replica, server, &listOpts),
+			}, restOpts),
 			planner.NewHandler(plannerSvc, verifier, restOpts)),
 		routes: func(mux *http.ServeMux) {
 			mux.Handle(devIssuer+"/", issuer)
@@ -261,4 +270,11 @@ func (l *lazyVerifier) Verify(ctx context.Context, token string) (*auth.Principa
 		return nil, errors.Join(auth.ErrInvalidToken, l.err)
 	}
 	return l.v.Verify(ctx, token)
+}
+
+// newReplicaID is a lone replica's id, random as a replica's in presence_replicas.
+func newReplicaID() string {
+	var b [12]byte
+	_, _ = crand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
