@@ -180,7 +180,7 @@ func (l *Lister) answer(id, subject string, limit int) {
 	if err != nil {
 		l.o.Observe(gateway.ListingFailed)
 		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) || pgErr.Code != "23503" { // foreign_key_violation: the asker gave up
+		if l.ctx.Err() == nil && (!errors.As(err, &pgErr) || pgErr.Code != "23503") { // foreign_key_violation: the asker gave up
 			l.o.Logger.Warn("connection listing: the answer could not be written", "listing", id, "err", err)
 		}
 		return
