@@ -4,9 +4,12 @@ package gateway
 
 import (
 	"cmp"
+	"encoding/json"
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/ballet/gateway/tracker"
 )
 
 // Connection is one authenticated /rpc connection of a replica, as an operator's listing
@@ -25,6 +28,16 @@ type Connection struct {
 	Subscriptions int       `json:"subscriptions"`
 	Watches       int       `json:"watches"`
 	ExpiresAt     time.Time `json:"expires_at"`
+}
+
+// MarshalJSON writes the times as the REST API does (tracker.TimeFormat).
+func (c Connection) MarshalJSON() ([]byte, error) {
+	type plain Connection
+	return json.Marshal(struct {
+		plain
+		ConnectedAt string `json:"connected_at"`
+		ExpiresAt   string `json:"expires_at"`
+	}{plain(c), tracker.FormatTime(c.ConnectedAt), tracker.FormatTime(c.ExpiresAt)})
 }
 
 // Connections returns at most limit of the replica's authenticated connections, of subject

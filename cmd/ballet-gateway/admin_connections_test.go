@@ -54,7 +54,7 @@ aaa      0000000000000100  "robot"        ci      json     2026-03-04T05:06:07Z 
 	}
 	conns, _ := doc["connections"].([]any)
 	first, _ := conns[0].(map[string]any)
-	if len(conns) != 2 || doc["truncated"] != true || first["connected_at"] != "2026-03-04T05:06:07Z" || first["client_id"] != nil ||
+	if len(conns) != 2 || doc["truncated"] != true || first["connected_at"] != "2026-03-04T05:06:07.000Z" || first["client_id"] != nil ||
 		first["remote_addr"] != "10.0.0.1:5000" || first["watches"] != 1.0 {
 		t.Fatalf("--json: %s", b.String())
 	}
