@@ -119,7 +119,7 @@ func (c *config) settings() []setting {
 			only(forServe).ifUnset("required"),
 		boolean("BALLET_DEV_ALLOW_REMOTE", &c.devAllowRemote,
 			"dev only: listen on an address beyond loopback (its token mint is open to all)").only(forDev),
-		list("BALLET_ADMIN_SUBJECTS", &t.AdminSubjects, "subjects that may create projects, grant roles, and sign out or block subjects"),
+		list("BALLET_ADMIN_SUBJECTS", &t.AdminSubjects, "subjects that may create projects, grant roles, sign out or block subjects, and list connections"),
 		atLeast("BALLET_ADMIN_MAX_LISTINGS", &c.listings.MaxListings, 1,
 			"operators' connection listings a replica gathers, and answers, at once"),
 		list("BALLET_ALLOWED_ORIGINS", &g.AllowedOrigins, "browser Origin host patterns allowed on /rpc").
