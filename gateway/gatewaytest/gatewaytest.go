@@ -243,7 +243,7 @@ func Start(t testing.TB, o *Options) *Env {
 	var items gateway.Items
 	var plan gateway.Planner
 	server := &gateway.ServerRef{}
-	env.Listings = listings(t, env, server, o.Listings, metrics)
+	env.Listings = listings(t, env, server, o.Listings, metrics, quiet)
 	if env.Tracker != nil {
 		items = env.Tracker
 		api := httpapi.Join(tracker.NewHandler(env.Tracker, verifier, restOpts),
@@ -325,7 +325,7 @@ func Start(t testing.TB, o *Options) *Env {
 }
 
 // listings is env's operator.Lister: the replicas on its database, or its own connections.
-func listings(t testing.TB, env *Env, server *gateway.ServerRef, o operator.ListOptions, m *gateway.Metrics) operator.Lister {
+func listings(t testing.TB, env *Env, server *gateway.ServerRef, o operator.ListOptions, m *gateway.Metrics, logger *slog.Logger) operator.Lister {
 	t.Helper()
 	o.Observe = m.ListingObserver()
 	if env.Presence == nil {
@@ -333,7 +333,7 @@ func listings(t testing.TB, env *Env, server *gateway.ServerRef, o operator.List
 		return operator.NewLocal(env.Replica, server, &o)
 	}
 	env.Replica = env.Presence.ID()
-	l, err := pglisting.Open(context.Background(), env.Pool, &pglisting.Options{ListOptions: o, Replica: env.Replica, Source: server})
+	l, err := pglisting.Open(context.Background(), env.Pool, &pglisting.Options{ListOptions: o, Replica: env.Replica, Source: server, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
