@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ballet/gateway/client"
 	"github.com/ballet/gateway/gateway/gatewaytest"
 	"github.com/ballet/gateway/planner/provider"
 )
@@ -256,6 +257,7 @@ func TestOpenAPIResponses(t *testing.T) {
 		session  = "/api/v1/planner/sessions/{session}"
 		signOut  = "/api/v1/admin/subjects/{subject}/sign-out"
 		block    = "/api/v1/admin/subjects/{subject}/block"
+		conns    = "/api/v1/admin/connections"
 	)
 	call(projects, "POST", projects, root, `{"key":"WEB","name":"Web site"}`)
 	call(projects, "POST", projects, root, `{"key":"WEB","name":"Again"}`)          // 409
@@ -315,7 +317,21 @@ func TestOpenAPIResponses(t *testing.T) {
 	call(block, "PUT", "/api/v1/admin/subjects/root/block", root, "")                         // 409
 	call(block, "PUT", "/api/v1/admin/subjects/"+strings.Repeat("b", 256)+"/block", root, "") // 422
 	call(block, "DELETE", "/api/v1/admin/subjects/bob/block", root, "")
-	for range 31 { // the sessions of one person a minute, and one more: 429
+	rpc, err := client.Dial(context.Background(), env.URL, &client.Options{Token: client.StaticToken(alice)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rpc.Close()
+	var listing struct{ Connections []struct{ Subject, Codec string } }
+	if err := json.NewDecoder(call(conns, "GET", conns, root, "").Body).Decode(&listing); err != nil ||
+		len(listing.Connections) != 1 || listing.Connections[0].Subject != "alice" || listing.Connections[0].Codec != "msgpack" {
+		t.Fatalf("the listing of alice's connection: %+v, %v", listing, err)
+	}
+	call(conns, "GET", conns+"?subject=alice&limit=1", root, "")
+	call(conns, "GET", conns, alice, "")                                     // 403
+	call(conns, "GET", conns+"?limit=10001", root, "")                       // 400
+	call(conns, "GET", conns+"?subject="+strings.Repeat("a", 256), root, "") // 422
+	for range 31 {                                                           // the sessions of one person a minute, and one more: 429
 		call(sessions, "POST", "/api/v1/projects/WEB/planner/sessions", root, "")
 	}
 	call("/healthz", "GET", "/healthz", "", "")

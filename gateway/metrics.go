@@ -39,6 +39,7 @@ type Metrics struct {
 	TailMaxLag       prometheus.Gauge       // BALLET_TAIL_MAX_LAG in seconds, as the command applies it
 	OperatorActions  *prometheus.CounterVec // sign-outs, blocks and unblocks applied from the log, by action
 	OperatorCloses   prometheus.Counter     // connections closed by an operator's sign-out or block
+	AdminListings    *prometheus.CounterVec // operators' connection listings, by outcome (Listing*)
 
 	Planner *planner.Metrics // fed through PlannerObserver
 }
@@ -109,12 +110,14 @@ func NewMetrics() *Metrics {
 			Help: "Operators' actions on subjects this replica applied from the log, by action (sign_out, block, unblock)."}, []string{"action"}),
 		OperatorCloses: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "operator_closes_total",
 			Help: "Connections closed with 4001 because an operator signed out or blocked their subject."}),
+		AdminListings: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "admin_listings_total",
+			Help: "Operators' connection listings, by outcome (asked, refused, answered, busy, failed)."}, []string{"outcome"}),
 	}
 	r.MustRegister(m.Connections, m.Connects, m.Closes, m.AuthFailures, m.MessagesIn, m.MessagesOut,
 		m.Requests, m.RequestDuration, m.Subscriptions, m.EventsDelivered, m.LaggingCloses, m.ServerCloses,
 		m.ReplayEvents, m.DeliveryLatency, m.TailerPosition, m.TailerDispatched, m.LimitRejections,
 		m.Sockets, m.SocketsEvicted, m.PresenceMembers, m.PresenceChanges, m.TailMaxLag,
-		m.OperatorActions, m.OperatorCloses)
+		m.OperatorActions, m.OperatorCloses, m.AdminListings)
 	m.Planner = planner.NewMetrics(ns, func(limit string) { m.LimitRejections.WithLabelValues(limit).Inc() })
 	r.MustRegister(m.Planner.Collectors()...)
 	for _, c := range []string{"msgpack", "json"} {
@@ -129,6 +132,9 @@ func NewMetrics() *Metrics {
 	}
 	for _, a := range actionLabels {
 		m.OperatorActions.WithLabelValues(a)
+	}
+	for _, o := range listingLabels {
+		m.AdminListings.WithLabelValues(o)
 	}
 	for _, k := range []string{"project", "item", "planner"} {
 		m.Subscriptions.WithLabelValues(k)

@@ -39,6 +39,7 @@ type session struct {
 	// upgrade is the upgrade's span, nil without tracing: auth requests are its children,
 	// and the other requests without trace context of their own link to it.
 	upgrade *trace.SpanContext
+	since   int64 // when the connection was upgraded, Unix ns (Connections)
 
 	lastRecv atomic.Int64 // Unix ns of the last frame from the peer
 	// state is the session's lifecycle: written only by advance, under mu, and atomic so that
@@ -77,7 +78,7 @@ type clientSub struct {
 // init sets up s, made with its server before the upgrade (which binds its ping hook).
 func (s *session) init(t *wsnet.Transport, c codec.Codec, r *http.Request, addr addrKey) {
 	srv := s.srv
-	s.t, s.id, s.addr = t, newConnID(), addr
+	s.t, s.id, s.addr, s.since = t, newConnID(), addr, time.Now().UnixNano()
 	if sc := trace.SpanContextFromContext(r.Context()); sc.IsValid() {
 		s.upgrade, s.trace = &sc, sc.TraceID().String()
 	} else {

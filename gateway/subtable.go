@@ -105,3 +105,22 @@ func (t *subTable) all() []subEntry {
 	}
 	return append(out, t.few...)
 }
+
+// count returns how many entries are of kind.
+func (t *subTable) count(kind string) int {
+	n := 0
+	if t.many != nil {
+		for _, cs := range t.many {
+			if cs.kind == kind {
+				n++
+			}
+		}
+		return n
+	}
+	for _, e := range t.few {
+		if e.cs.kind == kind {
+			n++
+		}
+	}
+	return n
+}

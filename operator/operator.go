@@ -3,16 +3,19 @@
 //	POST   /api/v1/admin/subjects/{subject}/sign-out   refuse its tokens issued until now
 //	PUT    /api/v1/admin/subjects/{subject}/block      refuse all its tokens
 //	DELETE /api/v1/admin/subjects/{subject}/block      accept them again
+//	GET    /api/v1/admin/connections                   every live replica's connections
 //
 // Each answers 204 once the change and its event (subject.signed_out, subject.blocked,
 // subject.unblocked) are in the store; every gateway applies the event as its tailer reads
-// it, closing the subject's connections. Only the subjects of Options.Admins
+// it, closing the subject's connections. The listing of connections asks every live replica
+// and waits ListWait for their answers (Options.Connections). Only the subjects of Options.Admins
 // (BALLET_ADMIN_SUBJECTS) may call them: others get 403, a request without a valid token 401.
 package operator
 
 import (
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/internal/httpapi"
@@ -27,12 +30,15 @@ type Options struct {
 	// applied to them before the answer, so that it holds on this replica once answered, and
 	// on the others as soon as they read its event.
 	Revocations *auth.Revocations
+	// Connections lists the connections of every live replica; without it the listing is
+	// not served.
+	Connections Lister
 }
 
 // NewHandler returns the API, an *httpapi.Router to Join beside the others. v should refuse
 // what the gateway refuses (auth.Revocations.Verifier): a blocked administrator is refused.
 func NewHandler(store streams.SubjectStore, v httpapi.TokenVerifier, o Options, opts *httpapi.HandlerOptions) *httpapi.Router {
-	h := &handler{store: store, revs: o.Revocations, admins: map[string]bool{}}
+	h := &handler{store: store, revs: o.Revocations, conns: o.Connections, admins: map[string]bool{}}
 	for _, a := range o.Admins {
 		if a != "" {
 			h.admins[a] = true
@@ -43,6 +49,9 @@ func NewHandler(store streams.SubjectStore, v httpapi.TokenVerifier, o Options, 
 			if errors.Is(err, streams.ErrInvalid) {
 				return http.StatusUnprocessableEntity, "the subject must be UTF-8 text without NUL, at most 255 bytes"
 			}
+			if errors.Is(err, ErrBusy) {
+				return http.StatusTooManyRequests, err.Error()
+			}
 			return http.StatusInternalServerError, ""
 		}}, opts)
 	route := func(ms httpapi.Methods[*auth.Principal]) http.Handler {
@@ -51,12 +60,16 @@ func NewHandler(store streams.SubjectStore, v httpapi.TokenVerifier, o Options, 
 	mux := api.NewRouter()
 	mux.Handle("/api/v1/admin/subjects/{subject}/sign-out", route(httpapi.Methods[*auth.Principal]{"POST": h.signOut}))
 	mux.Handle("/api/v1/admin/subjects/{subject}/block", route(httpapi.Methods[*auth.Principal]{"PUT": h.block, "DELETE": h.unblock}))
+	if h.conns != nil {
+		mux.Handle("/api/v1/admin/connections", route(httpapi.Methods[*auth.Principal]{"GET": h.connections}))
+	}
 	return mux
 }
 
 type handler struct {
 	store  streams.SubjectStore
 	revs   *auth.Revocations
+	conns  Lister
 	admins map[string]bool
 }
 
@@ -73,11 +86,44 @@ func (h *handler) subject(r *http.Request, p *auth.Principal) (string, error) {
 	if !h.admins[p.Subject] {
 		return "", httpapi.Errorf(http.StatusForbidden, "only the subjects of BALLET_ADMIN_SUBJECTS may sign subjects out or block them")
 	}
-	s := r.PathValue("subject")
+	return checkSubject(r.PathValue("subject"), p)
+}
+
+// checkSubject is s, once it is known to be a subject (streams.ErrInvalid otherwise).
+func checkSubject(s string, p *auth.Principal) (string, error) {
 	if err := streams.CheckSubjectChange(streams.EventSubjectSignedOut, s, actorKind(p), p.Subject); err != nil {
 		return "", err
 	}
 	return s, nil
+}
+
+// connections answers the listing of the live replicas' connections, of the query's subject
+// only when it names one, at most its limit.
+func (h *handler) connections(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
+	if !h.admins[p.Subject] {
+		return httpapi.Errorf(http.StatusForbidden, "only the subjects of BALLET_ADMIN_SUBJECTS may list connections")
+	}
+	q := r.URL.Query()
+	var subject string
+	if q.Has("subject") {
+		var err error
+		if subject, err = checkSubject(q.Get("subject"), p); err != nil {
+			return err
+		}
+	}
+	limit := DefaultListLimit
+	if q.Has("limit") {
+		n, err := strconv.Atoi(q.Get("limit"))
+		if err != nil || n < 1 || n > MaxListLimit {
+			return httpapi.Errorf(http.StatusBadRequest, "limit: want an integer from 1 to %d", MaxListLimit)
+		}
+		limit = n
+	}
+	l, err := h.conns.List(r.Context(), subject, limit)
+	if err != nil {
+		return err
+	}
+	return httpapi.WriteJSON(w, http.StatusOK, l)
 }
 
 func (h *handler) signOut(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/streams"
-	"github.com/ballet/gateway/streams/migrations"
 	"github.com/ballet/gateway/streams/pglog"
 )
 
@@ -20,6 +19,9 @@ const (
 func admin(ctx context.Context, args []string, getenv func(string) string) error {
 	if len(args) == 0 {
 		return badUsage("admin", "admin needs a subcommand")
+	}
+	if args[0] == "connections" {
+		return adminConnections(ctx, args[1:], getenv)
 	}
 	want := map[string]int{"project-create": 2, "grant": 3, "revoke": 2, "sign-out": 1, "block": 1, "unblock": 1}
 	n, ok := want[args[0]]
@@ -38,14 +40,11 @@ func admin(ctx context.Context, args []string, getenv func(string) string) error
 			return badUsage("admin grant", "role %q: want viewer, member or admin", args[3])
 		}
 	}
-	pool, err := poolFromEnv(ctx, getenv)
+	pool, err := adminPool(ctx, getenv)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if err := migrations.Check(ctx, pool); err != nil {
-		return err
-	}
 	log, err := pglog.Open(ctx, pool, nil)
 	if err != nil {
 		return err

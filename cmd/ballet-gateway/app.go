@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,6 +63,11 @@ type app struct {
 	tracer trace.TracerProvider
 	// started, when set, is called once both ports accept connections.
 	started func()
+	// server is the gateway once run made it: the operators' listing of connections (in
+	// api) reads it. Default: a new one.
+	server *gateway.ServerRef
+	// replica is this process's id (config.replica): in listings, presence_replicas, spans.
+	replica string
 }
 
 func (a *app) run(ctx context.Context) error {
@@ -75,7 +79,10 @@ func (a *app) run(ctx context.Context) error {
 		a.revs = auth.NewRevocations()
 	}
 	hubOpts := a.cfg.hub
-	var server atomic.Pointer[gateway.Server] // nil until it exists: no connection to close
+	if a.server == nil {
+		a.server = &gateway.ServerRef{}
+	}
+	server := a.server // nil until it exists: no connection to close
 	hubOpts.OnEvent = func(ev *streams.Event) {
 		metrics.DeliveryLatency.Observe(time.Since(ev.OccurredAt).Seconds())
 		gateway.ApplySubjectEvent(a.revs, metrics, server.Load(), ev)
@@ -177,7 +184,7 @@ func (a *app) run(ctx context.Context) error {
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- client.Serve(srv.Listener(clientLn)) }()
 	go func() { serveErr <- adminSrv.Serve(adminLn) }()
-	a.logger.Info("listening", "addr", clientLn.Addr().String(), "admin_addr", adminLn.Addr().String())
+	a.logger.Info("listening", "addr", clientLn.Addr().String(), "admin_addr", adminLn.Addr().String(), "replica", a.replica)
 	if a.started != nil {
 		a.started()
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/internal/tracing"
+	"github.com/ballet/gateway/operator"
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/streams"
 	"github.com/ballet/gateway/tracker"
@@ -48,6 +49,8 @@ type config struct {
 	tracing tracing.Options
 	// replica names this process: service.instance.id of its spans, the planner's lease owner.
 	replica string
+	// listings bound operators' connection listings (BALLET_ADMIN_MAX_LISTINGS).
+	listings operator.ListOptions
 }
 
 // maxPlannerMessageBytes is the ceiling of BALLET_MAX_PLANNER_MESSAGE_BYTES: a message
@@ -124,7 +127,9 @@ func (c *config) settings() []setting {
 			only(forServe).ifUnset("required"),
 		boolean("BALLET_DEV_ALLOW_REMOTE", &c.devAllowRemote,
 			"dev only: listen on an address beyond loopback (its token mint is open to all)").only(forDev),
-		list("BALLET_ADMIN_SUBJECTS", &t.AdminSubjects, "subjects that may create projects, grant roles, and sign out or block subjects"),
+		list("BALLET_ADMIN_SUBJECTS", &t.AdminSubjects, "subjects that may create projects, grant roles, sign out or block subjects, and list connections"),
+		atLeast("BALLET_ADMIN_MAX_LISTINGS", &c.listings.MaxListings, 1,
+			"operators' connection listings a replica gathers, and answers, at once"),
 		list("BALLET_ALLOWED_ORIGINS", &g.AllowedOrigins, "browser Origin host patterns allowed on /rpc").
 			ifUnset("none: same origin only"),
 		duration("BALLET_AUTH_TIMEOUT", &g.AuthTimeout, "time from connect to the first auth"),

@@ -73,6 +73,20 @@ func traceQueries(pc *pgxpool.Config, tp trace.TracerProvider) {
 	}
 }
 
+// adminPool is poolFromEnv's pool, once its schema is known to be current: the admin
+// commands'.
+func adminPool(ctx context.Context, getenv func(string) string) (*pgxpool.Pool, error) {
+	pool, err := poolFromEnv(ctx, getenv)
+	if err != nil {
+		return nil, err
+	}
+	if err := migrations.Check(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
 // redact keeps a connection string's password out of messages.
 func redact(msg, url string) string { return redactAs(msg, url, "BALLET_DATABASE_URL") }
 

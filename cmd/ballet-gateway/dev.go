@@ -102,11 +102,18 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 	plannerSvc := planner.New(plannermem.New(store), svc, plannerOpts)
 	restOpts := cfg.restOptions(logger, metrics)
 	defer plannerSvc.Close()
+	// The one replica lists its own connections.
+	server, replica := &gateway.ServerRef{}, cfg.replica
+	listOpts := cfg.listings
+	listOpts.Observe = metrics.ListingObserver()
 	a := &app{
+		server: server, replica: replica,
 		cfg: cfg, logger: logger, store: store, verifier: verifier, revs: revs, clientLn: ln, items: svc, planner: plannerSvc,
 		closeWatches: plannerSvc.CloseWatches, root: web.Handler(), metrics: metrics, tracer: tr.Provider(),
 		api: apiMux(tracker.NewHandler(svc, verifier, restOpts),
-			operator.NewHandler(store, verifier, operator.Options{Revocations: revs, Admins: cfg.tracker.AdminSubjects}, restOpts),
+			operator.NewHandler(store, verifier, operator.Options{
+				Revocations: revs, Admins: cfg.tracker.AdminSubjects, Connections: operator.NewLocal(replica, server, &listOpts),
+			}, restOpts),
 			planner.NewHandler(plannerSvc, verifier, restOpts)),
 		routes: func(mux *http.ServeMux) {
 			mux.Handle(devIssuer+"/", issuer)
@@ -267,3 +274,4 @@ func (l *lazyVerifier) Verify(ctx context.Context, token string) (*auth.Principa
 	}
 	return l.v.Verify(ctx, token)
 }
+

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ballet/gateway/operator"
 	"github.com/ballet/gateway/presence"
 	"github.com/ballet/gateway/streams"
 	"github.com/ballet/gateway/tracker"
@@ -23,6 +24,7 @@ const usage = `usage:
   ballet-gateway admin grant KEY SUBJECT ROLE      (roles: viewer, member, admin)
   ballet-gateway admin revoke KEY SUBJECT
   ballet-gateway admin sign-out SUBJECT | block SUBJECT | unblock SUBJECT
+  ballet-gateway admin connections [SUBJECT] [--json]
   ballet-gateway version             the version of this build
 
 Run 'ballet-gateway COMMAND --help' for a command's settings and their defaults.
@@ -56,6 +58,7 @@ Applies the embedded database migrations. Safe when several replicas run it at o
   ballet-gateway admin sign-out SUBJECT          refuse SUBJECT's tokens issued until now
   ballet-gateway admin block SUBJECT             refuse all of SUBJECT's tokens
   ballet-gateway admin unblock SUBJECT           accept SUBJECT's tokens again
+  ballet-gateway admin connections [SUBJECT]     list the connections of every live replica
 `,
 	"admin project-create": `usage: ballet-gateway admin project-create KEY NAME
 
@@ -80,6 +83,12 @@ connections close with 4001 on every replica. Tokens issued later work.
 Blocks SUBJECT: every token of it is refused, and its connections close with 4001 on every
 replica, until admin unblock.
 `,
+	"admin connections": fmt.Sprintf(`usage: ballet-gateway admin connections [SUBJECT] [--json]
+
+Lists the connections of every live replica (of SUBJECT only, when given), at most %d: each
+replica answers through the database within %s, or is listed as not answering. A table, or
+with --json the document GET /api/v1/admin/connections answers.
+`, operator.DefaultListLimit, operator.ListWait),
 	"admin unblock": `usage: ballet-gateway admin unblock SUBJECT
 
 Ends a block of SUBJECT: its tokens are accepted again, except those a sign-out refuses.
@@ -199,4 +208,5 @@ func (c *config) applyDefaults() {
 	c.gateway.PresenceMaxMembers = cmp.Or(c.gateway.PresenceMaxMembers, presence.DefaultMaxMembers)
 	c.hub.RecentBytes = cmp.Or(c.hub.RecentBytes, streams.DefaultRecentBytes)
 	c.rest = c.rest.WithDefaults()
+	c.listings.MaxListings = c.listings.WithDefaults().MaxListings
 }

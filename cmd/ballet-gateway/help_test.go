@@ -47,6 +47,9 @@ func TestHelp(t *testing.T) {
 		{[]string{"admin", "project-create", "-h"}, "usage: ballet-gateway admin project-create KEY NAME"},
 		{[]string{"admin", "revoke", "--help"}, "usage: ballet-gateway admin revoke KEY SUBJECT"},
 		{[]string{"help", "admin", "grant"}, "usage: ballet-gateway admin grant"},
+		{[]string{"admin", "connections", "--help"}, "usage: ballet-gateway admin connections [SUBJECT] [--json]"},
+		{[]string{"admin", "--help"}, "admin connections [SUBJECT]"},
+		{[]string{"--help"}, "admin connections [SUBJECT] [--json]"},
 	} {
 		code, out, errOut := runBinary(t, nil, tc.args...)
 		if code != 0 || !strings.Contains(out, tc.want) || errOut != "" {
@@ -62,6 +65,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"serve", "--bogus"}, "usage: ballet-gateway serve"},
 		{[]string{"dev", "extra"}, "usage: ballet-gateway dev"},
 		{[]string{"admin", "revoke", "WEB"}, "usage: ballet-gateway admin revoke KEY SUBJECT"},
+		{[]string{"admin", "connections", "alice", "bob"}, "usage: ballet-gateway admin connections"},
+		{[]string{"admin", "connections", "--yaml"}, "unknown flag --yaml"},
 		{[]string{"version", "extra"}, "version takes no arguments"},
 	} {
 		code, out, errOut := runBinary(t, nil, tc.args...)

@@ -10,6 +10,8 @@
 //	ballet-gateway admin project-create KEY NAME
 //	ballet-gateway admin grant KEY SUBJECT ROLE
 //	ballet-gateway admin revoke KEY SUBJECT
+//	ballet-gateway admin sign-out SUBJECT | block SUBJECT | unblock SUBJECT
+//	ballet-gateway admin connections [SUBJECT] [--json]
 //	ballet-gateway version
 //
 // Every command and subcommand takes --help: serve's and dev's list the settings they read,

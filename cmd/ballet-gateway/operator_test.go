@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -18,6 +19,13 @@ import (
 // restStatus is the status of method path on r's client port with token.
 func (c *cluster) restStatus(r *replica, method, path, token string) int {
 	c.t.Helper()
+	status, _ := c.rest(r, method, path, token)
+	return status
+}
+
+// rest is the status and the body of method path on r's client port with token.
+func (c *cluster) rest(r *replica, method, path, token string) (int, []byte) {
+	c.t.Helper()
 	req, err := http.NewRequest(method, "http://"+r.addr+path, nil)
 	if err != nil {
 		c.t.Fatal(err)
@@ -27,8 +35,12 @@ func (c *cluster) restStatus(r *replica, method, path, token string) int {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	resp.Body.Close()
-	return resp.StatusCode
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return resp.StatusCode, b
 }
 
 // authError is the error auth answers token with on r ("" when it is accepted).

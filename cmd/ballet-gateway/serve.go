@@ -15,6 +15,7 @@ import (
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/operator"
+	"github.com/ballet/gateway/operator/pglisting"
 	"github.com/ballet/gateway/planner"
 	plannerpg "github.com/ballet/gateway/planner/pgstore"
 	"github.com/ballet/gateway/presence/pgpresence"
@@ -100,7 +101,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	defer log.Close()
 	// Closed after the server (run returns once its sessions ended): this replica's members
 	// leave for the other replicas at once.
-	presenceStore, err := pgpresence.Open(ctx, pool, &pgpresence.Options{Logger: logger})
+	presenceStore, err := pgpresence.Open(ctx, pool, &pgpresence.Options{Logger: logger, ID: cfg.replica})
 	if err != nil {
 		return err
 	}
@@ -138,10 +139,22 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		plannerAPI = planner.NewHandler(plannerSvc, verifier, restOpts)
 	}
 	metrics.Registry.MustRegister(gateway.NewPoolCollector(pool))
+	// Every replica answers operators' listings of connections through the database.
+	server := &gateway.ServerRef{}
+	listOpts := cfg.listings
+	listOpts.Observe = metrics.ListingObserver()
+	lister, err := pglisting.Open(ctx, pool, &pglisting.Options{
+		ListOptions: listOpts, Replica: presenceStore.ID(), Source: server, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer lister.Close()
 	a := &app{
+		server: server, replica: cfg.replica,
 		cfg: cfg, logger: logger, store: log, verifier: verifier, revs: revs, items: svc, metrics: metrics, presence: presenceStore,
 		api: apiMux(tracker.NewHandler(svc, verifier, restOpts),
-			operator.NewHandler(log, verifier, operator.Options{Revocations: revs, Admins: cfg.tracker.AdminSubjects}, restOpts), plannerAPI),
+			operator.NewHandler(log, verifier, operator.Options{Revocations: revs, Admins: cfg.tracker.AdminSubjects, Connections: lister}, restOpts), plannerAPI),
 		ready: func(ctx context.Context) error {
 			if err := pool.Ping(ctx); err != nil {
 				return errors.New("database unreachable")

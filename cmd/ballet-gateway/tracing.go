@@ -147,7 +147,7 @@ func keyValues(s string) (map[string]string, bool) {
 
 // newReplicaID names this process among the replicas: its host name and a random suffix, so
 // that a restarted replica is told from its predecessor (service.instance.id, the planner's
-// lease owner).
+// lease owner, its row in presence_replicas and its name in connection listings).
 func newReplicaID() string {
 	host, _ := os.Hostname()
 	if host == "" {

@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/ballet/gateway/internal/pgstandby"
 	"github.com/ballet/gateway/internal/tracing"
 	"github.com/ballet/gateway/operator"
+	"github.com/ballet/gateway/operator/pglisting"
 	"github.com/ballet/gateway/planner"
 	plannermem "github.com/ballet/gateway/planner/memstore"
 	plannerpg "github.com/ballet/gateway/planner/pgstore"
@@ -103,6 +103,8 @@ type Options struct {
 	RESTRate int
 	// WebSockets is the server's WebSockets.
 	WebSockets *wsnet.Options
+	// Listings bound the operators' listings of connections.
+	Listings operator.ListOptions
 	// Roles, when set, wraps the roles the server checks (the Store's), e.g. to change
 	// them at a chosen point of a request.
 	Roles func(gateway.Roles) gateway.Roles
@@ -141,7 +143,11 @@ type Env struct {
 	// Revocations are the operators' sign-outs and blocks, which every surface refuses: loaded
 	// at Start and kept by the tailed log, as in the server.
 	Revocations *auth.Revocations
-	api         *swapHandler
+	// Replica is the replica's id in operators' listings: its presence's with Postgres.
+	Replica string
+	// Listings lists the connections of the replicas: through the database with Postgres.
+	Listings operator.Lister
+	api      *swapHandler
 }
 
 // Start runs a gateway until the test ends.
@@ -246,10 +252,14 @@ func Start(t testing.TB, o *Options) *Env {
 	}
 	var items gateway.Items
 	var plan gateway.Planner
+	server := &gateway.ServerRef{}
+	env.Listings = listings(t, env, server, o.Listings, metrics, quiet)
 	if env.Tracker != nil {
 		items = env.Tracker
 		api := httpapi.Join(tracker.NewHandler(env.Tracker, verifier, restOpts),
-			operator.NewHandler(env.Store, verifier, operator.Options{Revocations: env.Revocations, Admins: o.AdminSubjects}, restOpts))
+			operator.NewHandler(env.Store, verifier, operator.Options{
+				Revocations: env.Revocations, Admins: o.AdminSubjects, Connections: env.Listings,
+			}, restOpts))
 		if o.Planner != nil {
 			po := o.PlannerOptions
 			po.Provider = o.Planner
@@ -282,7 +292,6 @@ func Start(t testing.TB, o *Options) *Env {
 	if env.Planner != nil {
 		hubOpts.OnAccessLost = env.Planner.CloseWatches
 	}
-	var server atomic.Pointer[gateway.Server]
 	hubOpts.OnEvent = func(ev *streams.Event) {
 		gateway.ApplySubjectEvent(env.Revocations, metrics, server.Load(), ev)
 	}
@@ -323,6 +332,23 @@ func Start(t testing.TB, o *Options) *Env {
 		env.HTTP.Close()
 	})
 	return env
+}
+
+// listings is env's operator.Lister: the replicas on its database, or its own connections.
+func listings(t testing.TB, env *Env, server *gateway.ServerRef, o operator.ListOptions, m *gateway.Metrics, logger *slog.Logger) operator.Lister {
+	t.Helper()
+	o.Observe = m.ListingObserver()
+	if env.Presence == nil {
+		env.Replica = "local"
+		return operator.NewLocal(env.Replica, server, &o)
+	}
+	env.Replica = env.Presence.ID()
+	l, err := pglisting.Open(context.Background(), env.Pool, &pglisting.Options{ListOptions: o, Replica: env.Replica, Source: server, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
 }
 
 // presenceStore is ps as a presence.Store: nil (in-process presence) when ps is.

@@ -44,6 +44,9 @@ type Options struct {
 	TTL time.Duration
 	// Logger receives heartbeat and listener errors. Default slog.Default().
 	Logger *slog.Logger
+	// ID is this replica's row in presence_replicas, unique among the live replicas and new
+	// each start (the process's replica id). Default: 24 random hex digits.
+	ID string
 }
 
 // Store is one replica's share of presence in Postgres. It is safe for concurrent use.
@@ -84,10 +87,13 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	var id [12]byte
-	_, _ = crand.Read(id[:])
+	if o.ID == "" {
+		var id [12]byte
+		_, _ = crand.Read(id[:])
+		o.ID = hex.EncodeToString(id[:])
+	}
 	s := &Store{
-		pool: pool, id: hex.EncodeToString(id[:]), channel: o.Channel, ttl: o.TTL, logger: o.Logger,
+		pool: pool, id: o.ID, channel: o.Channel, ttl: o.TTL, logger: o.Logger,
 		mine: map[key]int{}, done: make(chan struct{}),
 	}
 	if _, err := pool.Exec(ctx, `INSERT INTO presence_replicas (id) VALUES ($1)`, s.id); err != nil {

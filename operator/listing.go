@@ -1,0 +1,183 @@
+// Listing the connections of every replica (GET /api/v1/admin/connections): the bounds, the
+// document, and the listing of a lone replica (a memory store).
+
+package operator
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/ballet/gateway/gateway"
+)
+
+// The bounds of a listing.
+const (
+	// DefaultListLimit and MaxListLimit are the default and the largest limit: the most
+	// connections a listing shows, and each replica answers with.
+	DefaultListLimit = 1000
+	MaxListLimit     = 10000
+	// MaxListBytes bounds each replica's answer, and the listing, in encoded JSON: past it,
+	// connections are left out as past the limit.
+	MaxListBytes = 4 << 20
+	// ListWait is how long a listing waits for the replicas' answers.
+	ListWait = 2 * time.Second
+	// DefaultMaxListings is ListOptions.MaxListings' default.
+	DefaultMaxListings = 4
+)
+
+// Source is a replica's own connections (gateway.Server.Connections).
+type Source interface {
+	Connections(subject string, limit int) ([]gateway.Connection, bool)
+}
+
+// ReplicaAnswer says whether a live replica answered a listing in time.
+type ReplicaAnswer struct {
+	Replica  string `json:"replica"`
+	Answered bool   `json:"answered"`
+}
+
+// Listing is the answer of GET /api/v1/admin/connections.
+type Listing struct {
+	Replicas    []ReplicaAnswer      `json:"replicas"`
+	Connections []gateway.Connection `json:"connections"`
+	// Truncated says that connections were left out: past the limit or MaxListBytes.
+	Truncated bool `json:"truncated"`
+}
+
+// Lister gathers a Listing of the connections of subject ("" for all), at most limit.
+type Lister interface {
+	List(ctx context.Context, subject string, limit int) (*Listing, error)
+}
+
+// ListOptions bound the listings of one replica. A nil *ListOptions means defaults.
+type ListOptions struct {
+	// MaxListings bounds the listings the replica gathers at once, and those it answers at
+	// once (BALLET_ADMIN_MAX_LISTINGS): one more to gather is refused with 429, one more to
+	// answer is not answered. Default DefaultMaxListings.
+	MaxListings int
+	// Observe, when set, counts each listing's outcome (gateway.Listing*).
+	Observe func(outcome string)
+}
+
+// WithDefaults returns o with its zero fields set to their defaults.
+func (o ListOptions) WithDefaults() ListOptions {
+	o.MaxListings = cmp.Or(o.MaxListings, DefaultMaxListings)
+	if o.Observe == nil {
+		o.Observe = func(string) {}
+	}
+	return o
+}
+
+// Gate bounds the listings in progress.
+type Gate chan struct{}
+
+// NewGate admits n at once.
+func NewGate(n int) Gate { return make(Gate, n) }
+
+// Enter admits one more, unless n are in; Leave when it is done.
+func (g Gate) Enter() bool {
+	select {
+	case g <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// Leave ends what Enter admitted.
+func (g Gate) Leave() { <-g }
+
+// ErrBusy is what a Lister refuses with while MaxListings are in progress (a *BusyError).
+var ErrBusy = &BusyError{}
+
+// BusyError says that MaxListings listings are in progress; it matches ErrBusy.
+type BusyError struct{ Max int }
+
+func (e *BusyError) Error() string {
+	return "too many connection listings in progress (BALLET_ADMIN_MAX_LISTINGS): try again in a few seconds"
+}
+
+// Limited names the limit in the 429 problem, and a retry once the listings in progress ended.
+func (e *BusyError) Limited() (string, int, time.Duration) { return "listings", e.Max, ListWait }
+
+// Is matches ErrBusy.
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }
+
+// Fit returns the first of conns (ordered by Order) that fit limit and MaxListBytes in
+// encoded JSON, and whether some did not.
+func Fit(conns []gateway.Connection, limit int) ([]gateway.Connection, bool) {
+	Order(conns)
+	size := 0
+	for i, c := range conns {
+		b, err := json.Marshal(c)
+		if err == nil {
+			size += len(b) + 1
+		}
+		if i == limit || err != nil || size > MaxListBytes {
+			return conns[:i], true
+		}
+	}
+	return conns, false
+}
+
+// Order sorts connections by subject, then replica, then age.
+func Order(conns []gateway.Connection) {
+	slices.SortFunc(conns, func(a, b gateway.Connection) int {
+		return cmp.Or(cmp.Compare(a.Subject, b.Subject), cmp.Compare(a.Replica, b.Replica),
+			a.ConnectedAt.Compare(b.ConnectedAt), cmp.Compare(a.ID, b.ID))
+	})
+}
+
+// Answer is a replica's answer: at most limit of its connections of subject, fit to
+// MaxListBytes, each naming replica, and whether some were left out.
+func Answer(src Source, replica, subject string, limit int) ([]gateway.Connection, bool) {
+	conns, more := src.Connections(subject, limit)
+	for i := range conns {
+		conns[i].Replica = replica
+	}
+	conns, cut := Fit(conns, limit)
+	return conns, more || cut
+}
+
+// Local lists the connections of a lone replica: a memory store, which no other replica
+// shares.
+type Local struct {
+	replica string
+	src     Source
+	o       ListOptions
+	gate    Gate
+}
+
+// NewLocal lists src, the connections of replica.
+func NewLocal(replica string, src Source, o *ListOptions) *Local {
+	var opts ListOptions
+	if o != nil {
+		opts = *o
+	}
+	opts = opts.WithDefaults()
+	return &Local{replica: replica, src: src, o: opts, gate: NewGate(opts.MaxListings)}
+}
+
+// List answers at once.
+func (l *Local) List(_ context.Context, subject string, limit int) (*Listing, error) {
+	if !l.gate.Enter() {
+		l.o.Observe(gateway.ListingRefused)
+		return nil, &BusyError{Max: l.o.MaxListings}
+	}
+	defer l.gate.Leave()
+	conns, truncated := Answer(l.src, l.replica, subject, limit)
+	l.o.Observe(gateway.ListingAsked)
+	l.o.Observe(gateway.ListingAnswered)
+	return &Listing{Replicas: []ReplicaAnswer{{Replica: l.replica, Answered: true}}, Connections: nonNil(conns), Truncated: truncated}, nil
+}
+
+// nonNil is conns, empty rather than nil (a JSON array, not null).
+func nonNil(conns []gateway.Connection) []gateway.Connection {
+	if conns == nil {
+		return []gateway.Connection{}
+	}
+	return conns
+}
