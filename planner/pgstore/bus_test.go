@@ -25,7 +25,7 @@ type inbox struct {
 
 func subscribe(t *testing.T, b *pgstore.Bus) *inbox {
 	in := &inbox{more: make(chan struct{}, 1)}
-	cancel := b.Subscribe(func(n planner.Note) {
+	cancel := b.Subscribe(nil, func(n planner.Note) {
 		in.mu.Lock()
 		in.notes = append(in.notes, n)
 		in.mu.Unlock()
@@ -114,7 +114,7 @@ func TestBusSubscribeCancel(t *testing.T) {
 	b := openBus(t, pool)
 	calls := 0
 	var mu sync.Mutex
-	cancel := b.Subscribe(func(planner.Note) {
+	cancel := b.Subscribe(nil, func(planner.Note) {
 		mu.Lock()
 		calls++
 		mu.Unlock()
