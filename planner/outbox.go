@@ -197,8 +197,8 @@ func (o *outbox) end(drop bool) {
 	}
 }
 
-// write stores a batch of outputs in one write, recording on each turn's lease the highest
-// offset it gives out, then sends them to every replica's watchers in as few notifications
+// write stores a batch of outputs in one write, recording on the lease of each turn past its
+// bounds the highest offset it gives out, then sends them to every replica's watchers in as few notifications
 // as they fit in: stored before sent, so a watcher that reads the store after watching
 // misses nothing in between, and a replica that ends a dead turn numbers its error and
 // done after every output sent.
@@ -208,7 +208,8 @@ func (s *Service) write(batch []queued) {
 	start := time.Now()
 	var b OutputBatch
 	notes := make([]Note, len(batch))
-	turns := map[string]int{} // by owner: index in b.Given
+	last := map[string]*queued{} // by owner: the turn's last output in the batch
+	var owners []string
 	bytes := 0
 	for i := range batch {
 		q := &batch[i]
@@ -219,15 +220,20 @@ func (s *Service) write(batch []queued) {
 			b.Cuts = append(b.Cuts, Output{Session: q.o.Session, Turn: q.o.Turn, Offset: q.o.Offset})
 		}
 		if q.owner != "" {
-			if j, ok := turns[q.owner]; ok {
-				b.Given[j].Given = max(b.Given[j].Given, q.o.Offset)
-			} else {
-				turns[q.owner] = len(b.Given)
-				b.Given = append(b.Given, Lease{Session: q.o.Session, Owner: q.owner, Given: q.o.Offset})
+			if last[q.owner] == nil {
+				owners = append(owners, q.owner)
 			}
+			last[q.owner] = q
 		}
 		notes[i] = Note{Session: q.o.Session, Output: &q.o}
 		bytes += q.size
+	}
+	// A turn's last output stored is its highest stored offset, which the store knows: only
+	// the turns whose last output goes out unstored (past their bounds) touch their lease.
+	for _, owner := range owners {
+		if q := last[owner]; q.keep == keepNone {
+			b.Given = append(b.Given, Lease{Session: q.o.Session, Owner: owner, Given: q.o.Offset})
+		}
 	}
 	if err := s.store.AppendOutputs(ctx, b); err != nil {
 		s.logger.Warn("planner: store outputs", "outputs", len(batch), "err", err)
