@@ -63,6 +63,27 @@ func (s *Store) AppendOutputs(ctx context.Context, b planner.OutputBatch) error 
 		return nil
 	}
 	var err error
+	if len(sessions) == 1 && len(gs) == 0 {
+		// One output alone (no batching): the plain statement, which plans in a fraction of
+		// the batch's time.
+		_, err = s.pool.Exec(ctx, `INSERT INTO planner_outputs (session_id, turn, "offset", output, done, cut)
+			VALUES ($1, $2, $3, $4::json, $5, $6) ON CONFLICT DO NOTHING`, sessions[0], turns[0], offsets[0], texts[0], done[0], cut[0])
+		if pgCode(err) == "23503" { // the session was deleted meanwhile
+			err = nil
+		}
+	} else {
+		err = s.appendRows(ctx, sessions, turns, offsets, texts, done, cut, gs, owners, given)
+	}
+	if err != nil {
+		return fmt.Errorf("pgstore: store %d outputs: %w", len(sessions), err)
+	}
+	return nil
+}
+
+// appendRows is AppendOutputs's statement for a batch.
+func (s *Store) appendRows(ctx context.Context, sessions, turns []string, offsets []int64, texts []string, done, cut []bool,
+	gs, owners []string, given []int64) error {
+	var err error
 	for range 2 {
 		_, err = s.pool.Exec(ctx, `WITH kept AS (
 				INSERT INTO planner_outputs (session_id, turn, "offset", output, done, cut)
@@ -79,10 +100,7 @@ func (s *Store) AppendOutputs(ctx context.Context, b planner.OutputBatch) error 
 			break
 		}
 	}
-	if err != nil {
-		return fmt.Errorf("pgstore: store %d outputs: %w", len(sessions), err)
-	}
-	return nil
+	return err
 }
 
 func (s *Store) TurnOutputs(ctx context.Context, session, turn string, after int64, window time.Duration) (planner.KeptOutputs, bool, error) {
