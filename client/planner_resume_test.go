@@ -266,7 +266,9 @@ func TestPlannerSendRetriedAfterLostAnswer(t *testing.T) {
 // the client asks once (an older server answered resumed, then closed the
 // watch lagging at the hole, and the client asked again for live output).
 func TestPlannerWatchKeptTooLittle(t *testing.T) {
-	env, tok := startSlowPlanner(t, false, planner.Options{TurnOutputs: 5})
+	// Each output sent as it is made: outputs gathered over a window can all reach the new
+	// watch when the client reconnects within it, and then there is no gap to test.
+	env, tok := startSlowPlanner(t, false, planner.Options{TurnOutputs: 5, OutputWindow: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	session := newSession(t, env, tok)

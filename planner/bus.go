@@ -23,13 +23,15 @@ type Note struct {
 // Bus carries notes to every replica that shares a Store, this one included: all watchers
 // receive output the same way, so every replica sees the same sequence.
 type Bus interface {
-	// Publish sends n to every subscriber of every replica. Notes published one after the
-	// other (one Publish returning before the next starts, on any replica) are delivered in
-	// that order everywhere.
-	Publish(ctx context.Context, n Note) error
-	// Subscribe calls fn for every note, in order, on one goroutine, until cancel is called
-	// (after cancel returns fn is not called any more). fn must not block.
-	Subscribe(fn func(Note)) (cancel func())
+	// Publish sends notes, in order, to every subscriber of every replica, as few messages
+	// as they fit in. Notes published one after the other (one Publish returning before the
+	// next starts, on any replica) are delivered in that order everywhere.
+	Publish(ctx context.Context, notes ...Note) error
+	// Subscribe calls fn for every note whose Session want accepts (want nil: every note;
+	// notes without a session reach every subscriber), in order, on one goroutine, until
+	// cancel is called (after cancel returns fn is not called any more). A note want refuses
+	// costs the subscriber no decoding. want and fn must not block.
+	Subscribe(want func(session string) bool, fn func(Note)) (cancel func())
 }
 
 // MemoryBus is the Bus of one process: Publish delivers to the subscribers before it
@@ -43,15 +45,23 @@ var _ Bus = (*MemoryBus)(nil)
 // NewMemoryBus returns an empty in-process bus.
 func NewMemoryBus() *MemoryBus { return &MemoryBus{} }
 
-// Publish calls every subscriber with n; ctx only matters for its error.
-func (b *MemoryBus) Publish(ctx context.Context, n Note) error {
+// Publish calls every subscriber with each note; ctx only matters for its error.
+func (b *MemoryBus) Publish(ctx context.Context, notes ...Note) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	n.Lost = false
-	b.subs.Publish(n)
+	for _, n := range notes {
+		n.Lost = false
+		b.subs.Publish(n)
+	}
 	return nil
 }
 
 // Subscribe registers fn.
-func (b *MemoryBus) Subscribe(fn func(Note)) func() { return b.subs.Subscribe(fn) }
+func (b *MemoryBus) Subscribe(want func(session string) bool, fn func(Note)) func() {
+	return b.subs.Subscribe(func(n Note) {
+		if n.Session == "" || want == nil || want(n.Session) {
+			fn(n)
+		}
+	})
+}

@@ -121,7 +121,7 @@ func (s *Service) reapSessions(ctx context.Context, sessions []string) {
 }
 
 // publishStale ends, for watchers, the turn of an expired lease whose replica died: error
-// and done follow the last output that turn stored.
+// and done follow the last output that turn gave out (its lease's Given), or stored.
 func (s *Service) publishStale(ctx context.Context, l Lease) {
 	s.logger.Warn("planner: a turn's replica stopped without ending it", "session", l.Session)
 	s.obs.TurnEnded(DoneError, 0)
@@ -134,15 +134,13 @@ func (s *Service) publishStale(ctx context.Context, l Lease) {
 	if err != nil {
 		s.logger.Warn("planner: last output of a dead turn", "session", l.Session, "err", err)
 	}
+	last = max(last, l.Given)
+	batch := make([]queued, 2)
 	for i, o := range []Output{{Type: OutputError, Text: StaleText}, {Type: OutputDone, Text: DoneError}} {
 		o.Session, o.Turn, o.Offset = l.Session, turn, last+int64(i)+1
-		if err := s.store.AppendOutput(ctx, o); err != nil {
-			s.logger.Warn("planner: store output", "session", l.Session, "err", err)
-		}
-		if err := s.bus.Publish(ctx, Note{Session: l.Session, Output: &o}); err != nil {
-			s.logger.Warn("planner: publish output", "session", l.Session, "err", err)
-		}
+		batch[i] = queued{o: o, keep: keepOutput, size: len(o.Text) + 128}
 	}
+	s.write(batch)
 }
 
 // expire removes outputs past the resume window and idempotency keys past theirs.

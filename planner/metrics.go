@@ -16,6 +16,11 @@ type Metrics struct {
 	ProviderLatency *prometheus.HistogramVec // by provider
 	ProviderErrors  *prometheus.CounterVec   // by provider and kind (provider.ErrorKinds)
 	Tokens          *prometheus.CounterVec   // by provider and kind (input, output)
+	// OutputBatch and OutputBatchSeconds observe each batch of outputs: how many, and how long
+	// its write and notifications took; OutputBatchWaits counts outputs that waited for room.
+	OutputBatch        prometheus.Histogram
+	OutputBatchSeconds prometheus.Histogram
+	OutputBatchWaits   prometheus.Counter
 
 	refused func(limit string)
 }
@@ -39,6 +44,14 @@ func NewMetrics(namespace string, refused func(limit string)) *Metrics {
 			Help: "Failed model calls, by provider and kind."}, []string{"provider", "kind"}),
 		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "planner_tokens_total",
 			Help: "Tokens of model calls as the provider reports them, by provider and kind (input, output)."}, []string{"provider", "kind"}),
+		OutputBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "planner_output_batch_outputs",
+			Help:    "Outputs of planner turns stored and sent together, per batch.",
+			Buckets: []float64{1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 4096}}),
+		OutputBatchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "planner_output_batch_seconds",
+			Help:    "Time to store a batch of planner outputs and send its notifications.",
+			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}}),
+		OutputBatchWaits: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "planner_output_batch_waits_total",
+			Help: "Planner outputs that waited for room in a full batch (BALLET_PLANNER_OUTPUT_BATCH, _BYTES)."}),
 		refused: refused,
 	}
 	for _, o := range []string{DoneEndTurn, DoneCancelled, DoneError, DoneMaxRounds} {
@@ -62,7 +75,8 @@ func (m *Metrics) Providers(names ...string) *Metrics {
 
 // Collectors are the metrics to register.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Turns, m.TurnDuration, m.ProviderLatency, m.ProviderErrors, m.Tokens}
+	return []prometheus.Collector{m.Turns, m.TurnDuration, m.ProviderLatency, m.ProviderErrors, m.Tokens,
+		m.OutputBatch, m.OutputBatchSeconds, m.OutputBatchWaits}
 }
 
 // turnOutcomes bounds the outcome label: done's reasons and the stop reasons the providers
@@ -103,3 +117,12 @@ func (m *Metrics) Refused(limit string) {
 		m.refused(limit)
 	}
 }
+
+// OutputsWritten observes a batch of outputs (Observer).
+func (m *Metrics) OutputsWritten(outputs, _ int, d time.Duration) {
+	m.OutputBatch.Observe(float64(outputs))
+	m.OutputBatchSeconds.Observe(d.Seconds())
+}
+
+// OutputsWaited counts an output that waited for room (Observer).
+func (m *Metrics) OutputsWaited() { m.OutputBatchWaits.Inc() }

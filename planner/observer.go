@@ -22,6 +22,11 @@ type Observer interface {
 	// Refused reports a request refused by one of the planner's limits of a subject
 	// (LimitTurns, LimitSessions).
 	Refused(limit string)
+	// OutputsWritten reports a batch of outputs stored and sent: how many, their bytes, and
+	// how long the write and the notifications took.
+	OutputsWritten(outputs, bytes int, d time.Duration)
+	// OutputsWaited reports an output that waited for room in a full batch.
+	OutputsWaited()
 }
 
 type nopObserver struct{}
@@ -29,6 +34,8 @@ type nopObserver struct{}
 func (nopObserver) TurnEnded(string, time.Duration)                              {}
 func (nopObserver) ModelCalled(string, time.Duration, *provider.Response, error) {}
 func (nopObserver) Refused(string)                                               {}
+func (nopObserver) OutputsWritten(int, int, time.Duration)                       {}
+func (nopObserver) OutputsWaited()                                               {}
 
 // stream makes one model call of t's, for purpose, under a span of its own, and reports it to
 // the observer.

@@ -45,6 +45,10 @@ func (o *observer) Refused(limit string) {
 	o.obs = append(o.obs, observation{refused: limit})
 }
 
+// Batches of outputs are not observations here: how outputs fall into batches is timing.
+func (o *observer) OutputsWritten(int, int, time.Duration) {}
+func (o *observer) OutputsWaited()                         {}
+
 // take returns and forgets the observations so far.
 func (o *observer) take() []observation {
 	o.mu.Lock()

@@ -37,6 +37,11 @@ const (
 	// (Options.TurnsPerSubject, SessionRate).
 	DefaultTurnsPerSubject = 4
 	DefaultSessionRate     = 30
+	// DefaultOutputWindow, DefaultOutputBatch and DefaultOutputBatchBytes gather the outputs
+	// of a replica's turns into batches (Options.OutputWindow, OutputBatch, OutputBatchBytes).
+	DefaultOutputWindow     = 20 * time.Millisecond
+	DefaultOutputBatch      = 4096
+	DefaultOutputBatchBytes = 4 << 20
 	// SendKeyWindow is how long planner.send's idempotency keys are remembered.
 	SendKeyWindow = 24 * time.Hour
 	// abandonedTurn is how long the output of a turn that never ended (its replica and every
@@ -104,6 +109,20 @@ type Options struct {
 	// SessionRate bounds the sessions one person creates in any minute, on this replica
 	// (BALLET_PLANNER_SESSION_RATE). Default DefaultSessionRate.
 	SessionRate int
+
+	// OutputWindow is how long the outputs of the turns running here are gathered before
+	// they are stored in one write and sent to every replica in as few notifications as they
+	// fit in (BALLET_PLANNER_OUTPUT_WINDOW): an output waits at most that long more. Zero
+	// means DefaultOutputWindow; negative, no batching: each output is stored and sent alone
+	// as it is made.
+	OutputWindow time.Duration
+	// OutputBatch and OutputBatchBytes bound the outputs gathered in one window, in count and
+	// bytes (BALLET_PLANNER_OUTPUT_BATCH, BALLET_PLANNER_OUTPUT_BATCH_BYTES): a full window is
+	// written at once, and a turn with an output to add waits for room meanwhile, which slows
+	// its reading of the model's stream. Defaults DefaultOutputBatch and
+	// DefaultOutputBatchBytes.
+	OutputBatch      int
+	OutputBatchBytes int
 }
 
 // Limits are what one person may send the planner and make it run, as the Service enforces
@@ -146,6 +165,7 @@ type Service struct {
 	turnsPer    int
 	sessionRate *windowLimit
 	tools       []provider.Tool // with the tracker's limits
+	out         *outbox
 
 	unsubscribe func()
 	keeperStop  context.CancelFunc
@@ -230,6 +250,11 @@ func (opts *Options) WithDefaults() Options {
 	orDefault(&o.MaxMessageBytes, DefaultMaxMessageBytes)
 	orDefault(&o.TurnsPerSubject, DefaultTurnsPerSubject)
 	orDefault(&o.SessionRate, DefaultSessionRate)
+	orDefault(&o.OutputBatch, DefaultOutputBatch)
+	orDefault(&o.OutputBatchBytes, DefaultOutputBatchBytes)
+	if o.OutputWindow == 0 {
+		o.OutputWindow = DefaultOutputWindow
+	}
 	return o
 }
 
@@ -254,7 +279,8 @@ func New(store Store, trk *tracker.Service, opts *Options) *Service {
 		sessionRate: newWindowLimit(o.SessionRate, time.Minute), keeperDone: make(chan struct{}),
 		tracer: o.TracerProvider.Tracer(tracerName, trace.WithSchemaURL(semconv.SchemaURL)),
 	}
-	s.unsubscribe = s.bus.Subscribe(s.deliver)
+	s.out = newOutbox(s, o.OutputWindow, o.OutputBatch, o.OutputBatchBytes)
+	s.unsubscribe = s.bus.Subscribe(s.wants, s.deliver)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.keeperStop = cancel
 	go s.keep(ctx)
@@ -322,6 +348,7 @@ func (s *Service) Close() error {
 		}
 		s.mu.Unlock()
 		s.turnsWG.Wait()
+		s.out.close()
 		if !killed {
 			s.sync(5 * time.Second)
 		}
@@ -350,6 +377,7 @@ func (s *Service) abandon() {
 		t.cancel(errKilled)
 	}
 	s.mu.Unlock()
+	s.out.kill()
 	s.keeperStop()
 	<-s.keeperDone
 	s.unsubscribe()
@@ -386,6 +414,14 @@ func (s *Service) sync(limit time.Duration) {
 	case <-ctx.Done():
 		s.logger.Warn("planner: output still in flight on close")
 	}
+}
+
+// wants reports whether a session's notes matter here: it has watches, or a turn running
+// here (which a cancel note stops). The bus skips the others unread.
+func (s *Service) wants(session string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.watches[session] != nil || s.turns[session] != nil
 }
 
 // deliver handles a note from the bus. It never blocks.

@@ -43,6 +43,10 @@ type Outputs interface {
 	// error and done: the turn passed its bounds. The cut takes offset's place; a turn keeps
 	// its first cut.
 	CutOutputs(ctx context.Context, session, turn string, offset int64) error
+	// AppendOutputs stores a batch in one write: its outputs as AppendOutput would, its cuts
+	// as CutOutputs would, and raises the Given of the leases it names (those their owner
+	// no longer holds are left). A session deleted meanwhile is skipped, as in AppendOutput.
+	AppendOutputs(ctx context.Context, b OutputBatch) error
 	// TurnOutputs returns what is stored of the session's turn after offset after. found is
 	// false when nothing of the turn is stored (not even its cut), or its done was stored
 	// more than window ago.
@@ -53,6 +57,17 @@ type Outputs interface {
 	// ExpireOutputs removes the outputs (and cut) of turns whose done was stored more than
 	// window ago, and of turns that stored nothing for abandoned.
 	ExpireOutputs(ctx context.Context, window, abandoned time.Duration) error
+}
+
+// OutputBatch is what one replica stores of its turns' outputs at once (Outputs.AppendOutputs).
+type OutputBatch struct {
+	// Outputs are kept for resuming; Session, Turn and Offset are set.
+	Outputs []Output
+	// Cuts are the turns' cuts: Session, Turn and Offset set, nothing else.
+	Cuts []Output
+	// Given are the highest offsets the batch gives out, one per turn: Session, Owner (the
+	// turn's lease owner) and Given set.
+	Given []Lease
 }
 
 // KeptOutputs is what a store holds of a turn's output, for a watcher resuming it after
@@ -80,7 +95,10 @@ type Lease struct {
 	Session   string
 	Owner     string
 	ExpiresAt time.Time
-	Trace     TraceContext // of the send that started the turn
+	// Given is the highest offset of output the turn gave out, as its batches recorded it
+	// (OutputBatch.Given): its error and done come after it. 0 until the first batch.
+	Given int64
+	Trace TraceContext // of the send that started the turn
 }
 
 // TraceContext is a W3C trace context as its headers spell it: traceparent and tracestate,
@@ -108,7 +126,7 @@ type Leases interface {
 	RequestCancel(ctx context.Context, session string) error
 	// Release removes owner's lease, if it still holds it.
 	Release(ctx context.Context, session, owner string) error
-	// Expired returns the expired leases among the sessions', with their trace contexts.
+	// Expired returns the expired leases among the sessions', with Given and their trace contexts.
 	Expired(ctx context.Context, sessions []string) ([]Lease, error)
 	// ReleaseExpired removes l when it is still exactly that expired lease (same owner, same
 	// expiry); of several callers for the same lease, exactly one gets true.

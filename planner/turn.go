@@ -42,7 +42,12 @@ func (s *Service) finish(ctx context.Context, t *turn, reason, text string) {
 	}
 	s.forget(t)
 	s.obs.TurnEnded(reason, time.Since(t.started))
-	s.publish(ctx, t, Output{Type: OutputDone, Text: reason})
+	if sent := s.publish(ctx, t, Output{Type: OutputDone, Text: reason}); sent != nil {
+		select {
+		case <-sent:
+		case <-ctx.Done():
+		}
+	}
 }
 
 // giveBack releases t's lease. t is marked first: the keeper, which may be renewing the
@@ -69,41 +74,41 @@ func (s *Service) emit(ctx context.Context, t *turn, o Output) {
 	s.publish(ctx, t, o)
 }
 
-// publish numbers o as t's next output, stores it for watchers that resume (within the
-// turn's bounds; error and done always), then sends it to every replica's watchers. Stored
-// before sent: a watcher that reads the store after watching misses nothing in between.
-// The first output past the bounds stores the turn's cut instead, before it is sent too, and
-// no output after it is stored but error and done: a watcher that resumes the turn then is
-// told that output it lacks is missing, rather than finding a hole in the live output.
-func (s *Service) publish(ctx context.Context, t *turn, o Output) {
+// publish numbers o as t's next output and queues it for the replica's next batch (outbox),
+// which stores it for watchers that resume (within the turn's bounds; error and done always),
+// then sends it to every replica's watchers. The first output past the bounds stores the
+// turn's cut instead, and no output after it is stored but error and done: a watcher that
+// resumes the turn then is told that output it lacks is missing, rather than finding a hole
+// in the live output. The channel returned is closed once o is sent; nil when it is not.
+func (s *Service) publish(ctx context.Context, t *turn, o Output) <-chan struct{} {
 	if silent(t) || ctx.Err() != nil {
-		return // not numbered: watchers would see a hole where it was
+		return nil // not numbered: watchers would see a hole where it was
 	}
-	// Once numbered, it is stored and sent even if ctx ends meanwhile.
 	ctx, cancel := context.WithTimeout(quiet(context.WithoutCancel(ctx)), 10*time.Second)
 	defer cancel()
 	t.pubMu.Lock()
 	defer t.pubMu.Unlock()
-	t.offset++
-	o.Session, o.Turn, o.Offset = t.session.ID, t.id, t.offset
 	size := len(o.Text) + len(o.Input) + 128
-	switch {
-	case o.Type == OutputError || o.Type == OutputDone ||
-		(!t.cut && t.keptOutputs < s.keepOutputs && t.keptBytes+size <= s.keepBytes):
-		t.keptOutputs++
-		t.keptBytes += size
-		if err := s.store.AppendOutput(ctx, o); err != nil && ctx.Err() == nil {
-			s.logger.Warn("planner: store output", "session", o.Session, "type", o.Type, "err", err)
+	sent, err := s.out.add(ctx, size, func() queued {
+		t.offset++
+		o.Session, o.Turn, o.Offset = t.session.ID, t.id, t.offset
+		q := queued{o: o, owner: t.owner, size: size}
+		switch {
+		case o.Type == OutputError || o.Type == OutputDone ||
+			(!t.cut && t.keptOutputs < s.keepOutputs && t.keptBytes+size <= s.keepBytes):
+			t.keptOutputs++
+			t.keptBytes += size
+			q.keep = keepOutput
+		case !t.cut:
+			t.cut = true
+			q.keep = keepCut
 		}
-	case !t.cut:
-		t.cut = true
-		if err := s.store.CutOutputs(ctx, o.Session, o.Turn, o.Offset); err != nil && ctx.Err() == nil {
-			s.logger.Warn("planner: store the cut of a turn's output", "session", o.Session, "offset", o.Offset, "err", err)
-		}
+		return q
+	})
+	if err != nil && !errors.Is(err, errOutboxClosed) {
+		s.logger.Warn("planner: output not sent", "session", t.session.ID, "type", o.Type, "err", err)
 	}
-	if err := s.bus.Publish(ctx, Note{Session: o.Session, Output: &o}); err != nil && ctx.Err() == nil {
-		s.logger.Warn("planner: publish output", "session", o.Session, "type", o.Type, "err", err)
-	}
+	return sent
 }
 
 // play runs the rounds of a turn: call the model, store its answer, run the tools it

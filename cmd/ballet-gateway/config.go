@@ -192,6 +192,20 @@ func (c *config) settings() []setting {
 			"the text of planner.send, in bytes"),
 		atLeast("BALLET_PLANNER_TURNS_PER_SUBJECT", &p.TurnsPerSubject, 1, "planner turns of one person at once"),
 		atLeast("BALLET_PLANNER_SESSION_RATE", &p.SessionRate, 1, "planner sessions one person creates a minute"),
+		custom("BALLET_PLANNER_OUTPUT_WINDOW", &p.OutputWindow, "planner outputs are gathered over this; 0: none",
+			func(v string) string {
+				d, err := time.ParseDuration(v)
+				switch {
+				case err != nil || d < 0:
+					return "want a duration such as 20ms, or 0 for none"
+				case d == 0:
+					d = -1 // planner.Options: no batching
+				}
+				p.OutputWindow = d
+				return ""
+			}),
+		atLeast("BALLET_PLANNER_OUTPUT_BATCH", &p.OutputBatch, 1, "planner outputs gathered in one window"),
+		atLeast("BALLET_PLANNER_OUTPUT_BATCH_BYTES", &p.OutputBatchBytes, 4096, "bytes of the planner outputs of one window"),
 	}
 }
 

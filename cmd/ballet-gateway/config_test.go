@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestConfigDefaults: the configuration reference (docs/configuration.md) names every variable
@@ -83,4 +85,30 @@ func documentedDefaults(t *testing.T) map[string]string {
 		t.Fatalf("found only %d variables in docs/configuration.md's table", len(out))
 	}
 	return out
+}
+
+// TestPlannerOutputWindow: 0 switches batching off (a negative window for the planner), a
+// duration sets it, and a negative one is refused by name.
+func TestPlannerOutputWindow(t *testing.T) {
+	for v, want := range map[string]time.Duration{"0": -1, "5ms": 5 * time.Millisecond} {
+		c, err := loadConfig(func(name string) string {
+			if name == "BALLET_PLANNER_OUTPUT_WINDOW" {
+				return v
+			}
+			return ""
+		}, serveAddr)
+		if err != nil || c.planner.OutputWindow != want {
+			t.Fatalf("BALLET_PLANNER_OUTPUT_WINDOW=%s: %v, %v; want %v", v, c.planner.OutputWindow, err, want)
+		}
+	}
+	_, err := loadConfig(func(name string) string {
+		if name == "BALLET_PLANNER_OUTPUT_WINDOW" {
+			return "-1s"
+		}
+		return ""
+	}, serveAddr)
+	var ce *configError
+	if !errors.As(err, &ce) || ce.Var != "BALLET_PLANNER_OUTPUT_WINDOW" {
+		t.Fatalf("a negative window: %v", err)
+	}
 }

@@ -1,5 +1,7 @@
 // Package pglisten keeps one Postgres connection LISTENing on a few channels; Notify is the
-// sending side (payloads in order, all or none; senders cut what is longer than MaxPayload).
+// sending side (payloads in order, all or none), and Pack and Unpacker the one format its
+// senders use: items, one a line after a head line, as many to a payload as MaxPayload allows,
+// an item too long for one cut into fragments and put together again.
 //
 // Open connects and LISTENs before it returns (an error then is returned); one goroutine then
 // hands every notification to Options.OnNotify, in the order Postgres delivers them. When the

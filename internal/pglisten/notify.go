@@ -9,8 +9,7 @@ import (
 )
 
 // MaxPayload is the longest payload this module's senders hand Notify: NOTIFY refuses 8000
-// bytes or more, so a longer message is cut into several notifications (how is the sender's
-// business: its listener must put them together again).
+// bytes or more, so a longer message is cut into several notifications (Pack).
 const MaxPayload = 7000
 
 // DB is what Notify sends on: a pool, a connection or a transaction.

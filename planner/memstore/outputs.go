@@ -24,23 +24,52 @@ type sent struct {
 }
 
 func (s *Store) AppendOutput(ctx context.Context, o planner.Output) error {
+	return s.AppendOutputs(ctx, planner.OutputBatch{Outputs: []planner.Output{o}})
+}
+
+func (s *Store) CutOutputs(ctx context.Context, session, turn string, offset int64) error {
+	return s.AppendOutputs(ctx, planner.OutputBatch{Cuts: []planner.Output{{Session: session, Turn: turn, Offset: offset}}})
+}
+
+// AppendOutputs applies the batch under one lock, as Postgres applies it in one statement.
+func (s *Store) AppendOutputs(ctx context.Context, b planner.OutputBatch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sess := s.sessions[o.Session]
-	if sess == nil {
-		return nil // deleted meanwhile, as in Postgres
+	t := time.Now()
+	for _, o := range b.Outputs {
+		sess := s.sessions[o.Session]
+		if sess == nil {
+			continue // deleted meanwhile, as in Postgres
+		}
+		tl := sess.turnLog(o.Turn)
+		if _, dup := tl.outs[o.Offset]; dup || o.Offset == tl.cut {
+			continue
+		}
+		tl.outs[o.Offset] = o
+		tl.last = t
+		if o.Type == planner.OutputDone {
+			tl.doneAt = t
+		}
 	}
-	tl := sess.turnLog(o.Turn)
-	if _, dup := tl.outs[o.Offset]; dup || o.Offset == tl.cut {
-		return nil
+	for _, c := range b.Cuts {
+		sess := s.sessions[c.Session]
+		if sess == nil {
+			continue
+		}
+		tl := sess.turnLog(c.Turn)
+		if _, dup := tl.outs[c.Offset]; dup || tl.cut != 0 {
+			continue
+		}
+		tl.cut, tl.last = c.Offset, t
 	}
-	tl.outs[o.Offset] = o
-	tl.last = time.Now()
-	if o.Type == planner.OutputDone {
-		tl.doneAt = tl.last
+	for _, g := range b.Given {
+		if l, held := s.leases[g.Session]; held && l.Owner == g.Owner && g.Given > l.Given {
+			l.Given = g.Given
+			s.leases[g.Session] = l
+		}
 	}
 	return nil
 }
@@ -56,24 +85,6 @@ func (sess *session) turnLog(turn string) *turnLog {
 		sess.turns[turn] = tl
 	}
 	return tl
-}
-
-func (s *Store) CutOutputs(ctx context.Context, session, turn string, offset int64) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sess := s.sessions[session]
-	if sess == nil {
-		return nil // deleted meanwhile, as in Postgres
-	}
-	tl := sess.turnLog(turn)
-	if _, dup := tl.outs[offset]; dup || tl.cut != 0 {
-		return nil
-	}
-	tl.cut, tl.last = offset, time.Now()
-	return nil
 }
 
 func (s *Store) TurnOutputs(ctx context.Context, session, turn string, after int64, window time.Duration) (planner.KeptOutputs, bool, error) {

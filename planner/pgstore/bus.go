@@ -2,12 +2,10 @@ package pgstore
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -25,18 +23,6 @@ const DefaultChannel = "ballet_planner"
 // connection string sets application_name.
 const applicationName = "ballet-gateway-planner-bus"
 
-// Payload limits: a note whose JSON is longer than maxWhole is cut into fragments of
-// fragmentData bytes, base64 in a small envelope.
-const (
-	maxWhole     = pglisten.MaxPayload
-	fragmentData = 5000
-	// maxFragments bounds a reassembled note (20 MB); maxPartial the notes being reassembled
-	// at once; partialAge how long an incomplete one is kept.
-	maxFragments = 4096
-	maxPartial   = 64
-	partialAge   = time.Minute
-)
-
 // BusOptions configure OpenBus. A nil *BusOptions means defaults.
 type BusOptions struct {
 	// Channel is the NOTIFY channel. Default DefaultChannel.
@@ -45,33 +31,42 @@ type BusOptions struct {
 	Logger *slog.Logger
 }
 
-// Bus is the planner's Bus over LISTEN/NOTIFY. It is safe for concurrent use.
+// Bus is the planner's Bus over LISTEN/NOTIFY. It is safe for concurrent use. Notes travel
+// as pglisten.Pack's items, one a note, "<session> <note JSON>" (the session empty for notes
+// of none), so that a subscriber that does not want a session's notes skips them unread.
 type Bus struct {
 	pool    *pgxpool.Pool
 	channel string
 	logger  *slog.Logger
 
-	subs subscribers.Set[planner.Note]
+	subs subscribers.Set[*item]
 
-	partial map[string]*partial // listener goroutine only
-
+	unpack   pglisten.Unpacker // the listener goroutine's
 	listener *pglisten.Listener
 }
 
 var _ planner.Bus = (*Bus)(nil)
 
-type partial struct {
-	parts   [][]byte
-	got     int
-	started time.Time
+// item is a received note, decoded once by the first subscriber that wants it.
+type item struct {
+	session string
+	data    string
+	note    *planner.Note // decoded; nil before
+	err     error
 }
 
-// fragment is the envelope of a piece of a long note.
-type fragment struct {
-	ID    string `json:"frag"`
-	Index int    `json:"i"`
-	Count int    `json:"n"`
-	Data  []byte `json:"d"`
+func (it *item) decode() (planner.Note, error) {
+	if it.note == nil && it.err == nil {
+		var n planner.Note
+		if it.err = json.Unmarshal([]byte(it.data), &n); it.err == nil {
+			n.Lost = false
+			it.note = &n
+		}
+	}
+	if it.err != nil {
+		return planner.Note{}, it.err
+	}
+	return *it.note, nil
 }
 
 // OpenBus opens the listening connection (an error then is returned) and keeps it open,
@@ -87,10 +82,7 @@ func OpenBus(ctx context.Context, pool *pgxpool.Pool, opts *BusOptions) (*Bus, e
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	b := &Bus{
-		pool: pool, channel: o.Channel, logger: o.Logger,
-		partial: map[string]*partial{},
-	}
+	b := &Bus{pool: pool, channel: o.Channel, logger: o.Logger}
 	var err error
 	b.listener, err = pglisten.Open(ctx, pool.Config().ConnConfig, []string{o.Channel}, &pglisten.Options{
 		ApplicationName: applicationName,
@@ -110,12 +102,28 @@ func (b *Bus) Close() error { return b.listener.Close() }
 // ListenerPID is the backend pid of the listening connection, 0 while it is disconnected.
 func (b *Bus) ListenerPID() int32 { return b.listener.PID() }
 
-// Subscribe registers fn; it is called on the listener's goroutine.
-func (b *Bus) Subscribe(fn func(planner.Note)) func() { return b.subs.Subscribe(fn) }
+// Subscribe registers fn; want and fn are called on the listener's goroutine.
+func (b *Bus) Subscribe(want func(session string) bool, fn func(planner.Note)) func() {
+	return b.subs.Subscribe(func(it *item) {
+		if it == nil {
+			fn(planner.Note{Lost: true})
+			return
+		}
+		if it.session != "" && want != nil && !want(it.session) {
+			return
+		}
+		n, err := it.decode()
+		if err != nil {
+			return // logged once, by receive
+		}
+		fn(n)
+	})
+}
 
-// Publish sends n with NOTIFY; it returns once the notification is committed.
-func (b *Bus) Publish(ctx context.Context, n planner.Note) error {
-	payloads, err := encodeNote(n)
+// Publish sends the notes with NOTIFY, packed into as few payloads as they fit; it returns
+// once the notifications are committed.
+func (b *Bus) Publish(ctx context.Context, notes ...planner.Note) error {
+	payloads, err := encodeNotes(notes)
 	if err != nil {
 		return fmt.Errorf("pgstore: publish: %w", err)
 	}
@@ -125,114 +133,43 @@ func (b *Bus) Publish(ctx context.Context, n planner.Note) error {
 	return nil
 }
 
-// encodeNote returns the NOTIFY payloads of n: its JSON, or fragments of it.
-func encodeNote(n planner.Note) ([]string, error) {
-	data, err := json.Marshal(n)
-	if err != nil {
-		return nil, err
-	}
-	if len(data) <= maxWhole {
-		return []string{string(data)}, nil
-	}
-	count := (len(data) + fragmentData - 1) / fragmentData
-	if count > maxFragments {
-		return nil, fmt.Errorf("note of %d bytes is too long", len(data))
-	}
-	var id [12]byte
-	_, _ = crand.Read(id[:])
-	f := fragment{ID: hex.EncodeToString(id[:]), Count: count}
-	out := make([]string, 0, count)
-	for i := 0; i < count; i++ {
-		f.Index, f.Data = i, data[i*fragmentData:min(len(data), (i+1)*fragmentData)]
-		p, err := json.Marshal(f)
+// encodeNotes returns the NOTIFY payloads of notes.
+func encodeNotes(notes []planner.Note) ([]string, error) {
+	items := make([]string, len(notes))
+	for i, n := range notes {
+		data, err := json.Marshal(n)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, string(p))
+		items[i] = n.Session + " " + string(data)
 	}
-	return out, nil
+	return pglisten.Pack("", items)
 }
 
-// decodePayload reads one notification: a whole note (complete true), or a fragment, which
-// completes a note once all its fragments arrived. Malformed payloads are errors.
-func (b *Bus) decodePayload(payload string, now time.Time) (planner.Note, bool, error) {
-	var f fragment
-	if err := json.Unmarshal([]byte(payload), &f); err != nil {
-		return planner.Note{}, false, err
-	}
-	if f.ID == "" {
-		return decodeNote([]byte(payload))
-	}
-	if f.Count < 1 || f.Count > maxFragments || f.Index < 0 || f.Index >= f.Count {
-		return planner.Note{}, false, fmt.Errorf("fragment %d of %d", f.Index, f.Count)
-	}
-	p := b.partial[f.ID]
-	if p == nil {
-		b.prune(now)
-		p = &partial{parts: make([][]byte, f.Count), started: now}
-		b.partial[f.ID] = p
-	}
-	if len(p.parts) != f.Count {
-		delete(b.partial, f.ID)
-		return planner.Note{}, false, errors.New("fragments disagree on their count")
-	}
-	if p.parts[f.Index] == nil {
-		p.got++
-	}
-	p.parts[f.Index] = f.Data
-	if p.got < f.Count {
-		return planner.Note{}, false, nil
-	}
-	delete(b.partial, f.ID)
-	var whole []byte
-	for _, part := range p.parts {
-		whole = append(whole, part...)
-	}
-	return decodeNote(whole)
-}
-
-func decodeNote(data []byte) (planner.Note, bool, error) {
-	var n planner.Note
-	if err := json.Unmarshal(data, &n); err != nil {
-		return planner.Note{}, false, err
-	}
-	return n, true, nil
-}
-
-// prune drops incomplete notes that are too old, then the oldest while there are too many.
-func (b *Bus) prune(now time.Time) {
-	for id, p := range b.partial {
-		if now.Sub(p.started) > partialAge {
-			delete(b.partial, id)
-		}
-	}
-	for len(b.partial) >= maxPartial {
-		var oldest string
-		for id, p := range b.partial {
-			if oldest == "" || p.started.Before(b.partial[oldest].started) {
-				oldest = id
-			}
-		}
-		delete(b.partial, oldest)
-	}
-}
-
-// receive delivers the note a notification completes, if any.
+// receive hands the notes of a notification to the subscribers. A malformed one is logged.
 func (b *Bus) receive(n *pgconn.Notification) {
-	note, complete, err := b.decodePayload(n.Payload, time.Now())
+	_, items, err := b.unpack.Unpack(n.Payload, time.Now())
 	if err != nil {
 		b.logger.Warn("pgstore: planner bus: malformed notification", "from_pid", n.PID, "err", err)
 		return
 	}
-	if complete {
-		note.Lost = false
-		b.subs.Publish(note)
+	for _, s := range items {
+		session, data, ok := strings.Cut(s, " ")
+		if !ok {
+			b.logger.Warn("pgstore: planner bus: malformed notification", "from_pid", n.PID)
+			continue
+		}
+		it := &item{session: session, data: data}
+		b.subs.Publish(it)
+		if it.err != nil {
+			b.logger.Warn("pgstore: planner bus: malformed note", "from_pid", n.PID, "err", it.err)
+		}
 	}
 }
 
 // reconnected drops the fragments of notes that will not complete, and tells subscribers
 // that notes may have been lost.
 func (b *Bus) reconnected() {
-	clear(b.partial)
-	b.subs.Publish(planner.Note{Lost: true})
+	b.unpack.Reset()
+	b.subs.Publish(nil)
 }

@@ -6,11 +6,14 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ballet/gateway/internal/pglisten"
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/planner/pgstore"
 	"github.com/ballet/gateway/streams/pgtest"
@@ -25,7 +28,7 @@ type inbox struct {
 
 func subscribe(t *testing.T, b *pgstore.Bus) *inbox {
 	in := &inbox{more: make(chan struct{}, 1)}
-	cancel := b.Subscribe(func(n planner.Note) {
+	cancel := b.Subscribe(nil, func(n planner.Note) {
 		in.mu.Lock()
 		in.notes = append(in.notes, n)
 		in.mu.Unlock()
@@ -114,7 +117,7 @@ func TestBusSubscribeCancel(t *testing.T) {
 	b := openBus(t, pool)
 	calls := 0
 	var mu sync.Mutex
-	cancel := b.Subscribe(func(planner.Note) {
+	cancel := b.Subscribe(nil, func(planner.Note) {
 		mu.Lock()
 		calls++
 		mu.Unlock()
@@ -139,5 +142,61 @@ func TestBusSubscribeCancel(t *testing.T) {
 	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBusBatch: one Publish of many notes of several sessions goes out in as few
+// notifications as fit, in order; a subscriber that wants one session gets its notes and
+// those of no session, and the other sessions' not at all.
+func TestBusBatch(t *testing.T) {
+	pool := pgtest.Pool(t)
+	a, b := openBus(t, pool), openBus(t, pool)
+	all := subscribe(t, b)
+	var mu sync.Mutex
+	var mine []planner.Note
+	cancel := b.Subscribe(func(s string) bool { return s == "s1" }, func(n planner.Note) {
+		mu.Lock()
+		mine = append(mine, n)
+		mu.Unlock()
+	})
+	t.Cleanup(cancel)
+	var payloads atomic.Int64
+	raw, err := pglisten.Open(context.Background(), pool.Config().ConnConfig, []string{pgstore.DefaultChannel},
+		&pglisten.Options{OnNotify: func(*pgconn.Notification) { payloads.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+
+	var notes, want []planner.Note
+	bytes := 0
+	for i := 0; i < 300; i++ {
+		s := fmt.Sprint("s", 1+i%3)
+		n := planner.Note{Session: s, Output: &planner.Output{Session: s, Turn: "t", Offset: int64(i + 1), Type: planner.OutputText, Text: fmt.Sprint("delta ", i)}}
+		notes = append(notes, n)
+		if s == "s1" {
+			want = append(want, n)
+		}
+		bytes += 100
+	}
+	notes = append(notes, planner.Note{Sync: "end"})
+	want = append(want, planner.Note{Sync: "end"})
+	if err := a.Publish(context.Background(), notes...); err != nil {
+		t.Fatal(err)
+	}
+	if got := all.wait(t, len(notes)); !reflect.DeepEqual(got, notes) {
+		t.Fatalf("the notes of one Publish arrived as %d notes, not in order", len(got))
+	}
+	for deadline := time.Now().Add(10 * time.Second); payloads.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // the raw listener's share, had there been more
+	mu.Lock()
+	defer mu.Unlock()
+	if !reflect.DeepEqual(mine, want) {
+		t.Fatalf("a subscriber of s1 got %d notes, want %d", len(mine), len(want))
+	}
+	if n := payloads.Load(); n < 1 || n > int64(bytes/pglisten.MaxPayload+1) {
+		t.Fatalf("%d notes of about %d bytes took %d notifications", len(notes), bytes, n)
 	}
 }

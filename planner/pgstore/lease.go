@@ -39,7 +39,7 @@ func (s *Store) Acquire(ctx context.Context, id, owner, subject string, perSubje
 				SELECT $1::uuid, $2, $3, statement_timestamp() + $4 * interval '1 microsecond', $6, $7 FROM running
 				WHERE $5::int <= 0 OR n < $5::int
 				ON CONFLICT (session_id) DO UPDATE SET owner = EXCLUDED.owner, subject = EXCLUDED.subject,
-					expires_at = EXCLUDED.expires_at, cancel_requested = false,
+					expires_at = EXCLUDED.expires_at, cancel_requested = false, given = 0,
 					traceparent = EXCLUDED.traceparent, tracestate = EXCLUDED.tracestate
 					WHERE l.expires_at <= statement_timestamp()
 				RETURNING xmax <> 0 AS replaced
@@ -110,14 +110,14 @@ func (s *Store) Expired(ctx context.Context, sessions []string) ([]planner.Lease
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT session_id::text, owner, expires_at, traceparent, tracestate FROM planner_leases
+	rows, err := s.pool.Query(ctx, `SELECT session_id::text, owner, expires_at, given, traceparent, tracestate FROM planner_leases
 		WHERE session_id = ANY($1::uuid[]) AND expires_at <= now()`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: expired leases: %w", err)
 	}
 	ls, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (planner.Lease, error) {
 		var l planner.Lease
-		err := row.Scan(&l.Session, &l.Owner, &l.ExpiresAt, &l.Trace.Parent, &l.Trace.State)
+		err := row.Scan(&l.Session, &l.Owner, &l.ExpiresAt, &l.Given, &l.Trace.Parent, &l.Trace.State)
 		return l, err
 	})
 	if err != nil {

@@ -16,19 +16,7 @@ func (s *Store) AppendOutput(ctx context.Context, o planner.Output) error {
 	if !planner.ValidID(o.Session) {
 		return notFound(o.Session)
 	}
-	b, err := json.Marshal(o)
-	if err != nil {
-		return fmt.Errorf("pgstore: encode output: %w", err)
-	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO planner_outputs (session_id, turn, "offset", output, done)
-		VALUES ($1, $2, $3, $4::json, $5) ON CONFLICT DO NOTHING`, o.Session, o.Turn, o.Offset, string(b), o.Type == planner.OutputDone)
-	switch {
-	case pgCode(err) == "23503": // the session was deleted meanwhile
-		return nil
-	case err != nil:
-		return fmt.Errorf("pgstore: store output %d of turn %s: %w", o.Offset, o.Turn, err)
-	}
-	return nil
+	return s.AppendOutputs(ctx, planner.OutputBatch{Outputs: []planner.Output{o}})
 }
 
 // CutOutputs stores the cut as a row of its own in the offset's place: cut set, output JSON
@@ -37,15 +25,82 @@ func (s *Store) CutOutputs(ctx context.Context, session, turn string, offset int
 	if !planner.ValidID(session) {
 		return notFound(session)
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO planner_outputs (session_id, turn, "offset", output, cut)
-		VALUES ($1, $2, $3, 'null', true) ON CONFLICT DO NOTHING`, session, turn, offset)
-	switch {
-	case pgCode(err) == "23503": // the session was deleted meanwhile
+	return s.AppendOutputs(ctx, planner.OutputBatch{Cuts: []planner.Output{{Session: session, Turn: turn, Offset: offset}}})
+}
+
+// AppendOutputs writes the batch in one statement: the rows from arrays (unnest), of sessions
+// that still exist, and the leases' given offsets. A session deleted between the check and
+// the insert fails the statement (foreign_key_violation); it is run once more, which skips it.
+func (s *Store) AppendOutputs(ctx context.Context, b planner.OutputBatch) error {
+	n := len(b.Outputs) + len(b.Cuts)
+	sessions, turns, texts := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+	offsets, done, cut := make([]int64, 0, n), make([]bool, 0, n), make([]bool, 0, n)
+	for _, o := range b.Outputs {
+		if !planner.ValidID(o.Session) {
+			continue
+		}
+		j, err := json.Marshal(o)
+		if err != nil {
+			return fmt.Errorf("pgstore: encode output: %w", err)
+		}
+		sessions, turns, offsets, texts = append(sessions, o.Session), append(turns, o.Turn), append(offsets, o.Offset), append(texts, string(j))
+		done, cut = append(done, o.Type == planner.OutputDone), append(cut, false)
+	}
+	for _, o := range b.Cuts {
+		if planner.ValidID(o.Session) {
+			sessions, turns, offsets, texts = append(sessions, o.Session), append(turns, o.Turn), append(offsets, o.Offset), append(texts, "null")
+			done, cut = append(done, false), append(cut, true)
+		}
+	}
+	var gs, owners []string
+	var given []int64
+	for _, l := range b.Given {
+		if planner.ValidID(l.Session) {
+			gs, owners, given = append(gs, l.Session), append(owners, l.Owner), append(given, l.Given)
+		}
+	}
+	if len(sessions)+len(gs) == 0 {
 		return nil
-	case err != nil:
-		return fmt.Errorf("pgstore: store the cut of turn %s at %d: %w", turn, offset, err)
+	}
+	var err error
+	if len(sessions) == 1 && len(gs) == 0 {
+		// One output alone (no batching): the plain statement, which plans in a fraction of
+		// the batch's time.
+		_, err = s.pool.Exec(ctx, `INSERT INTO planner_outputs (session_id, turn, "offset", output, done, cut)
+			VALUES ($1, $2, $3, $4::json, $5, $6) ON CONFLICT DO NOTHING`, sessions[0], turns[0], offsets[0], texts[0], done[0], cut[0])
+		if pgCode(err) == "23503" { // the session was deleted meanwhile
+			err = nil
+		}
+	} else {
+		err = s.appendRows(ctx, sessions, turns, offsets, texts, done, cut, gs, owners, given)
+	}
+	if err != nil {
+		return fmt.Errorf("pgstore: store %d outputs: %w", len(sessions), err)
 	}
 	return nil
+}
+
+// appendRows is AppendOutputs's statement for a batch.
+func (s *Store) appendRows(ctx context.Context, sessions, turns []string, offsets []int64, texts []string, done, cut []bool,
+	gs, owners []string, given []int64) error {
+	var err error
+	for range 2 {
+		_, err = s.pool.Exec(ctx, `WITH kept AS (
+				INSERT INTO planner_outputs (session_id, turn, "offset", output, done, cut)
+				SELECT x.s, x.t, x.o, x.j::json, x.d, x.c
+				FROM unnest($1::uuid[], $2::text[], $3::bigint[], $4::text[], $5::bool[], $6::bool[]) AS x(s, t, o, j, d, c)
+				WHERE EXISTS (SELECT 1 FROM planner_sessions WHERE id = x.s)
+				ON CONFLICT DO NOTHING
+			)
+			UPDATE planner_leases l SET given = greatest(l.given, g.o)
+			FROM unnest($7::uuid[], $8::text[], $9::bigint[]) AS g(s, owner, o)
+			WHERE l.session_id = g.s AND l.owner = g.owner`,
+			sessions, turns, offsets, texts, done, cut, gs, owners, given)
+		if pgCode(err) != "23503" {
+			break
+		}
+	}
+	return err
 }
 
 func (s *Store) TurnOutputs(ctx context.Context, session, turn string, after int64, window time.Duration) (planner.KeptOutputs, bool, error) {

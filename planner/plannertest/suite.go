@@ -41,6 +41,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 		{"Outputs", testOutputs},
 		{"OutputCut", testOutputCut},
 		{"OutputExpiry", testOutputExpiry},
+		{"OutputBatch", testOutputBatch},
 		{"IdempotencyKeys", testIdempotencyKeys},
 	}
 	for _, tc := range tests {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -65,6 +64,7 @@ type Store struct {
 	done    chan struct{}
 	once    sync.Once
 	lsn     *pglisten.Listener
+	unpack  pglisten.Unpacker // the listener goroutine's
 }
 
 var _ presence.Store = (*Store)(nil)
@@ -103,7 +103,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error
 	s.lsn, err = pglisten.Open(ctx, pool.Config().ConnConfig, []string{s.channel}, &pglisten.Options{
 		ApplicationName: applicationName,
 		OnNotify:        s.receive,
-		OnReconnect:     func() { s.subs.Publish(nil) },
+		OnReconnect:     func() { s.unpack.Reset(); s.subs.Publish(nil) },
 		Logger:          o.Logger,
 	})
 	if err != nil {
@@ -145,30 +145,23 @@ func (s *Store) Close() error {
 // listening connection was re-established); it is called on the listener's goroutine.
 func (s *Store) Subscribe(fn func(streams []string)) func() { return s.subs.Subscribe(fn) }
 
-// receive delivers the streams of another replica's notification ("<sender>\n<stream>...").
+// receive delivers the streams of another replica's notification (pglisten.Pack's, with the
+// sender as head).
 func (s *Store) receive(n *pgconn.Notification) {
-	sender, rest, _ := strings.Cut(n.Payload, "\n")
-	if sender == s.id || rest == "" {
+	sender, streams, err := s.unpack.Unpack(n.Payload, time.Now())
+	if err != nil || sender == s.id || len(streams) == 0 {
 		return
 	}
-	s.subs.Publish(strings.Split(rest, "\n"))
+	s.subs.Publish(streams)
 }
 
 // notify announces, within tx, that streams changed; sender is the replica whose listener
 // ignores it ("" for none). A long list of streams is cut into several notifications.
 func (s *Store) notify(ctx context.Context, tx pgx.Tx, sender string, streams []string) error {
 	slices.Sort(streams)
-	streams = slices.Compact(streams)
-	var payloads []string
-	for len(streams) > 0 {
-		var b strings.Builder
-		b.WriteString(sender)
-		for len(streams) > 0 && (b.Len() == len(sender) || b.Len()+1+len(streams[0]) <= pglisten.MaxPayload) {
-			b.WriteByte('\n')
-			b.WriteString(streams[0])
-			streams = streams[1:]
-		}
-		payloads = append(payloads, b.String())
+	payloads, err := pglisten.Pack(sender, slices.Compact(streams))
+	if err != nil {
+		return err
 	}
 	return pglisten.Notify(ctx, tx, s.channel, payloads...)
 }
