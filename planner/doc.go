@@ -56,8 +56,8 @@
 //     kept with the lease, and linked to the send that found the lease expired, if any.
 //
 // The database work of reading the transcript and storing messages is under the turn. The
-// writes of each output (hundreds in one answer) go under an unsampled copy of the span
-// context, so that a parent-based sampler records none of them: the turn counts them.
+// writes of outputs (hundreds in one answer) are the replica's batches, outside every trace:
+// they record no spans, and the turn counts its outputs.
 //
 // Caveats: live output is not replayed, and a watch that misses output (a full queue, a bus
 // reconnect) ends with OutputLagging so the client watches again and reloads the transcript.

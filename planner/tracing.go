@@ -99,18 +99,6 @@ func (s *Service) modelAttrs() []attribute.KeyValue {
 	}
 }
 
-// quiet returns ctx with its span context marked unsampled, for the store and bus writes of
-// each output (hundreds in one long answer, like the events fanned out to subscribers):
-// under a parent-based sampler, the SDK's default, they record no spans of their own, and
-// the turn's span counts them instead (attrOutputs).
-func quiet(ctx context.Context) context.Context {
-	sc := trace.SpanContextFromContext(ctx)
-	if !sc.IsSampled() {
-		return ctx
-	}
-	return trace.ContextWithSpanContext(ctx, sc.WithTraceFlags(sc.TraceFlags().WithSampled(false)))
-}
-
 // maxTraceState bounds the tracestate kept with a lease, in bytes: what W3C Trace Context asks
 // every vendor to pass on. A longer one is not kept.
 const maxTraceState = 512

@@ -84,7 +84,7 @@ func (s *Service) publish(ctx context.Context, t *turn, o Output) <-chan struct{
 	if silent(t) || ctx.Err() != nil {
 		return nil // not numbered: watchers would see a hole where it was
 	}
-	ctx, cancel := context.WithTimeout(quiet(context.WithoutCancel(ctx)), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	t.pubMu.Lock()
 	defer t.pubMu.Unlock()
