@@ -263,10 +263,6 @@ const (
 	// keepBuffer is the largest buffer of spliced frames kept for reuse: a batch of a few
 	// hundred events in either codec, so that a large fan-out reuses its buffers too.
 	keepBuffer = 256 << 10
-	// batchChunk is the most a writer gathers into one write: a long queue goes out in writes
-	// of about this size, each taken by the peer before the next is gathered, so that what
-	// the transport holds for a slow peer stays small (and reused) however long the queue.
-	batchChunk = 64 << 10
 )
 
 // spliceSize is about the bytes the frame f's Params make.
@@ -435,7 +431,6 @@ func (c *Conn) writeBatch(batch []outFrame, batcher Batcher, scratch *[]byte) (e
 			}
 		}()
 	}
-	corked := 0
 	for i := range batch {
 		f := &batch[i]
 		data := f.Data
@@ -448,17 +443,9 @@ func (c *Conn) writeBatch(batch []outFrame, batcher Batcher, scratch *[]byte) (e
 			}
 		}
 		if data != nil {
-			if batcher != nil && corked > 0 && corked+len(data) > batchChunk {
-				if err := batcher.Uncork(); err != nil {
-					return err
-				}
-				batcher.Cork()
-				corked = 0
-			}
 			if err := c.t.Write(c.ctx, data); err != nil {
 				return err
 			}
-			corked += len(data)
 		}
 		c.finish(*f)
 		*f = outFrame{}
