@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -254,6 +255,21 @@ type direct struct {
 
 var directs = sync.Pool{New: func() any { return new(direct) }}
 
+const (
+	// spliceRoom is what a spliced frame takes beside its params, method and subscription
+	// (the envelope's keys and quotes), so that a batch's buffer is sized once; escapes that
+	// need more grow it.
+	spliceRoom = 64
+	// keepBuffer is the largest buffer of spliced frames kept for reuse: a batch of a few
+	// hundred events in either codec, so that a large fan-out reuses its buffers too.
+	keepBuffer = 256 << 10
+)
+
+// spliceSize is about the bytes the frame f's Params make.
+func spliceSize(f *outFrame) int {
+	return len(f.Params) + len(f.Method) + len(f.Sub) + spliceRoom
+}
+
 // writeNow writes fs on the caller's goroutine if the transport takes them
 // without waiting, and otherwise hands them to a writer goroutine. The
 // caller holds the writer role in the direct state (see enqueue).
@@ -262,6 +278,13 @@ func (c *Conn) writeNow(fs []outFrame) {
 	var err error
 	if c.ctx.Err() == nil {
 		d := directs.Get().(*direct)
+		need := 0
+		for i := range fs {
+			if fs[i].Params != nil {
+				need += spliceSize(&fs[i])
+			}
+		}
+		d.data = slices.Grow(d.data[:0], need)
 		for i := range fs {
 			f := &fs[i]
 			end := -1
@@ -290,7 +313,7 @@ func (c *Conn) writeNow(fs []outFrame) {
 		}
 		clear(d.frames)
 		d.frames, d.ends = d.frames[:0], d.ends[:0]
-		if cap(d.data) <= 64<<10 && cap(d.frames) <= 1024 {
+		if cap(d.data) <= keepBuffer && cap(d.frames) <= 1024 {
 			d.data = d.data[:0]
 			directs.Put(d)
 		}

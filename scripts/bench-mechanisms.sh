@@ -4,7 +4,7 @@
 # figure printed (docs/benchmarks/, "Each mechanism on its own"). The
 # default build's runs are also the current figures against the targets.
 #
-# Usage: scripts/bench-mechanisms.sh [idle] [liveheap] [latency] [saturate] [rates]
+# Usage: scripts/bench-mechanisms.sh [idle] [liveheap] [latency] [saturate] [rates] [codecs]
 #        (idle, latency and saturate by default)
 #
 #   idle      IDLE_N idle subscribed connections held HOLD, a fresh serve each
@@ -22,6 +22,11 @@
 #             one event a transaction: on a 2-core machine with fsync on it
 #             tops out near 290 a second, and the summary says when it fell
 #             short of the rate asked)
+#   codecs    the default build in both codecs, alternating: the overload run
+#             (1000 subscribers x 1000 events/s in commits of 50 for 10 s:
+#             deliveries/s, p99, the server's CPU per delivery) and the
+#             saturate run; the summary ends with JSON's figures as a share of
+#             MessagePack's (the medians of each)
 #
 # Variants (build tags of ./cmd/ballet-gateway, or an environment variable):
 #
@@ -69,8 +74,8 @@ TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(idle latency saturate)
 
 for t in "${TARGETS[@]}"; do
-	case $t in idle | liveheap | latency | saturate | rates) ;; *)
-		echo "usage: $0 [idle] [liveheap] [latency] [saturate] [rates]" >&2
+	case $t in idle | liveheap | latency | saturate | rates | codecs) ;; *)
+		echo "usage: $0 [idle] [liveheap] [latency] [saturate] [rates] [codecs]" >&2
 		exit 2
 		;;
 	esac
@@ -132,7 +137,7 @@ env_of() {
 # Build each variant once; every tag combination must also vet.
 variants=(default)
 for t in "${TARGETS[@]}"; do
-	case $t in idle | liveheap) pairs=$VARIANTS_IDLE ;; *) pairs=$VARIANTS_LIVE ;; esac
+	case $t in idle | liveheap) pairs=$VARIANTS_IDLE ;; codecs) pairs= ;; *) pairs=$VARIANTS_LIVE ;; esac
 	for pair in $pairs; do
 		variants+=("${pair%%:*}")
 	done
@@ -259,6 +264,7 @@ run() {
 	local target=$1 v=$2 codec=$3 round=$4 rate=${5:-100} name raw t0 t1 idle=null before=null after=null
 	name=$target-$v-$codec-$round
 	[ "$target" = rates ] && name=$name-$rate
+	[ "$target" = overload ] && rate=1000
 	raw=$OUT/$name.json
 	serve_start "$v"
 	log "$target $v $codec (round $round)"
@@ -289,6 +295,9 @@ run() {
 		;;
 	latency | rates)
 		"${BENCH[@]}" --codec "$codec" --subscribers 1000 --rate "$rate" --duration 10s >"$raw" 2>>"$OUT/bench.log" || true
+		;;
+	overload)
+		"${BENCH[@]}" --codec "$codec" --subscribers 1000 --rate "$rate" --batch 50 --duration 10s >"$raw" 2>>"$OUT/bench.log" || true
 		;;
 	saturate)
 		"${BENCH[@]}" --codec "$codec" --mode saturate --subscribers 1000 --duration 10s >"$raw" 2>>"$OUT/bench.log" || true
@@ -329,6 +338,9 @@ def describe:
 		" ms; server CPU " + each(per_delivery) + " us per delivery; gaps " + each(.gaps) +
 		(if any(.[]; (.written_events_per_s // .rate_per_s) < 0.95 * .rate_per_s)
 		then "; the writer fell short: " + each(.written_events_per_s | round) + " events/s" else "" end)
+	elif .[0].target == "overload" then
+		each(.deliveries_per_s / 1000 | round) + "k deliveries/s; p99 " + each(.latency_p99_ms | r1) +
+		" ms; server CPU " + each(per_delivery) + " us per delivery; gaps " + each(.gaps)
 	else
 		each(.deliveries_per_s / 1000 | round) + "k deliveries/s; server CPU " + each(per_delivery) +
 		" us per delivery; gaps " + each(.gaps)
@@ -343,6 +355,13 @@ EOF
 for round in $(seq "$RUNS"); do
 	for target in "${TARGETS[@]}"; do
 		case $target in idle | liveheap) pairs=$VARIANTS_IDLE ;; *) pairs=$VARIANTS_LIVE ;; esac
+		if [ "$target" = codecs ]; then
+			for codec in msgpack json; do
+				run overload default "$codec" "$round"
+				run saturate default "$codec" "$round"
+			done
+			continue
+		fi
 		if [ "$target" = rates ]; then
 			for rate in $RATES; do
 				for codec in msgpack json; do
@@ -360,5 +379,18 @@ done
 # Every run's figures, by target, variant and codec, in the order run.
 echo
 jq -rs -f <(summary_jq) --arg one 0 "$OUT/results.jsonl" | column -t -s "$(printf '\t')"
+# JSON against MessagePack, the default build's medians (the targets: deliveries at least 0.8,
+# CPU per delivery at most 1.25, p99 at most 2 times MessagePack's).
+jq -rs '
+	def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+	def r2: . * 100 | round / 100;
+	map(select(.variant == "default" and (.target == "overload" or .target == "saturate")))
+	| group_by(.target)[]
+	| (map(select(.codec == "json"))) as $j | (map(select(.codec == "msgpack"))) as $m
+	| select(($j | length) > 0 and ($m | length) > 0)
+	| def cpu: map(.server_cpu_s / .delivered_events) | median;
+	"\(.[0].target): JSON / MessagePack: deliveries " + (($j | map(.deliveries_per_s) | median) / ($m | map(.deliveries_per_s) | median) | r2 | tostring)
+		+ "x; CPU per delivery " + (($j | cpu) / ($m | cpu) | r2 | tostring)
+		+ "x; p99 " + (($j | map(.latency_p99_ms) | median) / ($m | map(.latency_p99_ms) | median) | r2 | tostring) + "x"' "$OUT/results.jsonl"
 echo
 echo "raw reports: $OUT/results.jsonl"

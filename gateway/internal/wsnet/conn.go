@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -185,12 +186,20 @@ func (c *corkConn) closeWithin(d time.Duration) {
 }
 
 // Cork starts gathering writes.
-func (c *corkConn) Cork() {
+func (c *corkConn) Cork() { c.corkFor(0) }
+
+// maxFrameHeader is the longest header of a frame the server sends (unmasked, 64-bit length).
+const maxFrameHeader = 10
+
+// corkFor starts gathering writes of about n bytes: the buffer is sized for them at once
+// rather than grown frame by frame.
+func (c *corkConn) corkFor(n int) {
 	c.mu.Lock()
 	if !c.corked {
 		c.corked = true
 		c.buf = corkBufs.Get().(*[]byte)
 	}
+	*c.buf = slices.Grow(*c.buf, n)
 	c.mu.Unlock()
 }
 

@@ -25,7 +25,11 @@ func (t *Transport) TryWrite(frames [][]byte) (bool, error) {
 	if !t.cork.canTry() {
 		return false, nil
 	}
-	t.cork.Cork()
+	n := 0
+	for _, f := range frames {
+		n += len(f) + maxFrameHeader
+	}
+	t.cork.corkFor(n)
 	var err error
 	for _, f := range frames {
 		if err = t.ws.Write(context.Background(), t.typ(), f); err != nil {
