@@ -322,7 +322,9 @@ func TestOpenAPIResponses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rpc.Close()
-	var listing struct{ Connections []struct{ Subject, Codec string } }
+	var listing struct {
+		Connections []struct{ Subject, Codec string }
+	}
 	if err := json.NewDecoder(call(conns, "GET", conns, root, "").Body).Decode(&listing); err != nil ||
 		len(listing.Connections) != 1 || listing.Connections[0].Subject != "alice" || listing.Connections[0].Codec != "msgpack" {
 		t.Fatalf("the listing of alice's connection: %+v, %v", listing, err)

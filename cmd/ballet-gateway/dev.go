@@ -274,4 +274,3 @@ func (l *lazyVerifier) Verify(ctx context.Context, token string) (*auth.Principa
 	}
 	return l.v.Verify(ctx, token)
 }
-
