@@ -59,9 +59,9 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./codec/ ./streams/ ./rpc/
 	$(GO) test -run '^$$' -bench CommitToClient -benchtime 200x ./gateway/
 
-## charts: the SVG charts of docs/benchmarks/ drawn again from the runs recorded there (*.jsonl)
+## charts: the SVG charts of docs/benchmarks/ drawn again from the mechanism runs kept there (*-mechanisms.jsonl)
 charts:
-	$(GO) run ./scripts/benchcharts -o docs/benchmarks/ docs/benchmarks/*.jsonl
+	$(GO) run ./scripts/benchcharts -o docs/benchmarks/ docs/benchmarks/*-mechanisms.jsonl
 
 ## web: rebuild the board's embedded assets (web/dist) with npm and esbuild
 web:

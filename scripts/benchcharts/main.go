@@ -2,7 +2,7 @@
 // (results.jsonl: one ballet-bench report a line, with target, variant, codec, rate_per_s,
 // server_cpu_s and load_1m added).
 //
-//	go run ./scripts/benchcharts -o docs/benchmarks/ docs/benchmarks/*.jsonl
+//	go run ./scripts/benchcharts -o docs/benchmarks/ docs/benchmarks/*-mechanisms.jsonl
 //
 // For each input NAME.jsonl it writes, into the -o directory, the charts its runs allow:
 //

@@ -19,7 +19,7 @@ const dataDir = "../../docs/benchmarks"
 // fails when a committed chart differs, is missing, or has no data of its own: data and
 // charts cannot drift apart.
 func TestCommittedChartsMatchTheirData(t *testing.T) {
-	inputs, err := filepath.Glob(filepath.Join(dataDir, "*.jsonl"))
+	inputs, err := filepath.Glob(filepath.Join(dataDir, "*-mechanisms.jsonl"))
 	if err != nil || len(inputs) == 0 {
 		t.Fatalf("no results in %s (%v)", dataDir, err)
 	}
