@@ -16,7 +16,7 @@ import (
 )
 
 // replicaRe is the replica id of the "listening" line.
-var replicaRe = regexp.MustCompile(`"msg":"listening".*"replica":"([0-9a-f]+)"`)
+var replicaRe = regexp.MustCompile(`"msg":"listening".*"replica":"([^"]+)"`)
 
 // listingDoc is GET /api/v1/admin/connections' answer, as a client reads it.
 type listingDoc struct {
