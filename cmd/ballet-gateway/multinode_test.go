@@ -55,12 +55,19 @@ func newClusterOn(t *testing.T, db string, n int, extraEnv ...string) *cluster {
 	c.run("admin", "grant", "WEB", "alice", "admin")
 	c.run("admin", "grant", "WEB", "bob", "viewer")
 	for i := 0; i < n; i++ {
-		p := start(t, c.env, "serve")
-		r := &replica{p: p, addr: p.waitLine(t, listenRe)}
-		r.admin = adminRe.FindStringSubmatch(p.output())[1]
-		c.replicas = append(c.replicas, r)
+		c.serve()
 	}
 	return c
+}
+
+// serve starts one more replica, with extraEnv beyond the cluster's, and returns it.
+func (c *cluster) serve(extraEnv ...string) *replica {
+	c.t.Helper()
+	p := start(c.t, append(slices.Clone(c.env), extraEnv...), "serve")
+	r := &replica{p: p, addr: p.waitLine(c.t, listenRe)}
+	r.admin = adminRe.FindStringSubmatch(p.output())[1]
+	c.replicas = append(c.replicas, r)
+	return r
 }
 
 func (c *cluster) run(args ...string) {
