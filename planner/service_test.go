@@ -463,6 +463,9 @@ func TestWatchEnds(t *testing.T) {
 	if last.Type != planner.OutputLagging || last.Session != id {
 		t.Fatalf("last output of a lagging watch: %+v", last)
 	}
+	// Outputs reach watchers with their window, which may close after the turn has ended.
+	waitFor(t, "the watch that returned false to be called", func() bool { return len(calls) > 0 })
+	time.Sleep(100 * time.Millisecond)
 	if len(calls) != 1 {
 		t.Fatalf("fn returning false was called %d times", len(calls))
 	}
