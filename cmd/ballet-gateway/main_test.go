@@ -46,6 +46,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// childEnv is the environment of a run of the binary: PATH, GORACE and env. The binary is built
+// with the race detector, whose runtime sleeps a second at exit (GORACE's atexit_sleep_ms) for
+// races other threads are still reporting; the tests wait for dozens of runs to exit, so the
+// sleep is off. A race is still reported as it happens and makes the run exit 66.
+func childEnv(env []string) []string {
+	race := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
+	return append([]string{"PATH=" + os.Getenv("PATH"), "GORACE=" + race}, env...)
+}
+
 // proc is a running ballet-gateway.
 type proc struct {
 	cmd    *exec.Cmd
@@ -59,7 +68,7 @@ type proc struct {
 func start(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
 	p := &proc{cmd: exec.Command(binary, args...), lines: make(chan string, 10000), done: make(chan error, 1)}
-	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	p.cmd.Env = childEnv(env)
 	so, _ := p.cmd.StdoutPipe()
 	se, _ := p.cmd.StderrPipe()
 	if err := p.cmd.Start(); err != nil {
