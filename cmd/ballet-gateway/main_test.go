@@ -202,9 +202,13 @@ var (
 // adminStatus is the status of GET path on p's admin port.
 func adminStatus(t *testing.T, p *proc, path string) int {
 	t.Helper()
+	// The address is logged on stderr, which may come after the lines of stdout waited for.
 	m := adminRe.FindStringSubmatch(p.output())
-	if m == nil {
-		t.Fatalf("no admin address in the output:\n%s", p.output())
+	for deadline := time.Now().Add(30 * time.Second); m == nil; m = adminRe.FindStringSubmatch(p.output()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no admin address in the output:\n%s", p.output())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	resp, err := http.Get("http://" + m[1] + path)
 	if err != nil {
