@@ -391,6 +391,7 @@ func metric(env *gatewaytest.Env, name string, labels ...string) float64 {
 
 // Close does not wait for a server that no longer answers.
 func TestCloseSilentServer(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, false, gateway.Config{})
 	p := startProxy(t, env.HTTP.Listener.Addr().String())
 	c := dial(t, p.URL(), &client.Options{Token: (&minter{env: env, subject: "alice"}).Token})

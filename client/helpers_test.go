@@ -129,6 +129,9 @@ func dial(t testing.TB, url string, o *client.Options) *client.Client {
 	return c
 }
 
+// startEnv starts a gateway of the test's own, with project WEB (alice admin, bob viewer).
+// Tests that spend their time waiting (on token lifetimes, rates, backoffs, retry hints) and
+// share nothing but such an env run in parallel with each other.
 func startEnv(t testing.TB, pg bool, cfg gateway.Config) *gatewaytest.Env {
 	t.Helper()
 	env := gatewaytest.Start(t, &gatewaytest.Options{Postgres: pg, Config: cfg})

@@ -246,6 +246,7 @@ func TestRequestRateRetryWithinDeadline(t *testing.T) {
 // wait and are sent again rather than ending their subscriptions, even
 // with RateLimitRetries off.
 func TestResubscribeWaitsForRate(t *testing.T) {
+	t.Parallel()
 	// A new connection's budget is 4 requests, refilled at 2 a second: the 15 resubscribes of
 	// a reconnect would have to take more than 5 s to stay within it, which even a loaded
 	// machine does not make them take (at 5 a second and bursts of 10, a second sufficed).
@@ -299,6 +300,7 @@ func TestResubscribeWaitsForRate(t *testing.T) {
 // a client whose reconnects are refused (-32029, close 4029) waits near
 // MaxBackoff between attempts, logs why, and gets in once a place is free.
 func TestSubjectConnectionLimitBacksOff(t *testing.T) {
+	t.Parallel()
 	const maxBackoff = time.Second
 	env := startEnv(t, true, gateway.Config{MaxConnectionsPerSubject: 2})
 	p := startProxy(t, env.HTTP.Listener.Addr().String())
@@ -376,6 +378,7 @@ func TestSubjectConnectionLimitBacksOff(t *testing.T) {
 // Retry-After: Dial's error says so, and a reconnecting client waits that
 // long before its next attempt.
 func TestHandshake503(t *testing.T) {
+	t.Parallel()
 	t.Run("replica full", func(t *testing.T) {
 		env := startEnv(t, false, gateway.Config{MaxConnections: 1})
 		m := &minter{env: env, subject: "alice"}
@@ -452,6 +455,7 @@ func TestNoAdvertisedLimits(t *testing.T) {
 // it (limit "subject_requests") are sent again like those refused for the
 // connection's, and the client advertises the subject's budgets.
 func TestSubjectRateRetries(t *testing.T) {
+	t.Parallel()
 	const rate = 5 // bursts of 10, for both connections together
 	env := startEnv(t, false, gateway.Config{RequestRate: 1000, SubjectRequestRate: rate, ReplayRate: 77})
 	ctx := context.Background()
@@ -492,6 +496,7 @@ func TestSubjectRateRetries(t *testing.T) {
 // wait and are sent again: every subscription resumes with what it missed,
 // once.
 func TestResubscribeWaitsForReplayBudget(t *testing.T) {
+	t.Parallel()
 	// 200 events to replay, with a budget of 60 and 10 a second: the four resubscribes would
 	// have to take 14 s to fit without a refusal, however loaded the machine.
 	const subs, missed = 4, 50

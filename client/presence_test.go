@@ -15,6 +15,7 @@ import (
 // a dropped connection (the new subscription's snapshot replaces the list), and
 // PresenceGet answers the members with their connections.
 func TestPresenceFollowsTheStream(t *testing.T) {
+	t.Parallel()
 	for _, cd := range codecs {
 		t.Run(codecName(cd), func(t *testing.T) {
 			env := startEnv(t, true, gateway.Config{})
@@ -77,6 +78,7 @@ func TestPresenceFollowsTheStream(t *testing.T) {
 // Item presence through the client: a board follows who has which item open, across a
 // dropped connection, and PresenceGetItems answers the same.
 func TestItemPresenceFollowsTheItems(t *testing.T) {
+	t.Parallel()
 	for _, cd := range codecs {
 		t.Run(codecName(cd), func(t *testing.T) {
 			env := startEnv(t, true, gateway.Config{})

@@ -17,6 +17,7 @@ import (
 // A connection outlives several short-lived tokens because the client
 // refreshes each at 80 % of its lifetime.
 func TestRefreshKeepsConnectionAlive(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, false, gateway.Config{})
 	var st states
 	// Refreshed at 80 % of a 4-5 s life (expiry has second resolution): a loaded machine
@@ -57,6 +58,7 @@ func TestRefreshKeepsConnectionAlive(t *testing.T) {
 // attempts with the expired token are refused: the refresh above is what
 // keeps a connection alive.
 func TestExpiredTokenEndsConnection(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t, false, gateway.Config{})
 	var st states
 	tok := mint(t, env, "alice", 2*time.Second)
@@ -93,6 +95,7 @@ func TestReconnectDeliversEveryEventOnce(t *testing.T) {
 	for _, d := range disruptions {
 		for _, cd := range codecs {
 			t.Run(d.name+"/"+codecName(cd), func(t *testing.T) {
+				t.Parallel()
 				env := startEnv(t, true, gateway.Config{})
 				p := startProxy(t, env.HTTP.Listener.Addr().String())
 				var st states
@@ -202,6 +205,7 @@ func TestResyncHook(t *testing.T) {
 // A connection on which the server falls silent is given up after three
 // heartbeat intervals; the client reconnects and resumes.
 func TestHeartbeatSilenceReconnects(t *testing.T) {
+	t.Parallel()
 	// Long enough that a loaded machine's pauses of the heartbeats do not add up to three.
 	const iv = 500 * time.Millisecond
 	env := startEnv(t, true, gateway.Config{HeartbeatInterval: iv})

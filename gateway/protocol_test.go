@@ -102,7 +102,9 @@ func TestAuthAndPing(t *testing.T) {
 }
 
 func TestAuthFailuresClose4001(t *testing.T) {
-	env := gatewaytest.Start(t, nil)
+	// A token of another issuer's key waits for the key set's next fetch before it is refused:
+	// within a short interval, not the default 10 s, most of the 10 s the test gives it.
+	env := gatewaytest.Start(t, &gatewaytest.Options{KeyRefreshInterval: 100 * time.Millisecond})
 	other := authtest.NewIssuer(t)
 	aud := []string{gatewaytest.Audience}
 	tokens := map[string]string{

@@ -422,38 +422,43 @@ func TestConnectionsPerAddressBehindProxies(t *testing.T) {
 func TestFramesRefusedAtTheirHeader(t *testing.T) {
 	const limit = 64 << 10
 	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{ReadLimit: limit, DrainWindow: 10 * time.Millisecond}})
-	for _, tc := range []struct {
-		name  string
-		login bool
-		send  []byte
-		want  websocket.StatusCode
-	}{
-		{"a header beyond the limit", false, frameHeader(1, true, limit+1), websocket.StatusMessageTooBig},
-		{"a 64-bit length", true, frameHeader(2, true, 1<<40), websocket.StatusMessageTooBig},
-		{"a continuation past the limit", true, append(fragment(1, limit/2), frameHeader(0, true, limit/2+1)...), websocket.StatusMessageTooBig},
-		{"unmasked", false, []byte{0x81, 0x02, '{', '}'}, websocket.StatusProtocolError},
-		{"unmasked after auth", true, []byte{0x81, 0x02, '{', '}'}, websocket.StatusProtocolError},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := hostileDial(t, env)
-			if resp := h.upgrade(t, ""); resp.StatusCode != http.StatusSwitchingProtocols {
-				t.Fatalf("upgrade: %s", resp.Status)
-			}
-			if tc.login {
-				_, _ = h.c.Write(textFrame(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"auth","params":{"token":%q}}`, env.Token(t, "alice"))))
-				(&rawClient{t: t, c: h.c, br: h.br}).want(1)
-			}
-			if _, err := h.c.Write(tc.send); err != nil {
-				t.Fatal(err)
-			}
-			if code := h.closeFrame(t, 20*time.Second); code != tc.want {
-				t.Fatalf("close %d, want %d", code, tc.want)
-			}
-			if err := h.closedWithin(20 * time.Second); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+	// Each case waits out the close grace of a peer that sends no close frame back: in
+	// parallel, all of them ended before the closes are counted.
+	t.Run("cases", func(t *testing.T) {
+		for _, tc := range []struct {
+			name  string
+			login bool
+			send  []byte
+			want  websocket.StatusCode
+		}{
+			{"a header beyond the limit", false, frameHeader(1, true, limit+1), websocket.StatusMessageTooBig},
+			{"a 64-bit length", true, frameHeader(2, true, 1<<40), websocket.StatusMessageTooBig},
+			{"a continuation past the limit", true, append(fragment(1, limit/2), frameHeader(0, true, limit/2+1)...), websocket.StatusMessageTooBig},
+			{"unmasked", false, []byte{0x81, 0x02, '{', '}'}, websocket.StatusProtocolError},
+			{"unmasked after auth", true, []byte{0x81, 0x02, '{', '}'}, websocket.StatusProtocolError},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				h := hostileDial(t, env)
+				if resp := h.upgrade(t, ""); resp.StatusCode != http.StatusSwitchingProtocols {
+					t.Fatalf("upgrade: %s", resp.Status)
+				}
+				if tc.login {
+					_, _ = h.c.Write(textFrame(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"auth","params":{"token":%q}}`, env.Token(t, "alice"))))
+					(&rawClient{t: t, c: h.c, br: h.br}).want(1)
+				}
+				if _, err := h.c.Write(tc.send); err != nil {
+					t.Fatal(err)
+				}
+				if code := h.closeFrame(t, 20*time.Second); code != tc.want {
+					t.Fatalf("close %d, want %d", code, tc.want)
+				}
+				if err := h.closedWithin(20 * time.Second); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	})
 	if got := closesWithCode(t, env.Server, "1009"); got != 3 {
 		t.Errorf("closes with 1009: %v, want 3", got)
 	}

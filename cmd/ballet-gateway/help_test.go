@@ -2,19 +2,18 @@ package main
 
 import (
 	"bytes"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 )
 
-// runBinary runs the binary with env (and PATH only) to its end, returning its exit status,
+// runBinary runs the binary with env (and childEnv's) to its end, returning its exit status,
 // stdout and stderr.
 func runBinary(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	cmd.Env = childEnv(env)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()

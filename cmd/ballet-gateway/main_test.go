@@ -46,6 +46,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// childEnv is the environment of a run of the binary: PATH, GORACE and env. The binary is built
+// with the race detector, whose runtime sleeps a second at exit (GORACE's atexit_sleep_ms) for
+// races other threads are still reporting; the tests wait for dozens of runs to exit, so the
+// sleep is off. A race is still reported as it happens and makes the run exit 66.
+func childEnv(env []string) []string {
+	race := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
+	return append([]string{"PATH=" + os.Getenv("PATH"), "GORACE=" + race}, env...)
+}
+
 // proc is a running ballet-gateway.
 type proc struct {
 	cmd    *exec.Cmd
@@ -59,7 +68,7 @@ type proc struct {
 func start(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
 	p := &proc{cmd: exec.Command(binary, args...), lines: make(chan string, 10000), done: make(chan error, 1)}
-	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	p.cmd.Env = childEnv(env)
 	so, _ := p.cmd.StdoutPipe()
 	se, _ := p.cmd.StderrPipe()
 	if err := p.cmd.Start(); err != nil {
@@ -193,9 +202,13 @@ var (
 // adminStatus is the status of GET path on p's admin port.
 func adminStatus(t *testing.T, p *proc, path string) int {
 	t.Helper()
+	// The address is logged on stderr, which may come after the lines of stdout waited for.
 	m := adminRe.FindStringSubmatch(p.output())
-	if m == nil {
-		t.Fatalf("no admin address in the output:\n%s", p.output())
+	for deadline := time.Now().Add(30 * time.Second); m == nil; m = adminRe.FindStringSubmatch(p.output()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no admin address in the output:\n%s", p.output())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	resp, err := http.Get("http://" + m[1] + path)
 	if err != nil {

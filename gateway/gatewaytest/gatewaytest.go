@@ -110,6 +110,9 @@ type Options struct {
 	Roles func(gateway.Roles) gateway.Roles
 	// TracerProvider is the server's, and traces the Postgres pool's queries (Postgres).
 	TracerProvider trace.TracerProvider
+	// KeyRefreshInterval is the verifier's (auth.VerifierOptions): a token of a key the
+	// issuer's set lacks waits for it to end. Zero keeps the default, 10 s.
+	KeyRefreshInterval time.Duration
 }
 
 // Env is a running gateway.
@@ -237,7 +240,12 @@ func Start(t testing.TB, o *Options) *Env {
 		cfg.MaxConnectionsPerIP = 1 << 20
 	}
 	env.Revocations = auth.NewRevocations()
-	verifier := env.Revocations.Verifier(authtest.NewVerifier(t, env.Issuer, Audience))
+	keys, err := auth.NewVerifier(context.Background(), env.Issuer.URL(), Audience,
+		&auth.VerifierOptions{KeyRefreshInterval: o.KeyRefreshInterval})
+	if err != nil {
+		t.Fatalf("gatewaytest: %v", err)
+	}
+	verifier := env.Revocations.Verifier(keys)
 	quiet := o.Logger
 	if quiet == nil {
 		quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

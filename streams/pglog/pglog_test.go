@@ -36,8 +36,9 @@ func open(t *testing.T, pool *pgxpool.Pool, opts *pglog.Options) *pglog.Log {
 	return l
 }
 
+// The conformance suite, each test on a database of its own, in parallel.
 func TestConformance(t *testing.T) {
-	logtest.Run(t, func(t *testing.T) (streams.Log, streams.Appender) {
+	logtest.RunParallel(t, func(t *testing.T) (streams.Log, streams.Appender) {
 		l := open(t, pgtest.Pool(t), nil)
 		return l, l
 	})

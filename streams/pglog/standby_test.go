@@ -49,7 +49,8 @@ func openTail(t *testing.T, db *pgtest.StandbyDB, opts *pglog.Options) *pglog.Lo
 	return open(t, db.Pool, &o)
 }
 
-// The conformance suite against a log read from a streaming standby.
+// The conformance suite against a log read from a streaming standby: one test after another,
+// since on the shared standby they took twice as long in parallel.
 func TestStandbyConformance(t *testing.T) {
 	logtest.Run(t, func(t *testing.T) (streams.Log, streams.Appender) {
 		l := openTail(t, pgtest.Standby(t), nil)
