@@ -5,7 +5,7 @@
 -- for a WAL flush at commit and paid the check row by row. The statement that stores outputs
 -- keeps only those of sessions that exist, and a trigger deletes the outputs of deleted sessions
 -- in the deleting statement, as the cascade did. An output stored while its session is being
--- deleted may outlive it; the minutely expiry removes such rows.
+-- deleted may outlive it, until it expires as any turn's outputs do.
 --
 -- planner_outputs_created indexed every output; only done rows need their time looked up (a turn
 -- whose done is older than the resume window goes), so the index holds those alone.
