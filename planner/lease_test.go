@@ -10,7 +10,7 @@ import (
 )
 
 // keeperWait is a store whose Release returns only once the lease keeper has looked for
-// expired leases twice more. The keeper renews, then looks, each round: a whole renewal
+// expired leases twice more. The keeper renews and looks, each every Lease/3: a renewal
 // round has then run between the lease given back and the rest of the turn's end.
 type keeperWait struct {
 	planner.Store

@@ -198,8 +198,8 @@ func (o *outbox) end(drop bool) {
 }
 
 // write stores a batch of outputs in one write, recording on the lease of each turn past its
-// bounds the highest offset it gives out, then sends them to every replica's watchers in as few notifications
-// as they fit in: stored before sent, so a watcher that reads the store after watching
+// bounds the highest offset it gives out, then sends them to every replica's watchers in as
+// few notifications as they fit in; a batch not stored is not sent. Stored before sent, so a watcher that reads the store after watching
 // misses nothing in between, and a replica that ends a dead turn numbers its error and
 // done after every output sent.
 func (s *Service) write(batch []queued) {
@@ -235,11 +235,55 @@ func (s *Service) write(batch []queued) {
 			b.Given = append(b.Given, Lease{Session: q.o.Session, Owner: owner, Given: q.o.Offset})
 		}
 	}
-	if err := s.store.AppendOutputs(ctx, b); err != nil {
-		s.logger.Warn("planner: store outputs", "outputs", len(batch), "err", err)
+	if err := s.storeOutputs(ctx, b); err != nil {
+		// Sent now, the window would be a hole that a watcher resuming later finds, where
+		// the live watchers saw none. Unsent, every watcher misses the same outputs: the
+		// next output of a turn still running shows them the hole (their watch ends
+		// lagging), and a resumed watch is not told the turn is complete. The window's turns
+		// running here stop as if they had lost their lease: it expires, and the replica
+		// that ends them numbers their error and done after what is stored.
+		s.logger.Error("planner: store outputs: the window is not sent, and its turns stop", "outputs", len(batch), "err", err)
+		s.stopTurns(batch)
+		return
 	}
 	if err := s.bus.Publish(ctx, notes...); err != nil {
 		s.logger.Warn("planner: publish outputs", "outputs", len(batch), "err", err)
 	}
 	s.obs.OutputsWritten(len(batch), bytes, time.Since(start))
+}
+
+// Tries of a window's store write, and the pause before the second; each pause after it
+// doubles. The write is idempotent (an offset stored keeps what it holds).
+const (
+	storeTries = 3
+	storeRetry = 100 * time.Millisecond
+)
+
+// storeOutputs stores b, trying again after a failure, until storeTries or ctx end.
+func (s *Service) storeOutputs(ctx context.Context, b OutputBatch) error {
+	pause := storeRetry
+	for try := 1; ; try++ {
+		err := s.store.AppendOutputs(ctx, b)
+		if err == nil || try == storeTries {
+			return err
+		}
+		s.logger.Warn("planner: store outputs", "outputs", len(b.Outputs)+len(b.Cuts), "try", try, "err", err)
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return err
+		}
+		pause *= 2
+	}
+}
+
+// stopTurns stops, as if they had lost their lease, the turns running here of batch.
+func (s *Service) stopTurns(batch []queued) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, q := range batch {
+		if t := s.turns[q.o.Session]; t != nil && q.owner != "" && t.owner == q.owner {
+			t.cancel(errNotStored)
+		}
+	}
 }

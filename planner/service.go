@@ -138,6 +138,9 @@ var (
 	errShutdown  = errors.New("planner: shutting down")
 	errLeaseLost = errors.New("planner: lease lost")
 	errKilled    = errors.New("planner: replica abandoned")
+	// errNotStored ends a turn silently, as errLeaseLost does, when a window of its outputs
+	// could not be stored.
+	errNotStored = fmt.Errorf("%w: its outputs could not be stored", errLeaseLost)
 )
 
 // Service runs planner sessions: their transcripts, one turn at a time per session across

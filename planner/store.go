@@ -119,16 +119,23 @@ type Leases interface {
 	// of concurrent callers on all replicas at most perSubject hold leases. tc is kept with the
 	// lease, for Expired.
 	Acquire(ctx context.Context, session, owner, subject string, perSubject int, ttl time.Duration, tc TraceContext) (taken, stale bool, err error)
-	// Renew extends owner's lease to ttl from now; held is false when owner no longer holds
-	// it, and cancel true when RequestCancel was called for the session since it was taken.
-	Renew(ctx context.Context, session, owner string, ttl time.Duration) (held, cancel bool, err error)
+	// Renew extends the leases (Session and Owner set: one replica's turns) to ttl from now,
+	// all in one write, and returns what it found of each, in the leases' order.
+	Renew(ctx context.Context, leases []Lease, ttl time.Duration) ([]Renewal, error)
 	// RequestCancel marks the session's lease, if any, as asked to stop.
 	RequestCancel(ctx context.Context, session string) error
 	// Release removes owner's lease, if it still holds it.
 	Release(ctx context.Context, session, owner string) error
 	// Expired returns the expired leases among the sessions', with Given and their trace contexts.
 	Expired(ctx context.Context, sessions []string) ([]Lease, error)
-	// ReleaseExpired removes l when it is still exactly that expired lease (same owner, same
-	// expiry); of several callers for the same lease, exactly one gets true.
-	ReleaseExpired(ctx context.Context, l Lease) (bool, error)
+	// ReleaseExpired removes, in one write, each of leases (as Expired returned them) that is
+	// still exactly that expired lease (same owner, same expiry), and returns those it removed;
+	// of several callers for the same lease, exactly one gets it.
+	ReleaseExpired(ctx context.Context, leases []Lease) ([]Lease, error)
+}
+
+// Renewal is what Leases.Renew found of one lease.
+type Renewal struct {
+	Held   bool // its owner holds it still, now until ttl from now
+	Cancel bool // held, and RequestCancel was called for the session since it was taken
 }

@@ -261,19 +261,25 @@ func (s *Store) Acquire(ctx context.Context, id, owner, subject string, perSubje
 	return true, held, nil
 }
 
-func (s *Store) Renew(ctx context.Context, id, owner string, ttl time.Duration) (bool, bool, error) {
+// Renew renews the leases under one lock, as Postgres does in one statement.
+func (s *Store) Renew(ctx context.Context, leases []planner.Lease, ttl time.Duration) ([]planner.Renewal, error) {
 	if err := ctx.Err(); err != nil {
-		return false, false, err
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l, held := s.leases[id]
-	if !held || l.Owner != owner {
-		return false, false, nil
+	out := make([]planner.Renewal, len(leases))
+	at := time.Now().Add(ttl)
+	for i, r := range leases {
+		l, held := s.leases[r.Session]
+		if !held || l.Owner != r.Owner {
+			continue
+		}
+		l.ExpiresAt = at
+		s.leases[r.Session] = l
+		out[i] = planner.Renewal{Held: true, Cancel: l.cancel}
 	}
-	l.ExpiresAt = time.Now().Add(ttl)
-	s.leases[id] = l
-	return true, l.cancel, nil
+	return out, nil
 }
 
 func (s *Store) RequestCancel(ctx context.Context, id string) error {
@@ -311,16 +317,22 @@ func (s *Store) Expired(ctx context.Context, sessions []string) ([]planner.Lease
 	return out, nil
 }
 
-func (s *Store) ReleaseExpired(ctx context.Context, l planner.Lease) (bool, error) {
+// ReleaseExpired releases the leases under one lock, as Postgres does in one statement.
+func (s *Store) ReleaseExpired(ctx context.Context, leases []planner.Lease) ([]planner.Lease, error) {
 	if err := ctx.Err(); err != nil {
-		return false, err
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur, held := s.leases[l.Session]
-	if !held || cur.Owner != l.Owner || !cur.ExpiresAt.Equal(l.ExpiresAt) || time.Now().Before(cur.ExpiresAt) {
-		return false, nil
+	t := time.Now()
+	var released []planner.Lease
+	for _, l := range leases {
+		cur, held := s.leases[l.Session]
+		if !held || cur.Owner != l.Owner || !cur.ExpiresAt.Equal(l.ExpiresAt) || t.Before(cur.ExpiresAt) {
+			continue
+		}
+		delete(s.leases, l.Session)
+		released = append(released, l)
 	}
-	delete(s.leases, l.Session)
-	return true, nil
+	return released, nil
 }

@@ -7,7 +7,10 @@
 // judged by the database's clock. Turn outputs for resuming are rows of the UNLOGGED
 // planner_outputs (0004_planner_resume); a turn's cut is a row there too, flagged
 // (0006_planner_output_cut). AppendOutputs stores a batch with one statement (the rows from
-// arrays) that also raises the leases' given offsets (0012_planner_lease_given).
+// arrays) that also raises the leases' given offsets (0012_planner_lease_given); the table has
+// no foreign key, whose check cost a WAL flush a batch (0013_planner_cheaper_writes). Renew
+// and ReleaseExpired take all the leases at once, one statement each, locking rows in
+// session order.
 //
 // Bus: Publish packs its notes into as few NOTIFY payloads on channel "ballet_planner" as fit
 // (pglisten.Pack), one item a note, "<session> <note JSON>", sent in one transaction; a note

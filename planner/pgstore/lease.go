@@ -2,8 +2,8 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,20 +64,47 @@ func (s *Store) Acquire(ctx context.Context, id, owner, subject string, perSubje
 // subject's hash): "bt" for ballet turns.
 const turnsLockSpace int32 = 0x6274
 
-func (s *Store) Renew(ctx context.Context, id, owner string, ttl time.Duration) (bool, bool, error) {
-	if !planner.ValidID(id) {
-		return false, false, nil
+// Renew updates the leases still held with one statement. Rows are locked in session order,
+// as ReleaseExpired locks them, so that a replica renewing its leases and another releasing
+// some of them that expired meanwhile never deadlock.
+func (s *Store) Renew(ctx context.Context, leases []planner.Lease, ttl time.Duration) ([]planner.Renewal, error) {
+	out := make([]planner.Renewal, len(leases))
+	ids, owners := make([]string, 0, len(leases)), make([]string, 0, len(leases))
+	for _, l := range leases {
+		if planner.ValidID(l.Session) {
+			ids, owners = append(ids, l.Session), append(owners, l.Owner)
+		}
 	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `WITH held AS (
+			SELECT l.session_id FROM planner_leases l
+			JOIN unnest($1::uuid[], $2::text[]) AS x(s, owner) ON l.session_id = x.s AND l.owner = x.owner
+			ORDER BY l.session_id FOR UPDATE OF l
+		)
+		UPDATE planner_leases l SET expires_at = now() + $3 * interval '1 microsecond' FROM held
+		WHERE l.session_id = held.session_id
+		RETURNING l.session_id::text, l.owner, l.cancel_requested`, ids, owners, ttl.Microseconds())
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: renew %d leases: %w", len(ids), err)
+	}
+	type key struct{ session, owner string }
+	found := map[key]bool{} // cancel requested, by renewed lease
+	var k key
 	var cancel bool
-	err := s.pool.QueryRow(ctx, `UPDATE planner_leases SET expires_at = now() + $3 * interval '1 microsecond'
-		WHERE session_id = $1 AND owner = $2 RETURNING cancel_requested`, id, owner, ttl.Microseconds()).Scan(&cancel)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return false, false, nil
-	case err != nil:
-		return false, false, fmt.Errorf("pgstore: renew lease of %s: %w", id, err)
+	_, err = pgx.ForEachRow(rows, []any{&k.session, &k.owner, &cancel}, func() error {
+		found[k] = cancel
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: renew %d leases: %w", len(ids), err)
 	}
-	return true, cancel, nil
+	for i, l := range leases {
+		c, held := found[key{strings.ToLower(l.Session), l.Owner}]
+		out[i] = planner.Renewal{Held: held, Cancel: c}
+	}
+	return out, nil
 }
 
 func (s *Store) RequestCancel(ctx context.Context, id string) error {
@@ -126,14 +153,41 @@ func (s *Store) Expired(ctx context.Context, sessions []string) ([]planner.Lease
 	return ls, nil
 }
 
-func (s *Store) ReleaseExpired(ctx context.Context, l planner.Lease) (bool, error) {
-	if !planner.ValidID(l.Session) {
-		return false, nil
+// ReleaseExpired deletes with one statement, locking the rows in session order (see Renew).
+// A row renewed or taken over meanwhile no longer matches, once locked, and stays.
+func (s *Store) ReleaseExpired(ctx context.Context, leases []planner.Lease) ([]planner.Lease, error) {
+	ids, owners := make([]string, 0, len(leases)), make([]string, 0, len(leases))
+	ats := make([]time.Time, 0, len(leases))
+	for _, l := range leases {
+		if planner.ValidID(l.Session) {
+			ids, owners, ats = append(ids, l.Session), append(owners, l.Owner), append(ats, l.ExpiresAt)
+		}
 	}
-	tag, err := s.pool.Exec(ctx, `DELETE FROM planner_leases
-		WHERE session_id = $1 AND owner = $2 AND expires_at = $3 AND expires_at <= now()`, l.Session, l.Owner, l.ExpiresAt)
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `WITH gone AS (
+			SELECT l.session_id FROM planner_leases l
+			JOIN unnest($1::uuid[], $2::text[], $3::timestamptz[]) AS x(s, owner, at)
+				ON l.session_id = x.s AND l.owner = x.owner AND l.expires_at = x.at
+			WHERE l.expires_at <= now()
+			ORDER BY l.session_id FOR UPDATE OF l
+		)
+		DELETE FROM planner_leases l USING gone WHERE l.session_id = gone.session_id
+		RETURNING l.session_id::text`, ids, owners, ats)
 	if err != nil {
-		return false, fmt.Errorf("pgstore: release expired lease of %s: %w", l.Session, err)
+		return nil, fmt.Errorf("pgstore: release %d expired leases: %w", len(ids), err)
 	}
-	return tag.RowsAffected() == 1, nil
+	gone := map[string]bool{}
+	var id string
+	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { gone[id] = true; return nil }); err != nil {
+		return nil, fmt.Errorf("pgstore: release %d expired leases: %w", len(ids), err)
+	}
+	released := make([]planner.Lease, 0, len(gone))
+	for _, l := range leases {
+		if gone[strings.ToLower(l.Session)] {
+			released = append(released, l)
+		}
+	}
+	return released, nil
 }

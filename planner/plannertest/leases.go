@@ -3,6 +3,7 @@ package plannertest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,6 +20,19 @@ func (e *suite) running(t *testing.T, id string) bool {
 		t.Fatal(err)
 	}
 	return s.Running
+}
+
+// renew1 renews one lease, as Renew of that lease alone.
+func (e *suite) renew1(t *testing.T, session, owner string, ttl time.Duration) (held, cancel bool, err error) {
+	t.Helper()
+	rs, err := e.Store.Renew(e.ctx, []planner.Lease{{Session: session, Owner: owner}}, ttl)
+	if err != nil {
+		return false, false, err
+	}
+	if len(rs) != 1 {
+		t.Fatalf("Renew of one lease returned %d renewals", len(rs))
+	}
+	return rs[0].Held, rs[0].Cancel, nil
 }
 
 func testLeases(t *testing.T, e *suite) {
@@ -42,17 +56,17 @@ func testLeases(t *testing.T, e *suite) {
 	if taken, _, err := e.Store.Acquire(e.ctx, s.ID, "a/1", "alice", 0, time.Minute, planner.TraceContext{}); err != nil || taken {
 		t.Fatalf("the owner acquired its held lease again: %v %v", taken, err)
 	}
-	if ok, cancel, err := e.Store.Renew(e.ctx, s.ID, "a/1", time.Minute); err != nil || !ok || cancel {
+	if ok, cancel, err := e.renew1(t, s.ID, "a/1", time.Minute); err != nil || !ok || cancel {
 		t.Fatalf("owner renew: %v %v %v", ok, cancel, err)
 	}
-	if ok, _, err := e.Store.Renew(e.ctx, s.ID, "b/1", time.Minute); err != nil || ok {
+	if ok, _, err := e.renew1(t, s.ID, "b/1", time.Minute); err != nil || ok {
 		t.Fatalf("stranger renew: %v %v", ok, err)
 	}
 	// A cancel request is read by the owner's next renewal.
 	if err := e.Store.RequestCancel(e.ctx, s.ID); err != nil {
 		t.Fatal(err)
 	}
-	if ok, cancel, err := e.Store.Renew(e.ctx, s.ID, "a/1", time.Minute); err != nil || !ok || !cancel {
+	if ok, cancel, err := e.renew1(t, s.ID, "a/1", time.Minute); err != nil || !ok || !cancel {
 		t.Fatalf("renew after a cancel request: %v %v %v", ok, cancel, err)
 	}
 	if sess, err := e.Store.Session(e.ctx, s.ID); err != nil || !sess.Running || sess.Turn != "1" {
@@ -73,13 +87,13 @@ func testLeases(t *testing.T, e *suite) {
 	if e.running(t, s.ID) {
 		t.Fatal("running after release")
 	}
-	if ok, _, _ := e.Store.Renew(e.ctx, s.ID, "a/1", time.Minute); ok {
+	if ok, _, _ := e.renew1(t, s.ID, "a/1", time.Minute); ok {
 		t.Fatal("renewed a released lease")
 	}
 	if taken, stale, err := e.Store.Acquire(e.ctx, s.ID, "b/1", "alice", 0, time.Minute, planner.TraceContext{}); err != nil || !taken || stale {
 		t.Fatalf("acquire after release: %v %v %v", taken, stale, err)
 	}
-	if ok, cancel, err := e.Store.Renew(e.ctx, s.ID, "b/1", time.Minute); err != nil || !ok || cancel {
+	if ok, cancel, err := e.renew1(t, s.ID, "b/1", time.Minute); err != nil || !ok || cancel {
 		t.Fatalf("a new lease carries the old one's cancel request: %v %v %v", ok, cancel, err)
 	}
 	if _, _, err := e.Store.Acquire(e.ctx, tracker.NewID(time.Now()), "a/1", "alice", 0, time.Minute, planner.TraceContext{}); !errors.Is(err, planner.ErrNotFound) {
@@ -200,8 +214,9 @@ func testLeaseExpiry(t *testing.T, e *suite) {
 	if e.running(t, s.ID) {
 		t.Fatal("running with an expired lease")
 	}
-	if ok, _ := e.Store.ReleaseExpired(e.ctx, planner.Lease{Session: other.ID, Owner: "alive/1", ExpiresAt: expired[0].ExpiresAt}); ok {
-		t.Fatal("released a live lease")
+	live := planner.Lease{Session: other.ID, Owner: "alive/1", ExpiresAt: expired[0].ExpiresAt}
+	if got, err := e.Store.ReleaseExpired(e.ctx, []planner.Lease{live}); err != nil || len(got) != 0 {
+		t.Fatalf("released a live lease: %+v %v", got, err)
 	}
 
 	// Several replicas notice the expired lease at once: exactly one removes it.
@@ -212,11 +227,14 @@ func testLeaseExpiry(t *testing.T, e *suite) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ok, err := e.Store.ReleaseExpired(e.ctx, expired[0])
+			got, err := e.Store.ReleaseExpired(e.ctx, []planner.Lease{live, expired[0]})
 			if err != nil {
 				t.Error(err)
 			}
-			if ok {
+			if len(got) > 1 || len(got) == 1 && got[0] != expired[0] {
+				t.Errorf("released %+v, want the expired lease alone", got)
+			}
+			if len(got) == 1 {
 				mu.Lock()
 				wins++
 				mu.Unlock()
@@ -243,7 +261,7 @@ func testLeaseExpiry(t *testing.T, e *suite) {
 	if err != nil || !taken || !stale {
 		t.Fatalf("acquire over an expired lease: taken %v stale %v %v; want both", taken, stale, err)
 	}
-	if ok, _, _ := e.Store.Renew(e.ctx, s.ID, "dead/2", time.Minute); ok {
+	if ok, _, _ := e.renew1(t, s.ID, "dead/2", time.Minute); ok {
 		t.Fatal("the dead owner renewed a lease taken over")
 	}
 	// Concurrent acquires of a free session: exactly one wins.
@@ -269,5 +287,97 @@ func testLeaseExpiry(t *testing.T, e *suite) {
 	wg.Wait()
 	if wins != 1 {
 		t.Fatalf("%d concurrent acquires won, want 1", wins)
+	}
+}
+
+// testLeaseBatches: Renew and ReleaseExpired take many leases at once and answer for each,
+// in order, whatever the others are; concurrent renewals and releases of the same leases,
+// each given them in another order, all complete.
+func testLeaseBatches(t *testing.T, e *suite) {
+	var ids []string
+	for range 5 {
+		ids = append(ids, e.session(t, "WEB", "", time.Now()).ID)
+	}
+	for i, owner := range []string{"r/1", "r/2", "other/3", "r/4"} {
+		if taken, _, err := e.Store.Acquire(e.ctx, ids[i], owner, "alice", 0, time.Minute, planner.TraceContext{}); err != nil || !taken {
+			t.Fatalf("acquire %d: %v %v", i, taken, err)
+		}
+	}
+	if err := e.Store.RequestCancel(e.ctx, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	leases := []planner.Lease{{Session: ids[3], Owner: "r/4"}, {Session: ids[0], Owner: "r/1"}, {Session: "junk", Owner: "r/9"},
+		{Session: ids[2], Owner: "r/3"}, {Session: ids[1], Owner: "r/2"}, {Session: ids[4], Owner: "r/5"}}
+	rs, err := e.Store.Renew(e.ctx, leases, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []planner.Renewal{{Held: true}, {Held: true}, {}, {}, {Held: true, Cancel: true}, {}}
+	if !slices.Equal(rs, want) {
+		t.Fatalf("renewals %+v, want %+v", rs, want)
+	}
+	if rs, err := e.Store.Renew(e.ctx, nil, time.Minute); err != nil || len(rs) != 0 {
+		t.Fatalf("renewal of no lease: %+v %v", rs, err)
+	}
+
+	// Expired leases, released at once by replicas that found them in different orders, and
+	// renewed meanwhile by their owner: each is released once at most, and none renewed first.
+	const ttl = 150 * time.Millisecond
+	var mine []planner.Lease
+	for i, id := range ids {
+		if err := e.Store.Release(e.ctx, id, []string{"r/1", "r/2", "other/3", "r/4", ""}[i]); err != nil {
+			t.Fatal(err)
+		}
+		owner := fmt.Sprint("slow/", i)
+		if taken, _, err := e.Store.Acquire(e.ctx, id, owner, "alice", 0, ttl, planner.TraceContext{}); err != nil || !taken {
+			t.Fatalf("acquire %d: %v %v", i, taken, err)
+		}
+		mine = append(mine, planner.Lease{Session: id, Owner: owner})
+	}
+	time.Sleep(2 * ttl)
+	expired, err := e.Store.Expired(e.ctx, ids)
+	if err != nil || len(expired) != len(ids) {
+		t.Fatalf("expired leases %+v %v, want %d", expired, err, len(ids))
+	}
+	var wg sync.WaitGroup
+	var released atomic.Int32
+	renewed := make(chan []planner.Renewal, 1)
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ls := slices.Clone(expired)
+			if i%2 == 1 {
+				slices.Reverse(ls)
+			}
+			got, err := e.Store.ReleaseExpired(e.ctx, ls)
+			if err != nil {
+				t.Error(err)
+			}
+			released.Add(int32(len(got)))
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rs, err := e.Store.Renew(e.ctx, mine, time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		renewed <- rs
+	}()
+	wg.Wait()
+	held := 0
+	for _, r := range <-renewed {
+		if r.Held {
+			held++
+		}
+	}
+	if int(released.Load())+held != len(ids) {
+		t.Fatalf("%d leases released and %d renewed, want %d in all", released.Load(), held, len(ids))
+	}
+	left, err := e.Store.Expired(e.ctx, ids)
+	if err != nil || len(left) != 0 {
+		t.Fatalf("expired leases left: %+v %v", left, err)
 	}
 }

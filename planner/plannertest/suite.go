@@ -37,6 +37,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 		{"Summaries", testSummaries},
 		{"Leases", testLeases},
 		{"LeaseExpiry", testLeaseExpiry},
+		{"LeaseBatches", testLeaseBatches},
 		{"TurnsPerSubject", testTurnsPerSubject},
 		{"Outputs", testOutputs},
 		{"OutputCut", testOutputCut},
