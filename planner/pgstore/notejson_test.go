@@ -1,9 +1,13 @@
 package pgstore
 
 import (
+	"bytes"
 	"encoding/json"
+	"log/slog"
 	"reflect"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ballet/gateway/planner"
 )
@@ -68,5 +72,39 @@ func TestNoteJSONFast(t *testing.T) {
 		if !ok || !reflect.DeepEqual(got, n) {
 			t.Errorf("%s: fast path %v, %+v", data, ok, got)
 		}
+	}
+}
+
+// TestReceiveSkipsUnwanted checks that want is told which notes carry an output, and that a
+// note it refuses is not decoded: a malformed output nobody wants is not even noticed.
+func TestReceiveSkipsUnwanted(t *testing.T) {
+	var logged bytes.Buffer
+	b := &Bus{logger: slog.New(slog.NewTextHandler(&logged, nil))}
+	var asked []bool
+	var got []planner.Note
+	cancel := b.Subscribe(func(_ string, output bool) bool {
+		asked = append(asked, output)
+		return !output
+	}, func(n planner.Note) { got = append(got, n) })
+	defer cancel()
+	payloads, err := encodeNotes([]planner.Note{
+		{Session: "s1", Output: &planner.Output{Session: "s1", Type: planner.OutputText, Text: "x"}},
+		{Session: "s1", Cancel: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payloads = append(payloads, "\ns1 "+`{"session":"s1","output":{"offset":"not a number"}}`)
+	for _, p := range payloads {
+		b.receive(&pgconn.Notification{Payload: p})
+	}
+	if !reflect.DeepEqual(asked, []bool{true, false, true}) {
+		t.Errorf("want asked with output %v", asked)
+	}
+	if !reflect.DeepEqual(got, []planner.Note{{Session: "s1", Cancel: true}}) {
+		t.Errorf("got %+v", got)
+	}
+	if logged.Len() > 0 {
+		t.Errorf("an unwanted note was decoded: %s", logged.String())
 	}
 }
