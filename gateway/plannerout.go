@@ -80,6 +80,7 @@ func (s *session) flushOutputs() {
 		p.mu.Unlock()
 		s.sendBatch(batch)
 		clear(batch)
+		p.spare = nil // never the slice pending holds now
 		if cap(batch) <= 1024 {
 			p.spare = batch[:0]
 		}
@@ -92,25 +93,27 @@ func (s *session) flushOutputs() {
 func (s *session) sendBatch(batch []outItem) {
 	fs := frameSlices.Get().(*[]rpc.Frame)
 	var run []*watchSink // the watch of each frame in fs
-	for i, it := range batch {
-		if it.body != nil {
-			if s.outputDead(it.w) || it.w.queue.Closed() {
-				it.w.queue.Unreserve(1) // unsubscribed, or closed: no frame after that
-				continue
+	send := func() {
+		s.sendRun(*fs, run)
+		clear(*fs)
+		*fs = (*fs)[:0]
+		run = run[:0]
+	}
+	for _, it := range batch {
+		switch {
+		case it.body == nil:
+			send()
+			if s.killOutput(it.w) {
+				it.w.closed(it.reason)
 			}
+		case s.outputDead(it.w) || it.w.queue.Closed():
+			it.w.queue.Unreserve(1) // unsubscribed, or closed: no frame after that
+		default:
 			*fs = append(*fs, rpc.Frame{Method: protocol.PlannerOutput, Sub: it.w.sub, Params: it.body, Done: it.w.queue.Written()})
 			run = append(run, it.w)
 		}
-		if it.body == nil || i == len(batch)-1 {
-			s.sendRun(*fs, run)
-			clear(*fs)
-			*fs = (*fs)[:0]
-			run = run[:0]
-		}
-		if it.body == nil && s.killOutput(it.w) {
-			it.w.closed(it.reason)
-		}
 	}
+	send()
 	if cap(*fs) <= 1024 {
 		frameSlices.Put(fs)
 	}
