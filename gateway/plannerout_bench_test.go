@@ -21,22 +21,7 @@ import (
 func BenchmarkPlannerOutputSend(b *testing.B) {
 	for _, watches := range []int{1, 8, 50} {
 		b.Run(fmt.Sprintf("watches=%d", watches), func(b *testing.B) {
-			bus := planner.NewMemoryBus()
-			env := gatewaytest.Start(b, &gatewaytest.Options{Planner: provider.NewScripted(nil),
-				PlannerOptions: planner.Options{Bus: bus, SessionRate: 1000}})
-			env.Project(b, "WEB", "alice", "member")
-			k := login(b, env, codec.JSON, "alice")
-			caller := planner.Caller{Subject: "alice", Human: true}
-			notes := make([]planner.Note, watches)
-			for i := range notes {
-				sess, err := env.Planner.CreateSession(context.Background(), caller, "WEB", "bench")
-				if err != nil {
-					b.Fatal(err)
-				}
-				k.mustCall("planner.watch", map[string]any{"subscription": fmt.Sprint("w", i), "session": sess.ID}, nil)
-				notes[i] = planner.Note{Session: sess.ID, Output: &planner.Output{Session: sess.ID, Turn: "t1",
-					Type: planner.OutputText, Text: "forty bytes of model output, more or les"}}
-			}
+			bus, k, notes := watchedSessions(b, watches)
 			writes0 := syscw()
 			b.ResetTimer()
 			for n := range b.N {
@@ -62,6 +47,28 @@ func BenchmarkPlannerOutputSend(b *testing.B) {
 			}
 		})
 	}
+}
+
+// watchedSessions starts a gateway whose planner's bus is bus, and watches n sessions on
+// one connection, k, as subscriptions w0, w1, …; notes[i] is a text output of session i.
+func watchedSessions(tb testing.TB, n int) (bus *planner.MemoryBus, k *wsClient, notes []planner.Note) {
+	bus = planner.NewMemoryBus()
+	env := gatewaytest.Start(tb, &gatewaytest.Options{Planner: provider.NewScripted(nil),
+		PlannerOptions: planner.Options{Bus: bus, SessionRate: 1000}})
+	env.Project(tb, "WEB", "alice", "member")
+	k = login(tb, env, codec.JSON, "alice")
+	caller := planner.Caller{Subject: "alice", Human: true}
+	notes = make([]planner.Note, n)
+	for i := range notes {
+		sess, err := env.Planner.CreateSession(context.Background(), caller, "WEB", "bench")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		k.mustCall("planner.watch", map[string]any{"subscription": fmt.Sprint("w", i), "session": sess.ID}, nil)
+		notes[i] = planner.Note{Session: sess.ID, Output: &planner.Output{Session: sess.ID, Turn: "t1",
+			Type: planner.OutputText, Text: "forty bytes of model output, more or les"}}
+	}
+	return bus, k, notes
 }
 
 // syscw is the write syscalls of the process so far, -1 when /proc does not tell.
