@@ -148,20 +148,22 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 	// Frames the client has not taken yet; like a stream subscription's queue, closed when
 	// the watch is stopped.
 	queue := subqueue.New(s.srv.cfg.SubscriberQueue)
-	// closed runs on the watch's goroutine, which calls fn without a lock
-	// held: stopping the watch from here only marks it and closes its queue.
+	// closed runs on a watch's goroutine (this one's, or that of another watch of the
+	// connection flushing its frames: plannerout.go), which calls fn without a lock held:
+	// stopping the watch from here only marks it and closes its queue.
 	closed := func(reason string) {
 		if s.forget(wp.Subscription, cs) {
 			s.serverClosed(wp.Subscription, reason)
 		}
 	}
+	sink := &watchSink{sub: wp.Subscription, queue: queue, closed: closed}
 	fn := func(o planner.Output) bool {
 		switch o.Type {
 		case planner.OutputLagging:
-			closed(streams.ReasonLagging)
+			s.sendOutput(sink, nil, streams.ReasonLagging)
 			return false
 		case planner.OutputClosed:
-			closed(o.Text)
+			s.sendOutput(sink, nil, o.Text)
 			return false
 		}
 		body, err := s.conn.Codec().Marshal(o)
@@ -169,16 +171,10 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 			return true
 		}
 		if _, ok := queue.Reserve(1); !ok {
-			closed(streams.ReasonLagging)
+			s.sendOutput(sink, nil, streams.ReasonLagging)
 			return false
 		}
-		f := [1]rpc.Frame{{Method: protocol.PlannerOutput, Sub: wp.Subscription, Params: body}}
-		if !s.conn.TrySendFrames(f[:], 1, queue.Written()) {
-			closed(streams.ReasonLagging)
-			return false
-		}
-		s.srv.metrics.MessagesOut.WithLabelValues(protocol.PlannerOutput).Inc()
-		return true
+		return s.sendOutput(sink, body, "")
 	}
 	res, stopWatch, err := s.srv.planner.WatchFrom(ctx, planner.CallerFor(p), wp.Session,
 		planner.WatchOptions{Turn: wp.Turn, After: wp.After}, fn)

@@ -64,6 +64,8 @@ type session struct {
 	expAt     int64       // the token's expiry, Unix ns; zero until authenticated
 	lastSent  int64       // last heartbeat sent, Unix ns
 	addr      addrKey     // the address counted against BALLET_MAX_CONNECTIONS_PER_IP until auth
+
+	plannerOut plannerOut // planner.output frames on their way (plannerout.go); its own lock
 }
 
 // clientSub is one entry of the connection's subscription-id namespace.

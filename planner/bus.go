@@ -29,9 +29,10 @@ type Bus interface {
 	Publish(ctx context.Context, notes ...Note) error
 	// Subscribe calls fn for every note whose Session want accepts (want nil: every note;
 	// notes without a session reach every subscriber), in order, on one goroutine, until
-	// cancel is called (after cancel returns fn is not called any more). A note want refuses
-	// costs the subscriber no decoding. want and fn must not block.
-	Subscribe(want func(session string) bool, fn func(Note)) (cancel func())
+	// cancel is called (after cancel returns fn is not called any more). want is told too
+	// whether the note carries an Output. A note want refuses costs the subscriber no
+	// decoding. want and fn must not block.
+	Subscribe(want func(session string, output bool) bool, fn func(Note)) (cancel func())
 }
 
 // MemoryBus is the Bus of one process: Publish delivers to the subscribers before it
@@ -58,9 +59,9 @@ func (b *MemoryBus) Publish(ctx context.Context, notes ...Note) error {
 }
 
 // Subscribe registers fn.
-func (b *MemoryBus) Subscribe(want func(session string) bool, fn func(Note)) func() {
+func (b *MemoryBus) Subscribe(want func(session string, output bool) bool, fn func(Note)) func() {
 	return b.subs.Subscribe(func(n Note) {
-		if n.Session == "" || want == nil || want(n.Session) {
+		if n.Session == "" || want == nil || want(n.Session, n.Output != nil) {
 			fn(n)
 		}
 	})

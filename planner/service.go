@@ -419,12 +419,13 @@ func (s *Service) sync(limit time.Duration) {
 	}
 }
 
-// wants reports whether a session's notes matter here: it has watches, or a turn running
-// here (which a cancel note stops). The bus skips the others unread.
-func (s *Service) wants(session string) bool {
+// wants reports whether a session's note matters here: the session has watches, or, for a
+// note other than an output (a cancel stops the turn), a turn running here. The bus skips
+// the others unread: the replica running a turn does not decode its outputs coming back.
+func (s *Service) wants(session string, output bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.watches[session] != nil || s.turns[session] != nil
+	return s.watches[session] != nil || (!output && s.turns[session] != nil)
 }
 
 // deliver handles a note from the bus. It never blocks.

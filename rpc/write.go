@@ -12,12 +12,15 @@ import (
 // Params with "subscription": Sub added (codec.Splice). The second kind is
 // built when it is written, into a reused buffer, so that one encoded
 // body (an event, a planner output) goes to many connections without an
-// allocation per connection.
+// allocation per connection. Done, when set, is called for the frame
+// instead of TrySendFrames' done: frames of several subscriptions can go
+// in one call, each counted in its own queue.
 type Frame struct {
 	Data   []byte
 	Method string
 	Sub    string
 	Params []byte
+	Done   func()
 }
 
 // outFrame is one queued frame: a Frame, or a Flush marker.
@@ -96,7 +99,11 @@ func (c *Conn) TrySendFrames(frames []Frame, room int, done func()) bool {
 	}
 	fs := outFrames.Get().(*[]outFrame)
 	for _, f := range frames {
-		*fs = append(*fs, outFrame{Frame: f, done: done, try: true})
+		d := done
+		if f.Done != nil {
+			d = f.Done
+		}
+		*fs = append(*fs, outFrame{Frame: f, done: d, try: true})
 	}
 	ok := c.enqueue(*fs, true, room)
 	putFrames(fs)

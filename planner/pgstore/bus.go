@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ballet/gateway/internal/jsonscan"
 	"github.com/ballet/gateway/internal/pglisten"
 	"github.com/ballet/gateway/internal/subscribers"
 	"github.com/ballet/gateway/planner"
@@ -51,6 +52,7 @@ var _ planner.Bus = (*Bus)(nil)
 type item struct {
 	session string
 	data    string
+	output  bool          // the note carries an output
 	note    *planner.Note // decoded; nil before
 	err     error
 }
@@ -58,8 +60,7 @@ type item struct {
 func (it *item) decode() (planner.Note, error) {
 	if it.note == nil && it.err == nil {
 		var n planner.Note
-		if it.err = json.Unmarshal([]byte(it.data), &n); it.err == nil {
-			n.Lost = false
+		if n, it.err = decodeNote(it.data); it.err == nil {
 			it.note = &n
 		}
 	}
@@ -67,6 +68,26 @@ func (it *item) decode() (planner.Note, error) {
 		return planner.Note{}, it.err
 	}
 	return *it.note, nil
+}
+
+// newItem is the note of session whose JSON is data. Whether it carries an output is read
+// from how encodeNotes begins one, {"session":…,"output":{; a note written otherwise is
+// decoded to tell.
+func newItem(session, data string) *item {
+	it := &item{session: session, data: data}
+	rest, ok := jsonscan.Skip(data, `{"session":`)
+	if ok {
+		_, rest, ok = jsonscan.String(rest)
+	}
+	if ok {
+		_, ok = jsonscan.Skip(rest, `,"output":{`)
+	}
+	if it.output = ok; !ok {
+		if n, err := it.decode(); err == nil {
+			it.output = n.Output != nil
+		}
+	}
+	return it
 }
 
 // OpenBus opens the listening connection (an error then is returned) and keeps it open,
@@ -103,13 +124,13 @@ func (b *Bus) Close() error { return b.listener.Close() }
 func (b *Bus) ListenerPID() int32 { return b.listener.PID() }
 
 // Subscribe registers fn; want and fn are called on the listener's goroutine.
-func (b *Bus) Subscribe(want func(session string) bool, fn func(planner.Note)) func() {
+func (b *Bus) Subscribe(want func(session string, output bool) bool, fn func(planner.Note)) func() {
 	return b.subs.Subscribe(func(it *item) {
 		if it == nil {
 			fn(planner.Note{Lost: true})
 			return
 		}
-		if it.session != "" && want != nil && !want(it.session) {
+		if it.session != "" && want != nil && !want(it.session, it.output) {
 			return
 		}
 		n, err := it.decode()
@@ -159,7 +180,7 @@ func (b *Bus) receive(n *pgconn.Notification) {
 			b.logger.Warn("pgstore: planner bus: malformed notification", "from_pid", n.PID)
 			continue
 		}
-		it := &item{session: session, data: data}
+		it := newItem(session, data)
 		b.subs.Publish(it)
 		if it.err != nil {
 			b.logger.Warn("pgstore: planner bus: malformed note", "from_pid", n.PID, "err", it.err)

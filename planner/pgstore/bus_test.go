@@ -154,7 +154,7 @@ func TestBusBatch(t *testing.T) {
 	all := subscribe(t, b)
 	var mu sync.Mutex
 	var mine []planner.Note
-	cancel := b.Subscribe(func(s string) bool { return s == "s1" }, func(n planner.Note) {
+	cancel := b.Subscribe(func(s string, _ bool) bool { return s == "s1" }, func(n planner.Note) {
 		mu.Lock()
 		mine = append(mine, n)
 		mu.Unlock()

@@ -28,7 +28,7 @@ func BenchmarkReceive(b *testing.B) {
 		b.Run(fmt.Sprintf("wanted=%v", wanted), func(b *testing.B) {
 			bus := &Bus{logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 			got := 0
-			cancel := bus.Subscribe(func(string) bool { return wanted }, func(planner.Note) { got++ })
+			cancel := bus.Subscribe(func(string, bool) bool { return wanted }, func(planner.Note) { got++ })
 			defer cancel()
 			b.ReportAllocs()
 			for range b.N {

@@ -207,8 +207,12 @@ func anthropicErrorInfo(body []byte) (string, string) {
 }
 
 func decodeAnthropic(body io.Reader, emit func(Delta) error) (*Response, error) {
+	return newAnthropicDecoder().decode(body, emit)
+}
+
+// decode reads the stream body to its message_stop.
+func (d *anthropicDecoder) decode(body io.Reader, emit func(Delta) error) (*Response, error) {
 	r := newSSEReader(body)
-	d := newAnthropicDecoder()
 	for {
 		ev, err := r.Next()
 		if err == io.EOF {

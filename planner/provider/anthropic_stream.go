@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/ballet/gateway/internal/jsonscan"
 )
 
 // Bounds on one decoded response, so a hostile or broken server cannot grow memory
@@ -16,6 +18,7 @@ const (
 
 // anthropicDecoder turns Messages API stream events into deltas and a Response.
 type anthropicDecoder struct {
+	noFast  bool // every event through encoding/json (for the tests)
 	started bool
 	done    bool
 	emitted bool
@@ -81,6 +84,17 @@ func (d *anthropicDecoder) event(name string, data []byte, emit func(Delta) erro
 	if d.size > maxResponseBytes {
 		return fmt.Errorf("anthropic: %w", malformed("response larger than %d bytes", maxResponseBytes))
 	}
+	if index, text, ok := fastTextDelta(data); ok && !d.noFast {
+		bad := badEvent("content_block_delta")
+		if !d.started {
+			return bad("before message_start")
+		}
+		b, err := d.open(&index)
+		if err != nil {
+			return bad("%v", err)
+		}
+		return d.textDelta(b, text, emit, bad)
+	}
 	var ev anthropicEvent
 	if err := json.Unmarshal(data, &ev); err != nil {
 		return fmt.Errorf("anthropic: %w", malformed("event %q: %v", name, err))
@@ -88,9 +102,7 @@ func (d *anthropicDecoder) event(name string, data []byte, emit func(Delta) erro
 	if ev.Type == "" {
 		ev.Type = name
 	}
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("anthropic: %s: %w", ev.Type, malformed(format, args...))
-	}
+	bad := badEvent(ev.Type)
 	switch ev.Type {
 	case "ping":
 		return nil
@@ -151,14 +163,7 @@ func (d *anthropicDecoder) event(name string, data []byte, emit func(Delta) erro
 		}
 		switch ev.Delta.Type {
 		case "text_delta":
-			if b.typ != BlockText {
-				return bad("text_delta for a %s block", b.typ)
-			}
-			if ev.Delta.Text == "" {
-				return nil
-			}
-			b.text.WriteString(ev.Delta.Text)
-			return d.emit(emit, Delta{Type: DeltaText, Text: ev.Delta.Text})
+			return d.textDelta(b, ev.Delta.Text, emit, bad)
 		case "input_json_delta":
 			if b.typ != BlockToolUse {
 				return nil // server tools stream input too; only client tool calls matter here
@@ -200,6 +205,47 @@ func (d *anthropicDecoder) event(name string, data []byte, emit func(Delta) erro
 	}
 	// Unknown event types are ignored, as the API's versioning policy asks.
 	return nil
+}
+
+// badEvent makes the errors of a malformed event of type typ.
+func badEvent(typ string) func(format string, args ...any) error {
+	return func(format string, args ...any) error {
+		return fmt.Errorf("anthropic: %s: %w", typ, malformed(format, args...))
+	}
+}
+
+// textDelta adds a text_delta's text to its block b and emits it.
+func (d *anthropicDecoder) textDelta(b *anthropicBlockState, text string, emit func(Delta) error, bad func(string, ...any) error) error {
+	if b.typ != BlockText {
+		return bad("text_delta for a %s block", b.typ)
+	}
+	if text == "" {
+		return nil
+	}
+	b.text.WriteString(text)
+	return d.emit(emit, Delta{Type: DeltaText, Text: text})
+}
+
+// fastTextDelta reads the event the stream is mostly made of, a text delta, as the API
+// writes it: {"type":"content_block_delta","index":N,"delta":{"type":"text_delta","text":…}}
+// with nothing else. ok is false for any other event, which encoding/json then decodes; what
+// it accepts it reads as encoding/json does.
+func fastTextDelta(data []byte) (index int, text string, ok bool) {
+	b, ok := jsonscan.Skip(data, `{"type":"content_block_delta","index":`)
+	if !ok {
+		return 0, "", false
+	}
+	var n int64
+	if n, b, ok = jsonscan.Int(b); !ok || int64(int(n)) != n {
+		return 0, "", false
+	}
+	if b, ok = jsonscan.Skip(b, `,"delta":{"type":"text_delta","text":`); !ok {
+		return 0, "", false
+	}
+	if text, b, ok = jsonscan.String(b); !ok || string(b) != "}}" {
+		return 0, "", false
+	}
+	return int(n), text, true
 }
 
 func (d *anthropicDecoder) open(index *int) (*anthropicBlockState, error) {

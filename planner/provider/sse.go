@@ -67,7 +67,7 @@ func (r *sseReader) Next() (sseEvent, error) {
 		}
 		switch string(field) {
 		case "event":
-			r.event = string(value)
+			r.event = eventName(value)
 		case "data":
 			if len(r.data)+len(value)+1 > maxEventBytes {
 				return sseEvent{}, malformed("event larger than %d bytes", maxEventBytes)
@@ -85,30 +85,52 @@ func (r *sseReader) Next() (sseEvent, error) {
 }
 
 // readLine returns the next line without its end. The slice is valid until the next
-// call. A last line without an end is dropped: it could not complete an event.
+// call. A last line without an end is dropped: it could not complete an event. It takes
+// the buffered bytes up to the line's end at once, not byte by byte.
 func (r *sseReader) readLine() ([]byte, error) {
 	r.line = r.line[:0]
 	for {
-		c, err := r.r.ReadByte()
-		if err != nil {
+		buf, err := r.r.Peek(max(r.r.Buffered(), 1))
+		if len(buf) == 0 {
 			return nil, err
 		}
 		if r.skipLF {
 			r.skipLF = false
-			if c == '\n' {
+			if buf[0] == '\n' {
+				_, _ = r.r.Discard(1)
 				continue
 			}
 		}
-		switch c {
-		case '\n':
-			return r.line, nil
-		case '\r':
-			r.skipLF = true
-			return r.line, nil
+		i := bytes.IndexAny(buf, "\r\n")
+		n := i
+		if i < 0 {
+			n = len(buf)
 		}
-		if len(r.line) >= maxEventBytes {
+		if len(r.line)+n > maxEventBytes {
 			return nil, malformed("line longer than %d bytes", maxEventBytes)
 		}
-		r.line = append(r.line, c)
+		r.line = append(r.line, buf[:n]...)
+		if i < 0 {
+			_, _ = r.r.Discard(n)
+			continue
+		}
+		r.skipLF = buf[i] == '\r'
+		_, _ = r.r.Discard(i + 1)
+		return r.line, nil
 	}
+}
+
+// eventName is the event field's value, without allocating for the Messages API's names.
+func eventName(v []byte) string {
+	switch string(v) {
+	case "content_block_delta":
+		return "content_block_delta"
+	case "content_block_start":
+		return "content_block_start"
+	case "content_block_stop":
+		return "content_block_stop"
+	case "ping":
+		return "ping"
+	}
+	return string(v)
 }
