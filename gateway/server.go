@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,7 +121,7 @@ type Server struct {
 	workers  *rpc.Workers           // the connections' writers and resumed readers
 
 	mu       sync.Mutex
-	sessions map[*session]struct{}
+	sessions []*session // each at its slot; a slice rather than a map costs each session 8 bytes
 
 	queued   *rpc.Total    // what the sessions' connections have queued (shed.go)
 	shedMu   sync.Mutex    // guards shedDone
@@ -142,7 +143,7 @@ func NewServer(o *Options) (*Server, error) {
 		cfg: o.Config.WithDefaults(), verifier: o.Verifier, log: o.Log, hub: o.Hub, roles: o.Roles, items: o.Items, planner: o.Planner,
 		metrics: o.Metrics, logger: o.Logger, ready: o.Ready, api: o.API, root: o.Root, now: o.Now, restTime: o.RESTTimeout,
 		revs:     o.Revocations,
-		sessions: make(map[*session]struct{}), upgrader: wsnet.NewUpgrader(o.WebSockets), workers: rpc.NewWorkers(),
+		upgrader: wsnet.NewUpgrader(o.WebSockets), workers: rpc.NewWorkers(),
 	}
 	if o.TracerProvider != nil {
 		s.tracer = o.TracerProvider.Tracer(tracerName)
@@ -324,14 +325,19 @@ func (s *Server) track(sess *session) bool {
 	if s.draining.Load() {
 		return false
 	}
-	s.sessions[sess] = struct{}{}
+	sess.slot = len(s.sessions)
+	s.sessions = append(s.sessions, sess)
 	s.wg.Add(1)
 	return true
 }
 
 func (s *Server) untrack(sess *session) {
 	s.mu.Lock()
-	delete(s.sessions, sess)
+	last := len(s.sessions) - 1
+	moved := s.sessions[last]
+	s.sessions[sess.slot], moved.slot = moved, sess.slot
+	s.sessions[last] = nil
+	s.sessions = s.sessions[:last]
 	s.mu.Unlock()
 	s.releaseConn()
 	s.wg.Done()
@@ -418,11 +424,7 @@ func (s *Server) abortAll() {
 func (s *Server) openSessions() []*session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	open := make([]*session, 0, len(s.sessions))
-	for sess := range s.sessions {
-		open = append(open, sess)
-	}
-	return open
+	return slices.Clone(s.sessions)
 }
 
 // newConnID is a connection's random id (see session.connID).

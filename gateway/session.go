@@ -34,12 +34,10 @@ type session struct {
 	srv   *Server
 	conn  *rpc.Conn // its Codec is the session's
 	t     *wsnet.Transport
-	id    uint64 // random: connID
-	trace string // the trace id of the upgrade's span, else of its W3C traceparent, if any
-	// upgrade is the upgrade's span, nil without tracing: auth requests are its children,
-	// and the other requests without trace context of their own link to it.
-	upgrade *trace.SpanContext
-	since   int64 // when the connection was upgraded, Unix ns (Connections)
+	id    uint64        // random: connID
+	trace *upgradeTrace // nil when the upgrade has no trace
+	since int64         // when the connection was upgraded, Unix ns (Connections)
+	slot  int           // in srv.sessions, under srv.mu
 
 	lastRecv atomic.Int64 // Unix ns of the last frame from the peer
 	// state is the session's lifecycle: written only by advance, under mu, and atomic so that
@@ -68,6 +66,14 @@ type session struct {
 	plannerOut plannerOut // planner.output frames on their way (plannerout.go); its own lock
 }
 
+// upgradeTrace is the trace of a session's upgrade, kept apart (most sessions have none).
+type upgradeTrace struct {
+	id string // the trace id of the upgrade's span, else of its W3C traceparent
+	// span is the upgrade's span, invalid without tracing: auth requests are its children,
+	// and the other requests without trace context of their own link to it.
+	span trace.SpanContext
+}
+
 // clientSub is one entry of the connection's subscription-id namespace.
 type clientSub struct {
 	stream *streams.Subscription // nil for planner watches, and while subscribing
@@ -82,9 +88,9 @@ func (s *session) init(t *wsnet.Transport, c codec.Codec, r *http.Request, addr 
 	srv := s.srv
 	s.t, s.id, s.addr, s.since = t, newConnID(), addr, time.Now().UnixNano()
 	if sc := trace.SpanContextFromContext(r.Context()); sc.IsValid() {
-		s.upgrade, s.trace = &sc, sc.TraceID().String()
-	} else {
-		s.trace = traceID(r.Header.Get("traceparent"))
+		s.trace = &upgradeTrace{id: sc.TraceID().String(), span: sc}
+	} else if id := traceID(r.Header.Get("traceparent")); id != "" {
+		s.trace = &upgradeTrace{id: id}
 	}
 	t.Attach(s, c.Binary(), srv.cfg.ReadLimit)
 	s.conn = rpc.NewConn(t, c, &rpc.Options{
@@ -386,8 +392,8 @@ func (s *session) remoteAddr() string {
 func (s *session) logger() *slog.Logger {
 	attrs := make([]any, 0, 10)
 	attrs = append(attrs, "conn", s.connID(), "codec", s.codecLabel(), "remote", s.remoteAddr())
-	if s.trace != "" {
-		attrs = append(attrs, "trace_id", s.trace)
+	if s.trace != nil {
+		attrs = append(attrs, "trace_id", s.trace.id)
 	}
 	if p := s.getPrincipal(); p != nil {
 		attrs = append(attrs, "subject", p.Subject)

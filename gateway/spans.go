@@ -160,13 +160,13 @@ func (s *session) requestParent(ctx context.Context, req *rpc.Request) (context.
 			}
 		}
 	}
-	if s.upgrade == nil || !s.upgrade.IsValid() {
+	if s.trace == nil || !s.trace.span.IsValid() {
 		return ctx, nil
 	}
 	if req.Method == protocol.Auth {
-		return trace.ContextWithSpanContext(ctx, *s.upgrade), nil
+		return trace.ContextWithSpanContext(ctx, s.trace.span), nil
 	}
-	return ctx, []trace.SpanStartOption{trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: *s.upgrade})}
+	return ctx, []trace.SpanStartOption{trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: s.trace.span})}
 }
 
 // startRequest starts a JSON-RPC request's server span.

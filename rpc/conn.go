@@ -4,8 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"math"
 	"sync"
-	"sync/atomic"
 
 	"github.com/ballet/gateway/codec"
 )
@@ -81,7 +81,7 @@ func (NoHooks) OnOverflow()                                    {}
 
 // Conn is one JSON-RPC connection.
 type Conn struct {
-	// Set by NewConn and read-only after, but for the counters marked (mu) and nextID (atomic).
+	// Set by NewConn and read-only after, but for the counters marked (mu).
 	t       Transport
 	tw      TryWriter // nil: every frame goes through the writer
 	codec   codec.Codec
@@ -96,16 +96,14 @@ type Conn struct {
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup // the connection's goroutines and a held writer role
 
-	maxConc   int
-	active    int           // requests being handled (mu)
-	slotFreed chan struct{} // closed when one ends, if the reader waits (mu)
-	outQueue  int           // OutQueue tokens
-	used      int           // tokens taken (mu)
-	freed     chan struct{} // closed when a token is returned, if anyone waits (mu)
-	maxTry    int
-	nextID    atomic.Int64 // atomic
-	maxBytes  int64
-	total     *Total
+	maxConc  int32
+	active   int32         // requests being handled (mu)
+	outQueue int           // OutQueue tokens
+	used     int           // tokens taken (mu)
+	freed    chan struct{} // closed when a token is returned, if anyone waits (mu)
+	maxTry   int
+	maxBytes int64
+	total    *Total
 
 	// mu guards the fields below.
 	mu      sync.Mutex
@@ -115,13 +113,30 @@ type Conn struct {
 	shed    bool        // Shed was called: frames with bytes are refused
 	over    bool        // MaxQueuedBytes refused a frame: OnOverflow has been called
 	ending  bool        // end has run ended
-	unwatch func() bool // stops watching Start's ctx
 	queue   []outFrame
 	spare   []outFrame // the writer's previous batch, reused
 	tryLen  int
-	bytes   int64                         // queued and not yet written: frameBytes of each
-	told    int64                         // what total was last told of bytes
-	pending map[int64]chan *codec.Message // made by the first Call
+	bytes   int64     // queued and not yet written: frameBytes of each
+	told    int64     // what total was last told of bytes
+	rare    *connRare // made on first use
+}
+
+// connRare is the state of a Conn that few connections use, made on first use (under the
+// Conn's mu): a server's idle connection, which makes no calls, is watched by no context and
+// has never waited for a request slot, holds only the pointer.
+type connRare struct {
+	nextID    int64                         // the last request id Call took
+	pending   map[int64]chan *codec.Message // Call's requests awaiting their response
+	unwatch   func() bool                   // stops watching Start's ctx
+	slotFreed chan struct{}                 // closed when a request ends, if the reader waits
+}
+
+// rareLocked returns c.rare, made if need be; c.mu is held.
+func (c *Conn) rareLocked() *connRare {
+	if c.rare == nil {
+		c.rare = new(connRare)
+	}
+	return c.rare
 }
 
 // NewConn returns a connection over t speaking c. Call Start to run it.
@@ -156,7 +171,7 @@ func NewConn(t Transport, c codec.Codec, opts *Options) *Conn {
 	tw, _ := t.(TryWriter)
 	cn := &Conn{
 		t: t, tw: tw, codec: c, handler: o.Handler, hooks: o.Hooks, log: o.Logger, workers: o.Workers,
-		maxConc:  o.MaxConcurrent,
+		maxConc:  int32(min(o.MaxConcurrent, math.MaxInt32)),
 		outQueue: o.OutQueue,
 		maxTry:   o.MaxTrySend,
 		maxBytes: o.MaxQueuedBytes, total: o.Total,
@@ -183,7 +198,7 @@ func (c *Conn) Start(ctx context.Context) {
 		return
 	}
 	if ctx.Done() != nil {
-		c.unwatch = context.AfterFunc(ctx, func() { c.end(context.Cause(ctx)) })
+		c.rareLocked().unwatch = context.AfterFunc(ctx, func() { c.end(context.Cause(ctx)) })
 	}
 	c.wg.Add(1) // before Close can wait: it sets closed under mu first
 	go c.readLoop(false)
@@ -244,8 +259,12 @@ func (c *Conn) fail(err error) { c.end(err) }
 func (c *Conn) failPending() {
 	c.mu.Lock()
 	c.closed = true
-	pending, unwatch := c.pending, c.unwatch
-	c.pending, c.unwatch = nil, nil
+	var pending map[int64]chan *codec.Message
+	var unwatch func() bool
+	if r := c.rare; r != nil {
+		pending, unwatch = r.pending, r.unwatch
+		r.pending, r.unwatch = nil, nil
+	}
 	c.mu.Unlock()
 	if unwatch != nil {
 		unwatch()

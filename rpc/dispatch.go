@@ -112,9 +112,13 @@ func (c *Conn) deliver(m *codec.Message) {
 		c.log.Debug("rpc error response with null id", "error", m.Error)
 		return
 	}
+	var ch chan *codec.Message
+	ok := false
 	c.mu.Lock()
-	ch, ok := c.pending[m.ID]
-	delete(c.pending, m.ID)
+	if r := c.rare; r != nil {
+		ch, ok = r.pending[m.ID]
+		delete(r.pending, m.ID)
+	}
 	c.mu.Unlock()
 	if ok {
 		ch <- m
@@ -128,21 +132,23 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 	if err != nil {
 		return fmt.Errorf("rpc: encode params of %s: %w", method, err)
 	}
-	id := c.nextID.Add(1)
 	ch := make(chan *codec.Message, 1)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return ErrClosed
 	}
-	if c.pending == nil {
-		c.pending = make(map[int64]chan *codec.Message)
+	r := c.rareLocked()
+	r.nextID++
+	id := r.nextID
+	if r.pending == nil {
+		r.pending = make(map[int64]chan *codec.Message)
 	}
-	c.pending[id] = ch
+	r.pending[id] = ch
 	c.mu.Unlock()
 	forget := func() {
 		c.mu.Lock()
-		delete(c.pending, id)
+		delete(r.pending, id)
 		c.mu.Unlock()
 	}
 	frame, err := c.codec.Encode(nil, &codec.Message{ID: id, HasID: true, Method: method, Params: raw})

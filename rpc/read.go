@@ -95,10 +95,11 @@ func (c *Conn) takeSlot() bool {
 			c.mu.Unlock()
 			return true
 		}
-		if c.slotFreed == nil {
-			c.slotFreed = make(chan struct{})
+		r := c.rareLocked()
+		if r.slotFreed == nil {
+			r.slotFreed = make(chan struct{})
 		}
-		freed := c.slotFreed
+		freed := r.slotFreed
 		c.mu.Unlock()
 		select {
 		case <-freed:
@@ -111,9 +112,9 @@ func (c *Conn) takeSlot() bool {
 func (c *Conn) giveSlot() {
 	c.mu.Lock()
 	c.active--
-	if c.slotFreed != nil {
-		close(c.slotFreed)
-		c.slotFreed = nil
+	if r := c.rare; r != nil && r.slotFreed != nil {
+		close(r.slotFreed)
+		r.slotFreed = nil
 	}
 	c.mu.Unlock()
 }

@@ -46,8 +46,15 @@ func (u *Upgrader) Accept(w http.ResponseWriter, r *http.Request, o *websocket.A
 	if err != nil {
 		return nil, nil, err
 	}
-	hw.t.ws = ws
-	return ws, hw.t, nil
+	t := hw.t
+	t.ws = ws
+	// The library reads through Hijack's reader, which it has pointed at a reader of the bytes
+	// it found buffered there (none: Hijack moved them into the corkConn) and then the socket.
+	// Pointed back at the socket, the reader holds nothing more for the life of the connection.
+	if t.br.Buffered() == 0 {
+		t.br.Reset(t.cork)
+	}
+	return ws, t, nil
 }
 
 // Buffer sizes on a hijacked connection. net/http hands a hijacked

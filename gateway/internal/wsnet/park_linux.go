@@ -17,17 +17,19 @@ import (
 // The loop runs while at least one connection is registered and stops with
 // the last one, so it never outlives the sessions that use it.
 type idlePoller struct {
-	mu     sync.Mutex // guards the fields below and every pollConn's
-	loop   *pollLoop  // while refs > 0
-	refs   int        // registered connections
-	nextID uint64
-	parked map[uint64]*pollConn
-	broken bool // epoll failed: connections read with a goroutine each
+	mu     sync.Mutex  // guards the fields below and every pollConn's
+	loop   *pollLoop   // while refs > 0
+	refs   int         // registered connections
+	conns  []*pollConn // registered connections by slot, nil for a free one
+	free   []uint32    // free slots of conns
+	gen    uint32      // the generation of the latest registration
+	broken bool        // epoll failed: connections read with a goroutine each
 }
 
 // pollLoop is one epoll instance and the goroutine waiting on it. Event
-// data 0 is the wake-up pipe; connections are numbered from 1. Its fields
-// are set by startPollLoop and read-only after; done is closed by run.
+// data 0 is the wake-up pipe; a connection's is its slot in conns plus 1
+// and its generation (eventData). Its fields are set by startPollLoop and
+// read-only after; done is closed by run.
 type pollLoop struct {
 	epfd         int
 	wakeR, wakeW int
@@ -36,32 +38,66 @@ type pollLoop struct {
 
 // pollConn is one connection's registration. Its fields but ip and rc (set
 // by conn, read-only) are guarded by the poller's mutex, not one of its
-// own: a registration changes together with the poller's table of parked
+// own: a registration changes together with the poller's table of
 // connections and its count of registered ones, which the loop reads for
 // many connections in one critical section, and a lock each would grow
-// every socket.
+// every socket. A registered connection's loop is the poller's: the loop
+// stops only with the last registered connection.
 type pollConn struct {
-	ip     *idlePoller
-	rc     syscall.RawConn
-	id     uint64
-	loop   *pollLoop // set once registered
-	added  bool      // the fd is in loop's epoll set
-	resume func()    // set while parked
-	closed bool
+	ip         *idlePoller
+	rc         syscall.RawConn
+	resume     func() // set while parked
+	slot       uint32 // in ip.conns, once registered
+	gen        uint32 // the registration's generation: an event of an earlier one is stale
+	registered bool
+	added      bool // the fd is in the loop's epoll set
+	closed     bool
 }
 
-func newIdlePoller() *idlePoller {
-	return &idlePoller{parked: make(map[uint64]*pollConn)}
+func newIdlePoller() *idlePoller { return &idlePoller{} }
+
+// eventData is what epoll reports for the registration slot, gen: never 0, the wake-up pipe's.
+func eventData(slot, gen uint32) (int32, int32) { return int32(slot + 1), int32(gen) }
+
+// registerLocked gives pc a slot and a generation.
+func (ip *idlePoller) registerLocked(pc *pollConn) {
+	ip.gen++
+	pc.gen = ip.gen
+	if n := len(ip.free); n > 0 {
+		pc.slot = ip.free[n-1]
+		ip.free = ip.free[:n-1]
+		ip.conns[pc.slot] = pc
+	} else {
+		pc.slot = uint32(len(ip.conns))
+		ip.conns = append(ip.conns, pc)
+	}
+	pc.registered = true
+	ip.refs++
 }
 
-// conn returns a registration for the connection rc, or nil when it cannot
-// be polled (not a socket, or another platform).
-func (ip *idlePoller) conn(rc syscall.RawConn) *pollConn {
-	if rc == nil || ip == nil {
+// lookupLocked is the registration an event reports, nil when it is stale.
+func (ip *idlePoller) lookupLocked(fd, pad int32) *pollConn {
+	slot := uint32(fd) - 1
+	if slot >= uint32(len(ip.conns)) {
 		return nil
 	}
-	return &pollConn{ip: ip, rc: rc}
+	if pc := ip.conns[slot]; pc != nil && pc.gen == uint32(pad) {
+		return pc
+	}
+	return nil
 }
+
+// conn returns a registration for the connection rc, one that is not
+// pollable when rc cannot be polled (not a socket).
+func (ip *idlePoller) conn(rc syscall.RawConn) pollConn {
+	if rc == nil || ip == nil {
+		return pollConn{}
+	}
+	return pollConn{ip: ip, rc: rc}
+}
+
+// pollable reports whether the connection can park.
+func (pc *pollConn) pollable() bool { return pc.ip != nil }
 
 // park arranges for resume to run once the connection is readable or
 // closed, and reports whether it did; when it did not, the caller reads
@@ -73,7 +109,7 @@ func (pc *pollConn) park(resume func()) bool {
 	if pc.closed || ip.broken {
 		return false
 	}
-	if pc.loop == nil {
+	if !pc.registered {
 		if ip.loop == nil {
 			l, err := startPollLoop(ip)
 			if err != nil {
@@ -82,28 +118,26 @@ func (pc *pollConn) park(resume func()) bool {
 			}
 			ip.loop = l
 		}
-		ip.nextID++
-		pc.id, pc.loop = ip.nextID, ip.loop
-		ip.refs++
+		ip.registerLocked(pc)
 	}
 	// Level-triggered and one-shot: a socket that is readable already
 	// reports at once, and reports once per park.
 	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT}
-	ev.Fd, ev.Pad = int32(uint32(pc.id)), int32(uint32(pc.id>>32))
+	ev.Fd, ev.Pad = eventData(pc.slot, pc.gen)
+	epfd := ip.loop.epfd
 	var cerr error
 	err := pc.rc.Control(func(fd uintptr) {
 		op := syscall.EPOLL_CTL_MOD
 		if !pc.added {
 			op = syscall.EPOLL_CTL_ADD
 		}
-		cerr = syscall.EpollCtl(pc.loop.epfd, op, int(fd), &ev)
+		cerr = syscall.EpollCtl(epfd, op, int(fd), &ev)
 	})
 	if err != nil || cerr != nil {
 		return false // closed meanwhile: the read fails at once
 	}
 	pc.added = true
 	pc.resume = resume
-	ip.parked[pc.id] = pc
 	return true
 }
 
@@ -119,20 +153,22 @@ func (pc *pollConn) close() {
 	}
 	pc.closed = true
 	resume := pc.resume
-	if resume != nil {
-		delete(ip.parked, pc.id)
-		pc.resume = nil
-	}
+	pc.resume = nil
 	var stop *pollLoop
-	if pc.loop != nil {
+	if pc.registered {
 		if pc.added {
+			epfd := ip.loop.epfd
 			_ = pc.rc.Control(func(fd uintptr) {
-				_ = syscall.EpollCtl(pc.loop.epfd, syscall.EPOLL_CTL_DEL, int(fd), nil)
+				_ = syscall.EpollCtl(epfd, syscall.EPOLL_CTL_DEL, int(fd), nil)
 			})
 		}
+		ip.conns[pc.slot] = nil
+		ip.free = append(ip.free, pc.slot)
+		pc.registered = false
 		ip.refs--
-		if ip.refs == 0 && ip.loop == pc.loop {
+		if ip.refs == 0 {
 			stop, ip.loop = ip.loop, nil
+			ip.conns, ip.free = nil, nil // the next loop starts a table of its own
 		}
 	}
 	ip.mu.Unlock()
@@ -182,13 +218,11 @@ func (ip *idlePoller) run(l *pollLoop) {
 		stop := false
 		ip.mu.Lock()
 		for _, ev := range events[:n] {
-			id := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
-			if id == 0 {
+			if ev.Fd == 0 {
 				stop = true
 				continue
 			}
-			if pc := ip.parked[id]; pc != nil {
-				delete(ip.parked, id)
+			if pc := ip.lookupLocked(ev.Fd, ev.Pad); pc != nil && pc.resume != nil {
 				ready = append(ready, pc.resume)
 				pc.resume = nil
 			}
@@ -211,10 +245,11 @@ func (ip *idlePoller) fail() {
 	ip.mu.Lock()
 	ip.broken = true
 	var ready []func()
-	for id, pc := range ip.parked {
-		delete(ip.parked, id)
-		ready = append(ready, pc.resume)
-		pc.resume = nil
+	for _, pc := range ip.conns {
+		if pc != nil && pc.resume != nil {
+			ready = append(ready, pc.resume)
+			pc.resume = nil
+		}
 	}
 	ip.mu.Unlock()
 	for _, resume := range ready {

@@ -13,7 +13,9 @@ type pollConn struct{}
 
 func newIdlePoller() *idlePoller { return &idlePoller{} }
 
-func (ip *idlePoller) conn(syscall.RawConn) *pollConn { return nil }
+func (ip *idlePoller) conn(syscall.RawConn) pollConn { return pollConn{} }
+
+func (pc *pollConn) pollable() bool { return false }
 
 func (pc *pollConn) park(func()) bool { return false }
 

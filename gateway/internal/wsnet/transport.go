@@ -41,11 +41,12 @@ type Transport struct {
 	cork  *corkConn // the hijacked connection, for batched writes
 	owner Owner     // told when the connection chooses a close code; set by Attach
 
-	// Parking between messages (nil pc: never). The WebSocket library's
-	// reader br and cork's read buffer are looked at only by the reader,
-	// and never once closing is set: the library's close handshake reads
-	// them on another goroutine.
-	pc      *pollConn
+	// Parking between messages (never when pc is not pollable). The
+	// WebSocket library's reader br and cork's read buffer are looked at
+	// only by the reader, and never once closing is set: the library's
+	// close handshake reads them on another goroutine. pc is part of the
+	// Transport rather than an allocation of its own.
+	pc      pollConn
 	br      *bufio.Reader
 	mu      sync.Mutex
 	closing bool
@@ -77,7 +78,7 @@ func (t *Transport) typ() websocket.MessageType {
 // Park waits for the next message without a goroutine when nothing is
 // buffered: resume runs once the socket is readable or the session closes.
 func (t *Transport) Park(resume func()) bool {
-	if t.pc == nil {
+	if !t.pc.pollable() {
 		return false
 	}
 	t.mu.Lock()
@@ -91,7 +92,7 @@ func (t *Transport) Park(resume func()) bool {
 // BeginClose stops parking and resumes a parked reader, before anything
 // closes the WebSocket.
 func (t *Transport) BeginClose() {
-	if t.pc == nil {
+	if !t.pc.pollable() {
 		return
 	}
 	t.mu.Lock()
