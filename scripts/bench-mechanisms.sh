@@ -4,7 +4,7 @@
 # figure printed (docs/benchmarks/, "Each mechanism on its own"). The
 # default build's runs are also the current figures against the targets.
 #
-# Usage: scripts/bench-mechanisms.sh [idle] [liveheap] [latency] [saturate] [rates] [codecs]
+# Usage: scripts/bench-mechanisms.sh [idle] [liveheap] [latency] [saturate] [rates] [codecs] [single]
 #        (idle, latency and saturate by default)
 #
 #   idle      IDLE_N idle subscribed connections held HOLD, a fresh serve each
@@ -24,9 +24,12 @@
 #             short of the rate asked)
 #   codecs    the default build in both codecs, alternating: the overload run
 #             (1000 subscribers x 1000 events/s in commits of 50 for 10 s:
-#             deliveries/s, p99, the server's CPU per delivery) and the
-#             saturate run; the summary ends with JSON's figures as a share of
-#             MessagePack's (the medians of each)
+#             deliveries/s, p99, the server's CPU per delivery), the
+#             saturate run and the single run (1000 subscribers x 400
+#             single-event commits/s from SINGLE_WRITERS writers for 10 s:
+#             p99, the server's CPU per delivery); the summary ends with
+#             JSON's figures as a share of MessagePack's (the medians of each)
+#   single    the single run alone, in both codecs
 #
 # Variants (build tags of ./cmd/ballet-gateway, or an environment variable):
 #
@@ -57,7 +60,11 @@
 #   VARIANTS_IDLE  variant:codec pairs of idle and liveheap runs (default below)
 #   VARIANTS_LIVE  variant:codec pairs of latency and saturate runs (default below)
 #   RATES      events/s of the rates runs (default "50 100 200 400 800")
+#   SINGLE_WRITERS  writers of the single runs (default 4: one writer commits fewer than 400
+#              single-event transactions a second)
 #   SERVE_ENV  more VAR=value settings for every serve, e.g. BALLET_HEARTBEAT_INTERVAL=1s
+#   PROFILE    seconds of a CPU profile of each serve, taken from 4 s into its run, kept as
+#              OUT/NAME.pprof (default none; serve runs with BALLET_PPROF=true)
 #   OUT        directory for the raw reports and logs (default: a new temporary one)
 set -euo pipefail
 
@@ -69,13 +76,14 @@ HOLD=${HOLD:-90s}
 VARIANTS_IDLE=${VARIANTS_IDLE:-"default:msgpack nopark:msgpack notimerheap:msgpack gogc100:msgpack default:json"}
 VARIANTS_LIVE=${VARIANTS_LIVE:-"default:msgpack nodirect:msgpack noparallel:msgpack default:json"}
 RATES=${RATES:-"50 100 200 400 800"}
+SINGLE_WRITERS=${SINGLE_WRITERS:-4}
 OUT=${OUT:-$(mktemp -d -t ballet-mechanisms.XXXXXX)}
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(idle latency saturate)
 
 for t in "${TARGETS[@]}"; do
-	case $t in idle | liveheap | latency | saturate | rates | codecs) ;; *)
-		echo "usage: $0 [idle] [liveheap] [latency] [saturate] [rates] [codecs]" >&2
+	case $t in idle | liveheap | latency | saturate | rates | codecs | single) ;; *)
+		echo "usage: $0 [idle] [liveheap] [latency] [saturate] [rates] [codecs] [single]" >&2
 		exit 2
 		;;
 	esac
@@ -98,12 +106,12 @@ DEV=127.0.0.1:$((PORT + 10))
 DEV_ADMIN=127.0.0.1:$((PORT + 11))
 SINK=127.0.0.1:$((PORT + 20))
 CLK_TCK=$(getconf CLK_TCK)
-DEV_PID= SERVE_PID= SAMPLER_PID= BENCH_PID= SINK_PID=
+DEV_PID= SERVE_PID= SAMPLER_PID= BENCH_PID= SINK_PID= PROF_PID=
 
 log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
 
 cleanup() {
-	for pid in $BENCH_PID $SAMPLER_PID $SERVE_PID $DEV_PID $SINK_PID; do
+	for pid in $PROF_PID $BENCH_PID $SAMPLER_PID $SERVE_PID $DEV_PID $SINK_PID; do
 		kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
 	done
 	dropdb --if-exists --maintenance-db="$PGURL/postgres" "$DB" 2>/dev/null || true
@@ -137,7 +145,7 @@ env_of() {
 # Build each variant once; every tag combination must also vet.
 variants=(default)
 for t in "${TARGETS[@]}"; do
-	case $t in idle | liveheap) pairs=$VARIANTS_IDLE ;; codecs) pairs= ;; *) pairs=$VARIANTS_LIVE ;; esac
+	case $t in idle | liveheap) pairs=$VARIANTS_IDLE ;; codecs | single) pairs= ;; *) pairs=$VARIANTS_LIVE ;; esac
 	for pair in $pairs; do
 		variants+=("${pair%%:*}")
 	done
@@ -265,10 +273,15 @@ run() {
 	name=$target-$v-$codec-$round
 	[ "$target" = rates ] && name=$name-$rate
 	[ "$target" = overload ] && rate=1000
+	[ "$target" = single ] && rate=400
 	raw=$OUT/$name.json
 	serve_start "$v"
 	log "$target $v $codec (round $round)"
 	t0=$(ticks "$SERVE_PID")
+	if [ -n "${PROFILE:-}" ]; then
+		(sleep 4 && curl -fs "http://$ADMIN/debug/pprof/profile?seconds=$PROFILE" -o "$OUT/$name.pprof") &
+		PROF_PID=$!
+	fi
 	case $target in
 	idle)
 		sample "$SERVE_PID" "$OUT/$name.cpu" &
@@ -296,6 +309,10 @@ run() {
 	latency | rates)
 		"${BENCH[@]}" --codec "$codec" --subscribers 1000 --rate "$rate" --duration 10s >"$raw" 2>>"$OUT/bench.log" || true
 		;;
+	single)
+		"${BENCH[@]}" --codec "$codec" --subscribers 1000 --rate "$rate" --batch 1 --writers "$SINGLE_WRITERS" \
+			--duration 10s >"$raw" 2>>"$OUT/bench.log" || true
+		;;
 	overload)
 		"${BENCH[@]}" --codec "$codec" --subscribers 1000 --rate "$rate" --batch 50 --duration 10s >"$raw" 2>>"$OUT/bench.log" || true
 		;;
@@ -304,6 +321,10 @@ run() {
 		;;
 	esac
 	t1=$(ticks "$SERVE_PID")
+	if [ -n "$PROF_PID" ]; then
+		wait "$PROF_PID" || true
+		PROF_PID=
+	fi
 	serve_stop
 	if [ ! -s "$raw" ]; then
 		log "  no report (see $OUT/bench.log)"
@@ -333,7 +354,7 @@ def describe:
 		" KB; server CPU while held " + each(.server_cpu_idle_pct) + " % of a core"
 	elif .[0].target == "liveheap" then
 		"live heap " + each((.live_heap_after_bytes - .live_heap_before_bytes) / .connections | kb) + " KB per connection"
-	elif .[0].target == "latency" or .[0].target == "rates" then
+	elif .[0].target == "latency" or .[0].target == "rates" or .[0].target == "single" then
 		"p99 " + each(.latency_p99_ms | r1) + " ms; p50 " + each(.latency_p50_ms | r1) +
 		" ms; server CPU " + each(per_delivery) + " us per delivery; gaps " + each(.gaps) +
 		(if any(.[]; (.written_events_per_s // .rate_per_s) < 0.95 * .rate_per_s)
@@ -359,6 +380,13 @@ for round in $(seq "$RUNS"); do
 			for codec in msgpack json; do
 				run overload default "$codec" "$round"
 				run saturate default "$codec" "$round"
+				run single default "$codec" "$round"
+			done
+			continue
+		fi
+		if [ "$target" = single ]; then
+			for codec in msgpack json; do
+				run single default "$codec" "$round"
 			done
 			continue
 		fi
@@ -384,7 +412,7 @@ jq -rs -f <(summary_jq) --arg one 0 "$OUT/results.jsonl" | column -t -s "$(print
 jq -rs '
 	def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
 	def r2: . * 100 | round / 100;
-	map(select(.variant == "default" and (.target == "overload" or .target == "saturate")))
+	map(select(.variant == "default" and (.target == "overload" or .target == "saturate" or .target == "single")))
 	| group_by(.target)[]
 	| (map(select(.codec == "json"))) as $j | (map(select(.codec == "msgpack"))) as $m
 	| select(($j | length) > 0 and ($m | length) > 0)

@@ -19,6 +19,12 @@ type TailerOptions struct {
 	// than this the next reads fewer events, and the count grows back to Batch as batches
 	// shrink; reads start at a sixteenth of Batch. Default 8 MiB.
 	BatchBytes int
+	// Coalesce, when positive, is how long the tailer waits after a wake-up before it reads,
+	// so that the events committed meanwhile go out in one dispatch (one write to each
+	// subscriber, not one an event), at that much more latency (BALLET_STREAM_COALESCE).
+	// Zero (the default): it reads at once, and events committed while a dispatch runs still
+	// go out together in the next.
+	Coalesce time.Duration
 	// Logger receives read errors. Default slog.Default().
 	Logger *slog.Logger
 	// OnError, if set, is called with every read error (for metrics) before the retry.
@@ -28,12 +34,13 @@ type TailerOptions struct {
 // Tailer reads the log from a start position and hands every event, exactly once and in seq
 // order, to its sink.
 type Tailer struct {
-	log     Log
-	sink    func([]Event)
-	batch   int
-	bytes   int // BatchBytes
-	logger  *slog.Logger
-	onError func(error)
+	log      Log
+	sink     func([]Event)
+	batch    int
+	bytes    int // BatchBytes
+	coalesce time.Duration
+	logger   *slog.Logger
+	onError  func(error)
 
 	pos atomic.Int64
 
@@ -66,7 +73,7 @@ func NewTailer(log Log, sink func([]Event), opts *TailerOptions) *Tailer {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Tailer{log: log, sink: sink, batch: o.Batch, bytes: o.BatchBytes, logger: o.Logger, onError: o.OnError}
+	return &Tailer{log: log, sink: sink, batch: o.Batch, bytes: o.BatchBytes, coalesce: o.Coalesce, logger: o.Logger, onError: o.OnError}
 }
 
 // Start reads the log's head and starts tailing after it; it returns once the goroutine runs.
@@ -149,6 +156,9 @@ func (t *Tailer) run(ctx context.Context) {
 					t.logger.Warn("streams: tailer stopped: log closed", "position", pos)
 					return
 				}
+				if err == nil && t.coalesce > 0 {
+					sleep(ctx, t.coalesce)
+				}
 			}
 		}
 		if err == nil || ctx.Err() != nil {
@@ -160,12 +170,17 @@ func (t *Tailer) run(ctx context.Context) {
 		d := jitter(backoff)
 		t.logger.Warn("streams: tailer read failed; retrying", "err", err, "position", pos, "retry_in", d)
 		backoff = min(2*backoff, tailBackoffMax)
-		timer := time.NewTimer(d)
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-		}
+		sleep(ctx, d)
+	}
+}
+
+// sleep returns after d, or once ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
 	}
 }
 

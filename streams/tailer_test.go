@@ -368,3 +368,35 @@ func TestTailerBatchesBoundedInBytes(t *testing.T) {
 		t.Fatalf("%d batches: they did not grow back once the events were small (%v)", len(sizes), sizes)
 	}
 }
+
+// With Coalesce, events committed within it of a wake-up go out in one dispatch; without
+// (the default), the tailer reads as soon as it wakes: an event goes out alone while the next
+// is not yet committed.
+func TestTailerCoalesce(t *testing.T) {
+	for _, d := range []time.Duration{0, 2 * time.Second} {
+		t.Run(d.String(), func(t *testing.T) {
+			l := memlog.New()
+			defer l.Close()
+			s := &sink{}
+			tl := streams.NewTailer(l, s.add, &streams.TailerOptions{Coalesce: d})
+			if err := tl.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			defer tl.Close()
+			for i := range 2 {
+				if _, err := l.Append(context.Background(), newEv(fmt.Sprint(i))); err != nil {
+					t.Fatal(err)
+				}
+				if d == 0 {
+					waitFor(t, "the event", func() bool { return len(s.snapshot()) == i+1 })
+				}
+			}
+			waitFor(t, "both events", func() bool { return len(s.snapshot()) == 2 })
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if want := map[bool]int{true: 2, false: 1}[d == 0]; s.batches != want {
+				t.Fatalf("Coalesce %v: %d dispatches, want %d", d, s.batches, want)
+			}
+		})
+	}
+}

@@ -97,7 +97,7 @@ func (a *app) run(ctx context.Context) error {
 		hub.Dispatch(evs)
 		metrics.TailerDispatched.Add(float64(len(evs)))
 		metrics.TailerPosition.Set(float64(evs[len(evs)-1].Seq))
-	}, &streams.TailerOptions{Logger: a.logger})
+	}, &streams.TailerOptions{Logger: a.logger, Coalesce: a.cfg.tailer.Coalesce})
 	// The tailer outlives ctx: it keeps delivering while connections drain.
 	if err := tailer.Start(context.Background()); err != nil {
 		return fmt.Errorf("start the log tailer: %w", err)

@@ -43,8 +43,9 @@ type config struct {
 	tracker tracker.Options
 	// planner holds the planner's settings; plannerOptions adds its model, logger and observer.
 	planner planner.Options
-	hub     streams.HubOptions  // RecentBytes (BALLET_RECENT_EVENTS_BYTES)
-	rest    httpapi.RateOptions // Rate (BALLET_REST_RATE): one budget per subject for every REST surface
+	hub     streams.HubOptions    // RecentBytes (BALLET_RECENT_EVENTS_BYTES)
+	tailer  streams.TailerOptions // Coalesce (BALLET_STREAM_COALESCE)
+	rest    httpapi.RateOptions   // Rate (BALLET_REST_RATE): one budget per subject for every REST surface
 	// tracing is what the OTEL_* variables say (tracing.go); off unless they name an endpoint.
 	tracing tracing.Options
 	// replica names this process: service.instance.id of its spans, the planner's lease owner.
@@ -151,6 +152,15 @@ func (c *config) settings() []setting {
 			defaultIs("a quarter of the Go memory limit, 1 GiB without one"),
 		atLeast("BALLET_SOCKET_BUFFER_BYTES", &g.SocketBufferBytes, 4<<10, "kernel buffers of each client socket"),
 		atLeast("BALLET_RECENT_EVENTS_BYTES", &c.hub.RecentBytes, 1<<20, "memory of the events kept for replays"),
+		custom("BALLET_STREAM_COALESCE", &c.tailer.Coalesce, "the tailer waits this long after a wake-up before it reads; 0: none",
+			func(v string) string {
+				d, err := time.ParseDuration(v)
+				if err != nil || d < 0 {
+					return "want a duration such as 2ms, or 0 for none"
+				}
+				c.tailer.Coalesce = d
+				return ""
+			}),
 		custom("BALLET_TRUSTED_PROXIES", &g.TrustedProxies, "CIDRs of the proxies in front", func(v string) string {
 			ps, err := parsePrefixes(v)
 			if err != nil {

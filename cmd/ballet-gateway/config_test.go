@@ -87,28 +87,44 @@ func documentedDefaults(t *testing.T) map[string]string {
 	return out
 }
 
+// TestStreamCoalesce: unset and 0 leave the tailer reading at once, a duration sets its wait,
+// and a negative one is refused by name.
+func TestStreamCoalesce(t *testing.T) {
+	checkWindow(t, "BALLET_STREAM_COALESCE", func(c *config) time.Duration { return c.tailer.Coalesce },
+		map[string]time.Duration{"": 0, "0": 0, "2ms": 2 * time.Millisecond})
+}
+
 // TestPlannerOutputWindow: 0 switches batching off (a negative window for the planner), a
 // duration sets it, and a negative one is refused by name.
 func TestPlannerOutputWindow(t *testing.T) {
-	for v, want := range map[string]time.Duration{"0": -1, "5ms": 5 * time.Millisecond} {
-		c, err := loadConfig(func(name string) string {
-			if name == "BALLET_PLANNER_OUTPUT_WINDOW" {
+	checkWindow(t, "BALLET_PLANNER_OUTPUT_WINDOW", func(c *config) time.Duration { return c.planner.OutputWindow },
+		map[string]time.Duration{"0": -1, "5ms": 5 * time.Millisecond})
+}
+
+// checkWindow checks that each value of the duration setting name gives got its want, and
+// that a negative one is refused by name.
+func checkWindow(t *testing.T, name string, got func(*config) time.Duration, want map[string]time.Duration) {
+	t.Helper()
+	only := func(v string) func(string) string {
+		return func(n string) string {
+			if n == name {
 				return v
 			}
 			return ""
-		}, serveAddr)
-		if err != nil || c.planner.OutputWindow != want {
-			t.Fatalf("BALLET_PLANNER_OUTPUT_WINDOW=%s: %v, %v; want %v", v, c.planner.OutputWindow, err, want)
 		}
 	}
-	_, err := loadConfig(func(name string) string {
-		if name == "BALLET_PLANNER_OUTPUT_WINDOW" {
-			return "-1s"
+	for v, w := range want {
+		c, err := loadConfig(only(v), serveAddr)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", name, v, err)
 		}
-		return ""
-	}, serveAddr)
+		if got(c) != w {
+			t.Fatalf("%s=%q: %v, want %v", name, v, got(c), w)
+		}
+	}
+	_, err := loadConfig(only("-1s"), serveAddr)
 	var ce *configError
-	if !errors.As(err, &ce) || ce.Var != "BALLET_PLANNER_OUTPUT_WINDOW" {
-		t.Fatalf("a negative window: %v", err)
+	if !errors.As(err, &ce) || ce.Var != name {
+		t.Fatalf("%s=-1s: %v, want an error naming it", name, err)
 	}
 }

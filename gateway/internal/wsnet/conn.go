@@ -29,6 +29,7 @@ type corkConn struct {
 	out      *[]byte       // accepted, not yet sent: the flusher's (non-nil while flushing)
 	werr     error         // a write failed: so does every later one
 	ctrl     int           // bytes of uncorked writes in out
+	lib      libFrames     // the library's frames, as Write sees them
 	drained  chan struct{} // closed as the flusher ends; made by a waiter
 	stall    time.Duration // Options.FlushStall
 
@@ -124,9 +125,11 @@ func (c *corkConn) releaseRead() {
 }
 
 // Write sends p, or gathers it while corked. It does not wait for the peer.
+// It is the WebSocket library's write: its frames, in pieces.
 func (c *corkConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.lib.scan(p)
 	if c.corked {
 		*c.buf = append(*c.buf, p...)
 		return len(p), nil
@@ -186,21 +189,32 @@ func (c *corkConn) closeWithin(d time.Duration) {
 }
 
 // Cork starts gathering writes.
-func (c *corkConn) Cork() { c.corkFor(0) }
-
-// maxFrameHeader is the longest header of a frame the server sends (unmasked, 64-bit length).
-const maxFrameHeader = 10
-
-// corkFor starts gathering writes of about n bytes: the buffer is sized for them at once
-// rather than grown frame by frame.
-func (c *corkConn) corkFor(n int) {
+func (c *corkConn) Cork() {
 	c.mu.Lock()
 	if !c.corked {
 		c.corked = true
 		c.buf = corkBufs.Get().(*[]byte)
 	}
-	*c.buf = slices.Grow(*c.buf, n)
 	c.mu.Unlock()
+}
+
+// writeFrame writes a data frame of opcode op built here, or gathers it while corked. It
+// reports false, having written nothing, while the library is inside a frame of its own or
+// once it has written its close frame: the library must write this one then (it waits for its
+// own frame, or refuses).
+func (c *corkConn) writeFrame(op byte, frame []byte) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.lib.between() || c.lib.closed {
+		return false, nil
+	}
+	if c.corked {
+		*c.buf = appendHeader(*c.buf, op, len(frame))
+		*c.buf = append(*c.buf, frame...)
+		return true, nil
+	}
+	fs := [1][]byte{frame}
+	return true, c.sendFramesLocked(op, fs[:])
 }
 
 // Uncork sends what was gathered, in one write, and stops gathering. Like
@@ -293,14 +307,59 @@ func (c *corkConn) sendLocked(p []byte) error {
 	return nil
 }
 
+// sendFramesLocked sends frames of opcode op, each after its header, as sendLocked sends
+// bytes: on a raw connection in vectored writes of the frames as they are, with no copy
+// unless the socket leaves some of them to the flusher.
+func (c *corkConn) sendFramesLocked(op byte, frames [][]byte) error {
+	if c.werr != nil {
+		return c.werr
+	}
+	if c.flushing {
+		*c.out = appendFrames(*c.out, op, frames)
+		return nil
+	}
+	if c.raw == nil {
+		b := corkBufs.Get().(*[]byte)
+		*b = appendFrames(slices.Grow(*b, framesLen(frames)), op, frames)
+		err := c.sendLocked(*b)
+		putBuf(b)
+		return err
+	}
+	g := gathers.Get().(*gather)
+	defer g.put()
+	for len(frames) > 0 {
+		k := min(len(frames), maxGatherFrames)
+		total := g.build(op, frames[:k])
+		n, err := c.trySendv(g)
+		if err != nil {
+			c.werr = err
+			return err
+		}
+		frames = frames[k:]
+		if n < total {
+			c.out = corkBufs.Get().(*[]byte)
+			*c.out = slices.Grow(*c.out, total-n+framesLen(frames))
+			*c.out = appendParts(*c.out, g.parts, n)
+			*c.out = appendFrames(*c.out, op, frames)
+			c.flushing = true
+			go c.flush()
+			return nil
+		}
+	}
+	return nil
+}
+
 // trySend writes as much of p as the socket takes now.
 func (c *corkConn) trySend(p []byte) (int, error) {
-	var n int
-	var err error
-	rerr := c.raw.Write(func(fd uintptr) bool {
-		n, err = writeNonblocking(fd, p)
-		return true
-	})
+	g := gathers.Get().(*gather)
+	defer g.put()
+	g.parts = append(g.parts[:0], p)
+	return c.trySendv(g)
+}
+
+// sent is the outcome of a write that does not wait: n bytes sent, the system call's err
+// (EAGAIN: the socket took no more) and the raw connection's rerr.
+func (c *corkConn) sent(n int, err, rerr error) (int, error) {
 	if err == syscall.EAGAIN {
 		err = nil
 	}

@@ -19,12 +19,45 @@ func rawConnOf(c net.Conn) syscall.RawConn {
 	return raw
 }
 
-// writeNonblocking writes p to the non-blocking socket fd once; EAGAIN
-// reports that it took nothing. The raw call spares the scheduler the
-// bookkeeping of a blocking one: it does not wait.
-func writeNonblocking(fd uintptr, p []byte) (int, error) {
+// vectored is a gather's state for trySendv: its vector and the write function given to the
+// raw connection, made once for the pooled gather rather than once a write.
+type vectored struct {
+	iov []syscall.Iovec
+	n   int
+	err error
+	fn  func(fd uintptr) bool
+}
+
+func (v *vectored) write(fd uintptr) bool {
+	v.n, v.err = writevNonblocking(fd, v.iov)
+	return true
+}
+
+// trySendv writes as much of g's pieces, in order, as the socket takes now, in one writev.
+func (c *corkConn) trySendv(g *gather) (int, error) {
+	v := &g.vectored
+	if v.fn == nil {
+		v.fn = v.write
+	}
+	v.iov = v.iov[:0]
+	for _, p := range g.parts {
+		iv := syscall.Iovec{Base: unsafe.SliceData(p)}
+		iv.SetLen(len(p))
+		v.iov = append(v.iov, iv)
+	}
+	rerr := c.raw.Write(v.fn)
+	clear(v.iov) // holds no frame
+	n, err := v.n, v.err
+	v.n, v.err = 0, nil
+	return c.sent(n, err, rerr)
+}
+
+// writevNonblocking writes iov to the non-blocking socket fd once; EAGAIN reports that it
+// took nothing. The raw call spares the scheduler the bookkeeping of a blocking one: it does
+// not wait.
+func writevNonblocking(fd uintptr, iov []syscall.Iovec) (int, error) {
 	for {
-		r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+		r, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(unsafe.SliceData(iov))), uintptr(len(iov)))
 		if e == 0 {
 			return int(r), nil
 		}

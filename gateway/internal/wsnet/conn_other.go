@@ -12,4 +12,8 @@ import (
 // connection's writer.
 func rawConnOf(net.Conn) syscall.RawConn { return nil }
 
-func writeNonblocking(uintptr, []byte) (int, error) { return 0, errors.ErrUnsupported }
+// vectored is nothing here: trySendv is not called.
+type vectored struct{}
+
+// trySendv is not called: without a raw connection every write waits.
+func (*corkConn) trySendv(*gather) (int, error) { return 0, errors.ErrUnsupported }

@@ -2,11 +2,7 @@
 
 package wsnet
 
-import (
-	"context"
-
-	"github.com/ballet/gateway/rpc"
-)
+import "github.com/ballet/gateway/rpc"
 
 // Direct writes: Transport is an rpc.TryWriter, so a frame for a
 // connection whose writer is idle is written by its sender (the fan-out, a
@@ -17,27 +13,25 @@ import (
 var _ rpc.TryWriter = (*Transport)(nil)
 
 // TryWrite writes frames if the socket can take them now without anyone
-// waiting: nothing is held back for a slow peer. They go out in one write;
-// the bytes the socket does not take are sent by the connection's flusher,
-// and the next Uncork waits for them. It reports false, having written
-// nothing, when it cannot.
+// waiting: nothing is held back for a slow peer. They go out in one
+// vectored write, framed here, the frames as they are; the bytes the socket
+// does not take are sent by the connection's flusher, and the next Uncork
+// waits for them. It reports false, having written nothing, when it cannot
+// (also while the WebSocket library writes a frame of its own, or once it
+// has closed: the connection's writer then writes them through it).
 func (t *Transport) TryWrite(frames [][]byte) (bool, error) {
-	if !t.cork.canTry() {
+	return t.cork.tryFrames(t.opcode(), frames)
+}
+
+// tryFrames is TryWrite on the connection.
+func (c *corkConn) tryFrames(op byte, frames [][]byte) (bool, error) {
+	if c.raw == nil {
 		return false, nil
 	}
-	n := 0
-	for _, f := range frames {
-		n += len(f) + maxFrameHeader
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.flushing || c.corked || c.werr != nil || !c.lib.between() || c.lib.closed {
+		return false, nil
 	}
-	t.cork.corkFor(n)
-	var err error
-	for _, f := range frames {
-		if err = t.ws.Write(context.Background(), t.typ(), f); err != nil {
-			break
-		}
-	}
-	if uerr := t.cork.Uncork(); err == nil {
-		err = uerr
-	}
-	return true, err
+	return true, c.sendFramesLocked(op, frames)
 }

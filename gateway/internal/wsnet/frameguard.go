@@ -1,7 +1,6 @@
 package wsnet
 
 import (
-	"encoding/binary"
 	"errors"
 	"sync/atomic"
 
@@ -19,11 +18,8 @@ var errFrameRefused = errors.New("wsnet: frame refused at its header")
 // library ends the connection without a close frame). It sees every byte once, in order: it
 // is called by the connection's one reader.
 type frameGuard struct {
-	limit   int64 // the longest message
-	hdr     [14]byte
-	hn      uint8         // header bytes read
-	need    uint8         // the header's length, once its second byte is read
-	payload int64         // payload bytes of the current frame still to come
+	limit int64 // the longest message
+	frameHeads
 	msg     int64         // bytes of the current data message so far
 	refused atomic.Uint32 // a refusal's index in refusals, once refused: every later read fails; read by Close and Read
 }
@@ -48,44 +44,20 @@ func (g *frameGuard) scan(p []byte) error {
 		return errFrameRefused
 	}
 	for len(p) > 0 {
-		if g.payload > 0 {
-			k := min(int64(len(p)), g.payload)
-			g.payload -= k
-			p = p[k:]
+		if p = g.step(p); g.hn == 0 {
 			continue
 		}
-		g.hdr[g.hn] = p[0]
-		g.hn++
-		p = p[1:]
 		if g.hn == 2 {
 			if g.hdr[1]&0x80 == 0 {
 				return g.fail(refusedUnmasked)
 			}
-			switch g.hdr[1] & 0x7f {
-			case 126:
-				g.need = 2 + 2 + 4
-			case 127:
-				g.need = 2 + 8 + 4
-			default:
-				g.need = 2 + 4
-			}
+			g.need = headerSize(g.hdr[1]) + 4 // and the mask
 		}
 		if g.hn < 2 || g.hn < g.need {
 			continue
 		}
-		var n int64
-		switch l := g.hdr[1] & 0x7f; l {
-		case 126:
-			n = int64(binary.BigEndian.Uint16(g.hdr[2:4]))
-		case 127:
-			u := binary.BigEndian.Uint64(g.hdr[2:10])
-			if u > 1<<62 {
-				u = 1 << 62 // refused below, as a data frame, or by the library, as a control frame
-			}
-			n = int64(u)
-		default:
-			n = int64(l)
-		}
+		// Past 2^62 refused below, as a data frame, or by the library, as a control frame.
+		n := int64(min(payloadLen(g.hdr[:]), 1<<62))
 		g.hn, g.need, g.payload = 0, 0, n
 		if op := g.hdr[0] & 0x0f; op < 8 { // a data frame: continuation, text or binary
 			if op != 0 {

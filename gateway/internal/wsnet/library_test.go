@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 )
 
 // The connection and parking lean on how coder/websocket uses the bufio.Reader and
@@ -75,7 +77,7 @@ func TestLibraryWritesThroughHijacksWriter(t *testing.T) {
 	a.t.Cork()
 	corked := 0
 	for _, m := range msgs {
-		if err := a.t.Write(context.Background(), []byte(m)); err != nil {
+		if err := a.t.ws.Write(context.Background(), websocket.MessageText, []byte(m)); err != nil {
 			t.Fatal(err)
 		}
 		corked += 2 + len(m) // a server's frame: two bytes of header up to 125 bytes

@@ -62,7 +62,7 @@ type testServer struct {
 	got  chan accepted
 }
 
-func newTestServer(t *testing.T, o *Options) *testServer {
+func newTestServer(t testing.TB, o *Options) *testServer {
 	t.Helper()
 	u := NewUpgrader(o)
 	s := &testServer{got: make(chan accepted, 8)}
@@ -81,7 +81,7 @@ func newTestServer(t *testing.T, o *Options) *testServer {
 }
 
 // accept is the server's end of the next connection; it is closed as the test ends.
-func (s *testServer) accept(t *testing.T) accepted {
+func (s *testServer) accept(t testing.TB) accepted {
 	t.Helper()
 	select {
 	case a := <-s.got:
@@ -108,7 +108,7 @@ func (s *testServer) dial(t *testing.T, query string) (*websocket.Conn, accepted
 
 // dialRaw sends an upgrade request and first in one write, and reads the 101: the test writes
 // the frames itself.
-func (s *testServer) dialRaw(t *testing.T, first []byte) (net.Conn, *bufio.Reader, accepted) {
+func (s *testServer) dialRaw(t testing.TB, first []byte) (net.Conn, *bufio.Reader, accepted) {
 	t.Helper()
 	c, err := net.Dial("tcp", s.addr)
 	if err != nil {

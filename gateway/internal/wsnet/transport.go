@@ -75,6 +75,14 @@ func (t *Transport) typ() websocket.MessageType {
 	return websocket.MessageText
 }
 
+// opcode is the opcode of t's data frames.
+func (t *Transport) opcode() byte {
+	if t.binary {
+		return opBinary
+	}
+	return opText
+}
+
 // Park waits for the next message without a goroutine when nothing is
 // buffered: resume runs once the socket is readable or the session closes.
 func (t *Transport) Park(resume func()) bool {
@@ -183,10 +191,15 @@ func (t *Transport) refuse(code websocket.StatusCode, reason string, err error) 
 	return err
 }
 
-// Write ignores ctx for the same reason as Read: with a cancellable
-// context the WebSocket library registers (and removes) a callback on it
-// for every frame. Closing the transport ends a pending write.
+// Write builds the frame itself (see frames.go) unless the WebSocket library
+// is writing a frame of its own or has closed; then the library writes it.
+// It ignores ctx for the same reason as Read: with a cancellable context the
+// library registers (and removes) a callback on it for every frame. Closing
+// the transport ends a pending write.
 func (t *Transport) Write(_ context.Context, frame []byte) error {
+	if ok, err := t.cork.writeFrame(t.opcode(), frame); ok {
+		return err
+	}
 	return t.ws.Write(context.Background(), t.typ(), frame)
 }
 

@@ -1,0 +1,148 @@
+//go:build !nodirect
+
+package wsnet
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TryWrite's frames are read by the WebSocket library's client as the messages they carry, at
+// every length a header encodes differently, in one vectored write.
+func TestDirectFramesReadByTheLibrary(t *testing.T) {
+	s := newTestServer(t, nil)
+	ws, a := s.dial(t, "")
+	msgs := everyLength(ws)
+	if ok, err := a.t.TryWrite(msgs); !ok || err != nil {
+		t.Fatalf("TryWrite: %v, %v", ok, err)
+	}
+	readMessages(t, ws, msgs)
+}
+
+// TryWrite declines while the library writes a frame of its own in pieces, and after its
+// close frame.
+func TestDirectFramesWaitForTheLibrarysFrame(t *testing.T) {
+	cc, _ := tcpPair(t)
+	pong := append([]byte{0x8a, 100}, bytes.Repeat([]byte{'p'}, 100)...)
+	if _, err := cc.Write(pong[:16]); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := cc.tryFrames(opText, [][]byte{[]byte("data")}); ok {
+		t.Fatal("TryWrite wrote inside the library's frame")
+	}
+	if _, err := cc.Write(pong[16:]); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := cc.tryFrames(opText, [][]byte{[]byte("data")}); !ok || err != nil {
+		t.Fatalf("after the library's frame: TryWrite %v, %v", ok, err)
+	}
+	if _, err := cc.Write([]byte{0x88, 2, 0x03, 0xe9}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := cc.tryFrames(opText, [][]byte{[]byte("late")}); ok {
+		t.Fatal("TryWrite wrote after the library's close frame")
+	}
+}
+
+// A peer that sends pings of 100 bytes (answered by the library in pieces) while frames go
+// out on the direct path reads every pong and every frame whole and in order.
+func TestFramesBetweenPongs(t *testing.T) {
+	s := newTestServer(t, nil)
+	c, br, a := s.dialRaw(t, nil)
+	go func() { // the library answers pings as it reads
+		for {
+			if _, err := a.t.Read(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
+	const pings, frames = 200, 2000
+	payload := strings.Repeat("q", 100)
+	go func() {
+		ping := append([]byte{0x89, 0x80 | 100, 0, 0, 0, 0}, payload...) // masked with 0
+		for range pings {
+			if _, err := c.Write(ping); err != nil {
+				return
+			}
+		}
+	}()
+	wrote := make(chan error, 1)
+	go func() {
+		for i := range frames {
+			f := [][]byte{numbered(i, 40+i%200)}
+			ok, err := a.t.TryWrite(f)
+			if !ok { // as the rpc connection's writer does
+				a.t.Cork()
+				err = a.t.Write(context.Background(), f[0])
+				if uerr := a.t.Uncork(); err == nil {
+					err = uerr
+				}
+			}
+			if err != nil {
+				wrote <- err
+				return
+			}
+		}
+		wrote <- nil
+	}()
+	pongs, next := 0, 0
+	for pongs < pings || next < frames {
+		b0, p := readAnyFrame(t, br)
+		switch b0 {
+		case 0x8a:
+			if string(p) != payload {
+				t.Fatalf("pong %d: %q", pongs, p)
+			}
+			pongs++
+		case 0x81:
+			if want := numbered(next, 40+next%200); !bytes.Equal(p, want) {
+				t.Fatalf("frame %d: %q, want %q", next, p, want)
+			}
+			next++
+		default:
+			t.Fatalf("after %d frames and %d pongs: a frame %x", next, pongs, b0)
+		}
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Frames the socket does not take at once (a peer that does not read), in more vectored
+// writes than one, reach the peer whole and in order once it reads.
+func TestFramesKeptForSlowPeer(t *testing.T) {
+	cc, cli := tcpPair(t)
+	const batches, per = 40, 3 * maxGatherFrames / 2
+	sent := 0
+	for b := range batches {
+		fs := make([][]byte, per)
+		for i := range fs {
+			fs[i] = numbered(b*per+i, 200)
+		}
+		ok, err := cc.tryFrames(opBinary, fs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		sent += per
+	}
+	if sent == batches*per || cc.canTry() {
+		t.Fatalf("%d frames of 200 bytes went to a peer that does not read", sent)
+	}
+	br := bufio.NewReader(cli)
+	_ = cli.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for i := range sent {
+		if b0, p := readAnyFrame(t, br); b0 != 0x82 || !bytes.Equal(p, numbered(i, 200)) {
+			t.Fatalf("frame %d: %x %q", i, b0, p[:10])
+		}
+	}
+	if err := cc.wait(); err != nil {
+		t.Fatal(err)
+	}
+}
