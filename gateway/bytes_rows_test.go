@@ -193,9 +193,12 @@ var (
 // not take of the answer. A reading watcher gets the whole output, in order.
 func TestPausedWatchersAreBoundedInBytes(t *testing.T) {
 	// Built here rather than parsed: a script file holds at most 8 MiB. The turn pauses
-	// after its answer until cancelled, so that the heap is measured while it runs.
+	// after its answer until cancelled, so that the heap is measured while it runs. Its
+	// outputs come 3 ms apart (2.3 MB/s), which the reading watcher keeps up with
+	// under the race detector: the model unpaced outran it, and a watcher that falls
+	// 256 KiB behind is closed 1013 as the paused ones are.
 	text := strings.Repeat("0123456789", watchOutputs*watchText/10)
-	script := &provider.Script{Chunk: watchText, Rules: []provider.Rule{{Match: "long", Steps: []provider.Round{
+	script := &provider.Script{Chunk: watchText, ChunkPauseMS: 3, Rules: []provider.Rule{{Match: "long", Steps: []provider.Round{
 		{Actions: []provider.Action{{Text: text}, {PauseMS: 600_000}, {Text: "never"}}}}}}}
 	cfg := floodBudgets
 	cfg.ConnectionQueueBytes = watchQueueBytes
