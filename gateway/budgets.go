@@ -160,7 +160,7 @@ func (s *session) Admit(ctx context.Context) error {
 	return s.srv.limitError(limit, rate, retry)
 }
 
-// pinged runs as a WebSocket ping arrives (AcceptOptions.OnPingReceived),
+// pinged runs as a WebSocket ping arrives (wsnet.AcceptOptions.OnPing),
 // before or after auth, on whichever goroutine reads the socket, and
 // reports whether it is answered. A ping spends the connection's request
 // budget: beyond it, it gets no pong; once the refusals' budget is spent

@@ -264,11 +264,10 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess := &session{srv: s} // set up by init before anything is read
-	ws, t, err := s.upgrader.Accept(w, r, &websocket.AcceptOptions{
-		Subprotocols:    []string{codec.NameMsgPack, codec.NameJSON},
-		OriginPatterns:  s.cfg.AllowedOrigins,
-		CompressionMode: websocket.CompressionDisabled,
-		OnPingReceived:  sess.pinged,
+	t, err := s.upgrader.Accept(w, r, &wsnet.AcceptOptions{
+		Subprotocols:   []string{codec.NameMsgPack, codec.NameJSON},
+		OriginPatterns: s.cfg.AllowedOrigins,
+		OnPing:         sess.pinged,
 	})
 	if err != nil {
 		// Accept has already answered (403 for a foreign Origin, 400/426 for a bad handshake).
@@ -277,19 +276,17 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		release()
 		return
 	}
-	c := codec.ByName(ws.Subprotocol())
+	c := codec.ByName(t.Subprotocol())
 	if c == nil {
 		s.metrics.Closes.WithLabelValues(codeLabel(int(websocket.StatusPolicyViolation))).Inc()
-		t.CloseWithin(wsnet.CloseGrace)
-		_ = ws.Close(websocket.StatusPolicyViolation, "offer subprotocol ballet.v1.msgpack or ballet.v1.json")
+		_ = t.CloseHandshake(websocket.StatusPolicyViolation, "offer subprotocol ballet.v1.msgpack or ballet.v1.json")
 		s.releaseConn()
 		release()
 		return
 	}
 	sess.init(t, c, r, addr)
 	if !s.track(sess) {
-		t.CloseWithin(wsnet.CloseGrace)
-		_ = ws.Close(websocket.StatusGoingAway, "the gateway is shutting down")
+		_ = t.CloseHandshake(websocket.StatusGoingAway, "the gateway is shutting down")
 		s.releaseConn()
 		release()
 		return

@@ -297,11 +297,11 @@ func (s *session) finish() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = s.conn.Flush(ctx)
 		cancel()
-		_ = s.t.WebSocket().Close(code, reason)
+		_ = s.t.CloseHandshake(code, reason)
 	} else {
 		// The peer closed, or the transport failed.
 		code = wsnet.Status(s.conn.Err())
-		_ = s.t.WebSocket().CloseNow()
+		_ = s.t.CloseNow()
 	}
 	_ = s.conn.Close()
 	s.mu.Lock()

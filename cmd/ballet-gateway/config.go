@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -131,7 +132,15 @@ func (c *config) settings() []setting {
 		list("BALLET_ADMIN_SUBJECTS", &t.AdminSubjects, "subjects that may create projects, grant roles, sign out or block subjects, and list connections"),
 		atLeast("BALLET_ADMIN_MAX_LISTINGS", &c.listings.MaxListings, 1,
 			"operators' connection listings a replica gathers, and answers, at once"),
-		list("BALLET_ALLOWED_ORIGINS", &g.AllowedOrigins, "browser Origin host patterns allowed on /rpc").
+		custom("BALLET_ALLOWED_ORIGINS", &g.AllowedOrigins, "browser Origin host patterns allowed on /rpc", func(v string) string {
+			for _, p := range fields(v) {
+				if _, err := path.Match(p, ""); err != nil {
+					return fmt.Sprintf("%q is not a pattern (path.Match)", p)
+				}
+			}
+			g.AllowedOrigins = fields(v)
+			return ""
+		}).
 			ifUnset("none: same origin only"),
 		duration("BALLET_AUTH_TIMEOUT", &g.AuthTimeout, "time from connect to the first auth"),
 		duration("BALLET_HEARTBEAT_INTERVAL", &g.HeartbeatInterval, "heartbeat period"),

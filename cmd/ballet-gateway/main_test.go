@@ -166,6 +166,8 @@ func TestUsageAndConfigErrors(t *testing.T) {
 		{[]string{"dev"}, []string{"BALLET_CONNECTION_QUEUE_BYTES=1000", "BALLET_REPLICA_QUEUE_BYTES=lots"}, 1,
 			[]string{`BALLET_CONNECTION_QUEUE_BYTES="1000": want an integer of at least 65536`, `BALLET_REPLICA_QUEUE_BYTES="lots": want an integer of at least 1048576`}},
 		{[]string{"dev"}, []string{"BALLET_ADDR=nonsense"}, 1, []string{`BALLET_ADDR="nonsense"`}},
+		{[]string{"dev"}, []string{"BALLET_ALLOWED_ORIGINS=board.example.com,[web"}, 1,
+			[]string{`BALLET_ALLOWED_ORIGINS="board.example.com,[web": "[web" is not a pattern (path.Match)`}},
 		{[]string{"dev"}, []string{"BALLET_PLANNER_PROVIDER=gpt"}, 1, []string{"BALLET_PLANNER_PROVIDER"}},
 		{[]string{"dev"}, []string{"BALLET_LOG_LEVEL=chatty"}, 1, []string{"BALLET_LOG_LEVEL"}},
 		{[]string{"dev"}, []string{"BALLET_MAX_TITLE_CHARS=0", "BALLET_MAX_DESCRIPTION_BYTES=2000000", "BALLET_MAX_PLANNER_MESSAGE_BYTES=big",

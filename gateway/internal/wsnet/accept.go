@@ -1,13 +1,10 @@
 package wsnet
 
 import (
-	"bufio"
+	"context"
 	"errors"
-	"net"
 	"net/http"
 	"time"
-
-	"github.com/coder/websocket"
 )
 
 // Options adjust an Upgrader. A nil *Options means the defaults.
@@ -20,6 +17,20 @@ type Options struct {
 }
 
 const defaultFlushStall = 30 * time.Second
+
+// AcceptOptions are one upgrade's: what the handshake offers and checks.
+type AcceptOptions struct {
+	// Subprotocols the server speaks, in its order of preference: the first the client
+	// offers is chosen. None chosen is not an error: Transport.Subprotocol is then "".
+	Subprotocols []string
+	// OriginPatterns are the hosts (path.Match patterns, or scheme://host ones) whose pages
+	// may open a connection besides the request's own host. A request without Origin (not
+	// from a browser) is always let in.
+	OriginPatterns []string
+	// OnPing runs as a ping arrives, on the reader's goroutine, and reports whether it gets
+	// its pong. ctx bounds the call (5 s). Nil answers every ping.
+	OnPing func(ctx context.Context, payload []byte) bool
+}
 
 // Upgrader upgrades requests to WebSockets whose connections this package
 // serves; the idle readers of its connections share one poller.
@@ -37,67 +48,47 @@ func NewUpgrader(o *Options) *Upgrader {
 	return u
 }
 
-// Accept is websocket.Accept with o, on a connection with small buffers,
-// batched writes that do not wait for the peer, and a reader that parks
-// between messages. The Transport carries nothing until Attach.
-func (u *Upgrader) Accept(w http.ResponseWriter, r *http.Request, o *websocket.AcceptOptions) (*websocket.Conn, *Transport, error) {
-	hw := &hijacker{ResponseWriter: w, u: u}
-	ws, err := websocket.Accept(hw, r, o)
+// Accept answers the opening handshake of RFC 6455 §4.2 and returns the connection's
+// Transport, which carries nothing until Attach. When the request is not a WebSocket
+// handshake it answers it (426, 405, 400, or 403 for an Origin it does not let in; see
+// handshake.go) and returns the error. No extension is ever negotiated.
+func (u *Upgrader) Accept(w http.ResponseWriter, r *http.Request, o *AcceptOptions) (*Transport, error) {
+	if o == nil {
+		o = &AcceptOptions{}
+	}
+	key, status, err := checkHandshake(w.Header(), r)
+	if err == nil {
+		status, err = checkOrigin(r, o.OriginPatterns)
+	}
 	if err != nil {
-		return nil, nil, err
+		http.Error(w, err.Error(), status)
+		return nil, err
 	}
-	t := hw.t
-	t.ws = ws
-	// The library reads through Hijack's reader, which it has pointed at a reader of the bytes
-	// it found buffered there (none: Hijack moved them into the corkConn) and then the socket.
-	// Pointed back at the socket, the reader holds nothing more for the life of the connection.
-	if t.br.Buffered() == 0 {
-		t.br.Reset(t.cork)
-	}
-	return ws, t, nil
-}
-
-// Buffer sizes on a hijacked connection. net/http hands a hijacked
-// connection 4 KiB read and write buffers, 8 KiB an idle connection holds
-// for nothing. The WebSocket library's buffers here are the smallest bufio
-// allows: reads go through corkConn's pooled buffer, held only while it
-// has unread bytes, and the writer's frames are gathered by corkConn
-// (library_test.go holds the library to the way this relies on them).
-const (
-	leanReadBuffer  = 16
-	leanWriteBuffer = 16
-	readChunk       = 4 << 10 // corkConn's pooled read buffer
-)
-
-// hijacker wraps the upgrade's ResponseWriter so that the WebSocket
-// library gets a corkable connection with small buffers when it hijacks.
-type hijacker struct {
-	http.ResponseWriter
-	u *Upgrader
-	t *Transport // made by Hijack
-}
-
-var _ http.Hijacker = (*hijacker)(nil)
-
-func (w *hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	hj, ok := w.ResponseWriter.(http.Hijacker)
+	hj, ok := w.(http.Hijacker)
 	if !ok {
-		return nil, nil, errors.New("wsnet: the response writer cannot be hijacked")
+		http.Error(w, http.StatusText(http.StatusNotImplemented), http.StatusNotImplemented)
+		return nil, errors.New("wsnet: the response writer cannot be hijacked")
 	}
-	c, brw, err := hj.Hijack()
+	sub := chooseSubprotocol(r.Header, o.Subprotocols)
+	h := w.Header()
+	h.Set("Upgrade", "websocket")
+	h.Set("Connection", "Upgrade")
+	h.Set("Sec-WebSocket-Accept", acceptKey(key))
+	if sub != "" {
+		h.Set("Sec-WebSocket-Protocol", sub)
+	}
+	w.WriteHeader(http.StatusSwitchingProtocols)
+	c, brw, err := hj.Hijack() // sends the 101
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	cork := newCorkConn(c, w.u.stall)
-	// Bytes net/http has already read must stay readable: they go first
-	// into the connection's read buffer, where Park sees them. A client
-	// may send them before the 101 or, as the WebSocket library writes the
-	// 101 before it hijacks, right after it while net/http still reads.
+	cork := newCorkConn(c, u.stall)
+	// Bytes net/http has already read must stay readable: they go first into the connection's
+	// read buffer, where Park sees them. A client may send them before the 101 arrives, or
+	// right after it while net/http still reads. The rest of net/http's buffers go with brw.
 	if n := brw.Reader.Buffered(); n > 0 {
 		early, _ := brw.Reader.Peek(n)
 		cork.unread(early)
 	}
-	br := bufio.NewReaderSize(cork, leanReadBuffer)
-	w.t = &Transport{cork: cork, br: br, pc: w.u.poller.conn(cork.raw)}
-	return cork, bufio.NewReadWriter(br, bufio.NewWriterSize(cork, leanWriteBuffer)), nil
+	return &Transport{cork: cork, pc: u.poller.conn(cork.raw), sub: sub, onPing: o.OnPing}, nil
 }

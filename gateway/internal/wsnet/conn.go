@@ -7,11 +7,12 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
 
-// corkConn is the hijacked connection under the WebSocket library. It can
+// corkConn is the hijacked connection a Transport frames its messages on. It can
 // hold back writes and send them in one syscall (between Cork and Uncork,
 // writes are gathered in a pooled buffer), and it never makes a writer wait
 // for the peer: bytes the socket does not take at once are kept and sent by
@@ -28,22 +29,24 @@ type corkConn struct {
 	buf      *[]byte       // gathered while corked
 	out      *[]byte       // accepted, not yet sent: the flusher's (non-nil while flushing)
 	werr     error         // a write failed: so does every later one
-	ctrl     int           // bytes of uncorked writes in out
-	lib      libFrames     // the library's frames, as Write sees them
+	ctrl     int           // bytes of control frames in out
+	closed   bool          // the close frame is written: nothing follows it
 	drained  chan struct{} // closed as the flusher ends; made by a waiter
 	stall    time.Duration // Options.FlushStall
 
 	closer  *time.Timer // closeWithin's earliest, stopped by Close (mu)
 	closeAt int64       // when closer fires, Unix ns (mu)
 
-	// The reader's; see Read.
-	rbuf  *[]byte
-	roff  int
-	guard *frameGuard // the peer's frame headers, once Attach has run
+	// The reader's; see next.
+	rbuf *[]byte
+	roff int
+
+	drain    atomic.Bool // a frame was refused at its header: Close drains what the peer still sends
+	draining atomic.Bool // Close has begun draining
 }
 
-// maxUnreadControl bounds the bytes the WebSocket library writes on its
-// own (pongs, close frames: writes outside Cork) that wait for a peer that
+// maxUnreadControl bounds the bytes of control frames (pongs, the close
+// frame: written as they are due, outside Cork) that wait for a peer that
 // does not read. Frames of the rpc connection are bounded by its queues;
 // a peer that sends pings without reading their pongs is disconnected
 // past this, rather than having the reader wait for it (a peer writing a
@@ -52,6 +55,9 @@ const maxUnreadControl = 64 << 10
 
 // errUnreadControl ends a connection whose peer does not read its pongs.
 var errUnreadControl = errors.New("wsnet: the peer does not read the answers to its pings")
+
+// errClosedFrame is a write after the close frame.
+var errClosedFrame = errors.New("wsnet: the connection has sent its close frame")
 
 // flushChunk is what the flusher writes at once: the peer must take each
 // within the connection's stall (Options.FlushStall).
@@ -69,81 +75,123 @@ var (
 	readBufs = sync.Pool{New: func() any { b := make([]byte, readChunk); return &b }}
 )
 
-// Read serves a small read from a pooled buffer filled by one read of up
-// to readChunk bytes, and a large one directly. It is called by one
-// reader at a time (the WebSocket library's read lock). The guard sees
-// what it returns.
-func (c *corkConn) Read(p []byte) (int, error) {
-	n, err := c.read(p)
-	if c.guard != nil && n > 0 {
-		if gerr := c.guard.scan(p[:n]); gerr != nil {
-			return 0, gerr
+// readChunk is the size of the pooled read buffer.
+const readChunk = 4 << 10
+
+// The reader's side: Transport.Read takes the peer's frames from a pooled buffer, filled by
+// reads of up to readChunk bytes and held only while it has unread bytes. A payload of
+// readChunk bytes or more is read straight into its message. One reader at a time (the
+// Transport's read lock).
+
+// next returns the next n bytes read (n <= readChunk), valid until the next read.
+func (c *corkConn) next(n int) ([]byte, error) {
+	if c.rbuf == nil {
+		c.rbuf = readBufs.Get().(*[]byte)
+		*c.rbuf = (*c.rbuf)[:0]
+		c.roff = 0
+	}
+	b := *c.rbuf
+	if len(b)-c.roff < n && cap(b)-c.roff < n { // make room: move the unread bytes to the front
+		k := copy(b[:cap(b)], b[c.roff:])
+		b, c.roff = b[:k], 0
+	}
+	for len(b)-c.roff < n {
+		m, err := c.Conn.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err != nil && len(b)-c.roff < n {
+			*c.rbuf = b
+			return nil, err
 		}
 	}
-	return n, err
+	*c.rbuf = b
+	p := b[c.roff : c.roff+n]
+	c.roff += n
+	return p, nil
 }
 
-func (c *corkConn) read(p []byte) (int, error) {
-	if c.rbuf != nil {
-		n := copy(p, (*c.rbuf)[c.roff:])
-		c.roff += n
-		if c.roff == len(*c.rbuf) {
-			c.releaseRead()
+// readFull fills p with the next bytes read.
+func (c *corkConn) readFull(p []byte) error {
+	for len(p) > 0 {
+		if c.rbuf != nil && c.roff < len(*c.rbuf) {
+			k := copy(p, (*c.rbuf)[c.roff:])
+			c.roff += k
+			p = p[k:]
+			continue
 		}
-		return n, nil
+		if len(p) >= readChunk {
+			n, err := c.Conn.Read(p)
+			if err != nil && n < len(p) {
+				return err
+			}
+			p = p[n:]
+			continue
+		}
+		if _, err := c.next(len(p)); err != nil {
+			return err
+		}
+		c.roff -= len(p) // next made them unread; copy them above
 	}
-	if len(p) >= readChunk {
-		return c.Conn.Read(p)
-	}
-	b := readBufs.Get().(*[]byte)
-	n, err := c.Conn.Read((*b)[:readChunk])
-	if n <= len(p) {
-		copy(p, (*b)[:n])
-		readBufs.Put(b)
-		return n, err
-	}
-	// Keep the rest; an error comes again with the next read.
-	*b = (*b)[:n]
-	c.rbuf, c.roff = b, copy(p, *b)
-	return c.roff, nil
+	return nil
 }
 
-// unread makes p (copied) the first bytes Read returns.
+// skip reads and drops the next n bytes.
+func (c *corkConn) skip(n int64) error {
+	for n > 0 {
+		k := int(min(n, readChunk))
+		if _, err := c.next(k); err != nil {
+			return err
+		}
+		n -= int64(k)
+	}
+	return nil
+}
+
+// doneReading gives the read buffer back when nothing in it is unread: between messages, an
+// idle connection holds none.
+func (c *corkConn) doneReading() {
+	if c.rbuf != nil && c.roff == len(*c.rbuf) {
+		*c.rbuf = (*c.rbuf)[:readChunk]
+		readBufs.Put(c.rbuf)
+		c.rbuf, c.roff = nil, 0
+	}
+}
+
+// unread makes p (copied) the first bytes read.
 func (c *corkConn) unread(p []byte) {
 	b := make([]byte, len(p), max(len(p), readChunk))
 	copy(b, p)
 	c.rbuf, c.roff = &b, 0
 }
 
-// readPending reports whether Read holds unread bytes.
-func (c *corkConn) readPending() bool { return c.rbuf != nil }
+// readPending reports whether bytes read are not yet taken.
+func (c *corkConn) readPending() bool { return c.rbuf != nil && c.roff < len(*c.rbuf) }
 
-func (c *corkConn) releaseRead() {
-	*c.rbuf = (*c.rbuf)[:readChunk]
-	readBufs.Put(c.rbuf)
-	c.rbuf, c.roff = nil, 0
-}
-
-// Write sends p, or gathers it while corked. It does not wait for the peer.
-// It is the WebSocket library's write: its frames, in pieces.
-func (c *corkConn) Write(p []byte) (int, error) {
+// writeControl writes a control frame of opcode op (a pong, the close frame), or gathers it
+// while corked. Like every write it does not wait for the peer; the bytes of control frames
+// that wait for a peer that does not read are bounded (maxUnreadControl). Nothing follows a
+// close frame (RFC 6455 §5.5.1).
+func (c *corkConn) writeControl(op byte, payload []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.lib.scan(p)
+	if c.closed {
+		return errClosedFrame
+	}
+	if op == opClose {
+		c.closed = true
+	}
 	if c.corked {
-		*c.buf = append(*c.buf, p...)
-		return len(p), nil
+		*c.buf = appendHeader(*c.buf, op, len(payload))
+		*c.buf = append(*c.buf, payload...)
+		return nil
 	}
 	if c.flushing && c.werr == nil {
-		if c.ctrl += len(p); c.ctrl > maxUnreadControl {
+		if c.ctrl += headerLen(len(payload)) + len(payload); c.ctrl > maxUnreadControl {
 			c.werr = errUnreadControl
 			_ = c.Conn.Close()
 		}
 	}
-	if err := c.sendLocked(p); err != nil {
-		return 0, err
-	}
-	return len(p), nil
+	fs := [1][]byte{payload}
+	return c.sendFramesLocked(op, fs[:])
 }
 
 // Close closes the socket. After a frame was refused at its header, the peer may still be
@@ -157,8 +205,11 @@ func (c *corkConn) Close() error {
 	}
 	c.mu.Unlock()
 	cw, ok := c.Conn.(interface{ CloseWrite() error })
-	if c.guard == nil || c.guard.refused.Load() == 0 || !ok {
+	if !c.drain.Load() || !ok {
 		return c.Conn.Close()
+	}
+	if c.draining.Swap(true) {
+		return nil
 	}
 	_ = cw.CloseWrite()
 	go func() {
@@ -170,8 +221,8 @@ func (c *corkConn) Close() error {
 }
 
 // closeWithin closes the socket d from now, whatever is reading or writing it then: the
-// bound of a close handshake with a peer that does not answer (the WebSocket library waits
-// for the rest of a frame the peer began, with no deadline). Close stops it: a socket closed
+// bound of a close handshake with a peer that does not answer (the reader waits for the rest
+// of a frame the peer began, with no deadline). Close stops it: a socket closed
 // before then is left alone, and not held until d has passed.
 func (c *corkConn) closeWithin(d time.Duration) {
 	c.mu.Lock()
@@ -198,23 +249,21 @@ func (c *corkConn) Cork() {
 	c.mu.Unlock()
 }
 
-// writeFrame writes a data frame of opcode op built here, or gathers it while corked. It
-// reports false, having written nothing, while the library is inside a frame of its own or
-// once it has written its close frame: the library must write this one then (it waits for its
-// own frame, or refuses).
-func (c *corkConn) writeFrame(op byte, frame []byte) (bool, error) {
+// writeFrame writes a data frame of opcode op, or gathers it while corked; after the close
+// frame it writes nothing and fails.
+func (c *corkConn) writeFrame(op byte, frame []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.lib.between() || c.lib.closed {
-		return false, nil
+	if c.closed {
+		return errClosedFrame
 	}
 	if c.corked {
 		*c.buf = appendHeader(*c.buf, op, len(frame))
 		*c.buf = append(*c.buf, frame...)
-		return true, nil
+		return nil
 	}
 	fs := [1][]byte{frame}
-	return true, c.sendFramesLocked(op, fs[:])
+	return c.sendFramesLocked(op, fs[:])
 }
 
 // Uncork sends what was gathered, in one write, and stops gathering. Like
@@ -277,8 +326,8 @@ func (c *corkConn) wait() error {
 }
 
 // sendLocked sends p after the bytes already accepted. What the socket does
-// not take at once is copied to out and a flusher sends it, so that neither
-// the caller nor the WebSocket library's write lock ever waits for the peer.
+// not take at once is copied to out and a flusher sends it, so that the
+// caller never waits for the peer.
 // Without a raw connection the write waits.
 func (c *corkConn) sendLocked(p []byte) error {
 	if c.werr != nil {

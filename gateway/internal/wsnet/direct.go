@@ -17,8 +17,7 @@ var _ rpc.TryWriter = (*Transport)(nil)
 // vectored write, framed here, the frames as they are; the bytes the socket
 // does not take are sent by the connection's flusher, and the next Uncork
 // waits for them. It reports false, having written nothing, when it cannot
-// (also while the WebSocket library writes a frame of its own, or once it
-// has closed: the connection's writer then writes them through it).
+// (also once the close frame has gone: the connection's writer then fails).
 func (t *Transport) TryWrite(frames [][]byte) (bool, error) {
 	return t.cork.tryFrames(t.opcode(), frames)
 }
@@ -30,7 +29,7 @@ func (c *corkConn) tryFrames(op byte, frames [][]byte) (bool, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.flushing || c.corked || c.werr != nil || !c.lib.between() || c.lib.closed {
+	if c.flushing || c.corked || c.werr != nil || c.closed {
 		return false, nil
 	}
 	return true, c.sendFramesLocked(op, frames)

@@ -5,17 +5,18 @@ import (
 	"sync"
 )
 
-// The rpc connection's frames are framed here rather than by the WebSocket library: its write
-// takes three locks, a select and two writes into the corkConn per frame, which cost a
-// delivery as much as the system call that sends it. A frame built here is a final, unmasked,
-// uncompressed text or binary frame, as the library would build it (the connection never
-// negotiates compression). The library still writes its own frames (pongs, the close frame)
-// through corkConn.Write, and a data frame when it can not be built here (see libFrames).
+// The server's frames are framed here: each is final, unmasked and uncompressed (the
+// connection never negotiates an extension), a data frame of the subprotocol's kind or a
+// control frame (RFC 6455 §5.2). The rpc connection's frames go out with their headers in one
+// vectored write, with no copy.
 
 const (
-	opText   = 0x1
-	opBinary = 0x2
-	opClose  = 0x8
+	opContinuation = 0x0
+	opText         = 0x1
+	opBinary       = 0x2
+	opClose        = 0x8
+	opPing         = 0x9
+	opPong         = 0xa
 )
 
 // headerLen is the length of the header of a server frame of n payload bytes.
@@ -81,61 +82,6 @@ func framesLen(frames [][]byte) int {
 		n += headerLen(len(f)) + len(f)
 	}
 	return n
-}
-
-// libFrames follows the frames the WebSocket library writes through the corkConn, so that a
-// frame built here goes between two of them and never into one: the library writes a frame in
-// pieces (its writer's buffer is 16 bytes), each piece a corkConn.Write under the corkConn's
-// lock, and a frame written between two pieces would corrupt both. It also sees the library's
-// close frame, after which no data frame may follow (RFC 6455 §5.5.1). The corkConn's lock
-// guards it.
-type libFrames struct {
-	frameHeads
-	closed bool // the library has written a close frame
-}
-
-// frameHeads follows a stream of frames up to their headers: the header read so far, and
-// the payload still to come.
-type frameHeads struct {
-	hdr     [14]byte
-	hn      uint8 // header bytes seen
-	need    uint8 // the header's length, once its second byte is seen
-	payload int64 // payload bytes of the current frame still to come
-}
-
-// step takes from p the payload still to come, or else the header's next byte, and returns
-// the rest: hn is 0 unless it took a header's byte.
-func (h *frameHeads) step(p []byte) []byte {
-	if h.payload > 0 {
-		k := min(int64(len(p)), h.payload)
-		h.payload -= k
-		return p[k:]
-	}
-	h.hdr[h.hn] = p[0]
-	h.hn++
-	return p[1:]
-}
-
-// between reports whether the library is between frames.
-func (l *libFrames) between() bool { return l.hn == 0 && l.payload == 0 }
-
-// scan follows p, the next bytes the library wrote: a server's frames, never masked.
-func (l *libFrames) scan(p []byte) {
-	for len(p) > 0 {
-		if p = l.step(p); l.hn == 0 {
-			continue
-		}
-		if l.hn == 2 {
-			l.need = headerSize(l.hdr[1])
-		}
-		if l.hn < 2 || l.hn < l.need {
-			continue
-		}
-		if l.hdr[0]&0x0f == opClose {
-			l.closed = true
-		}
-		l.hn, l.need, l.payload = 0, 0, int64(min(payloadLen(l.hdr[:]), 1<<62))
-	}
 }
 
 // gather is a pooled scratch for one vectored write: the frames' headers one after another,

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"testing"
@@ -52,7 +53,7 @@ func numbered(i, n int) []byte {
 	return b
 }
 
-// Frames built here are read by the WebSocket library's client as the messages they carry,
+// Frames built here are read by coder/websocket's client as the messages they carry,
 // at every length a header encodes differently.
 func TestFramesReadByTheLibrary(t *testing.T) {
 	s := newTestServer(t, nil)
@@ -70,41 +71,41 @@ func TestFramesReadByTheLibrary(t *testing.T) {
 	readMessages(t, ws, msgs)
 }
 
-// A frame is never built into one the library is writing in pieces, nor after the
-// library's close frame: Write leaves the frame to the library then.
-func TestFramesWaitForTheLibrarysFrame(t *testing.T) {
+// Pongs and the close frame go between data frames, whole, and nothing follows the close
+// frame: a data frame after it is not written and fails.
+func TestFramesStopAtTheCloseFrame(t *testing.T) {
 	cc, cli := tcpPair(t)
-	pong := append([]byte{0x8a, 100}, bytes.Repeat([]byte{'p'}, 100)...)
-	if _, err := cc.Write(pong[:16]); err != nil { // as the library's 16-byte writer does
-		t.Fatal(err)
-	}
-	if ok, _ := cc.writeFrame(opText, []byte("data")); ok {
-		t.Fatal("Write built a frame inside the library's frame")
-	}
-	if _, err := cc.Write(pong[16:]); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := cc.writeFrame(opText, []byte("data")); !ok || err != nil {
-		t.Fatalf("after the library's frame: Write %v, %v", ok, err)
-	}
-	closeFrame := []byte{0x88, 2, 0x03, 0xe9}
-	for _, b := range closeFrame { // a byte at a time: the header's end is what counts
-		if _, err := cc.Write([]byte{b}); err != nil {
+	pong := bytes.Repeat([]byte{'p'}, 100)
+	closeFrame := []byte{0x03, 0xe9}
+	for _, step := range []func() error{
+		func() error { return cc.writeFrame(opText, []byte("data")) },
+		func() error { return cc.writeControl(opPong, pong) },
+		func() error { return cc.writeFrame(opText, []byte("more")) },
+		func() error { return cc.writeControl(opClose, closeFrame) },
+	} {
+		if err := step(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if ok, _ := cc.writeFrame(opText, []byte("late")); ok {
-		t.Fatal("Write built a frame after the library's close frame")
+	if err := cc.writeFrame(opText, []byte("late")); !errors.Is(err, errClosedFrame) {
+		t.Fatalf("a data frame after the close frame: %v", err)
+	}
+	if err := cc.writeControl(opPong, pong); !errors.Is(err, errClosedFrame) {
+		t.Fatalf("a pong after the close frame: %v", err)
 	}
 	br := bufio.NewReader(cli)
 	_ = cli.SetReadDeadline(time.Now().Add(10 * time.Second))
 	for _, want := range []struct {
 		b0 byte
 		p  string
-	}{{0x8a, string(pong[2:])}, {0x81, "data"}, {0x88, string(closeFrame[2:])}} {
+	}{{0x81, "data"}, {0x8a, string(pong)}, {0x81, "more"}, {0x88, string(closeFrame)}} {
 		if b0, p := readAnyFrame(t, br); b0 != want.b0 || string(p) != want.p {
 			t.Fatalf("frame %x %q, want %x %q", b0, p, want.b0, want.p)
 		}
+	}
+	cc.Close()
+	if _, err := br.ReadByte(); err == nil {
+		t.Fatal("a byte after the close frame")
 	}
 }
 

@@ -11,11 +11,10 @@ import (
 )
 
 // idleConnHeap bounds what one idle connection of this package holds on the heap, parked
-// between messages: its Transport and corkConn, the WebSocket library's connection with the
-// bufio reader and writer Hijack gives it (about 1.6 KB of the whole), the server's socket,
-// and the test's own share (the client's socket and two cleanups, about 400 bytes). It was
-// about 3.5 KB when set.
-const idleConnHeap = 3800
+// between messages: its Transport and corkConn, the server's socket, and the test's own share
+// (the client's socket and two cleanups, about 400 bytes). It was about 1.9 KB when set; with
+// coder/websocket's connection under the Transport it was 3.5 KB.
+const idleConnHeap = 2100
 
 // Idle connections, upgraded and parked (where readers park), hold at most idleConnHeap bytes
 // of heap each.

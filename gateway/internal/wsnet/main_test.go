@@ -67,7 +67,7 @@ func newTestServer(t testing.TB, o *Options) *testServer {
 	u := NewUpgrader(o)
 	s := &testServer{got: make(chan accepted, 8)}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, tr, err := u.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+		tr, err := u.Accept(w, r, nil)
 		if err != nil {
 			return
 		}

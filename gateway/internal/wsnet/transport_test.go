@@ -15,19 +15,19 @@ import (
 	"github.com/ballet/gateway/rpc"
 )
 
-// A frame the transport refuses closes the connection with its code, told to the Owner: the
-// wrong kind and text that is not UTF-8 as Read finds them, a message over the read limit and
-// an unmasked frame at their header, before any payload.
+// A frame the transport refuses closes the connection with its code, told to the Owner: text
+// that is not UTF-8 once it is read, the wrong kind, a message over the read limit and an
+// unmasked frame at their header, before any payload.
 func TestTransportRefusesFrames(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		frame  []byte
 		code   websocket.StatusCode
-		atRead bool // Read closes; else the header is refused, and Close sends the code
+		atRead bool // refused once read; else at its header
 	}{
-		{"binary frame on a text connection", []byte{0x82, 0x82, 0, 0, 0, 0, 'h', 'i'}, websocket.StatusUnsupportedData, true},
+		{"binary frame on a text connection", []byte{0x82, 0x82, 0, 0, 0, 0, 'h', 'i'}, websocket.StatusUnsupportedData, false},
 		{"text that is not UTF-8", []byte{0x81, 0x81, 0, 0, 0, 0, 0xff}, websocket.StatusInvalidFramePayloadData, true},
-		{"header of a message over the read limit", []byte{0x82, 0x80 | 126, testReadLimit >> 8, 1, 0, 0, 0, 0}, websocket.StatusMessageTooBig, false},
+		{"header of a message over the read limit", []byte{0x81, 0x80 | 126, testReadLimit >> 8, 1, 0, 0, 0, 0}, websocket.StatusMessageTooBig, false},
 		{"unmasked frame", []byte{0x81, 0x02, 'h', 'i'}, websocket.StatusProtocolError, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

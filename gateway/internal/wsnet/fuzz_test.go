@@ -1,0 +1,186 @@
+package wsnet
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/coder/websocket"
+)
+
+// memConn is a net.Conn that reads in and writes into out: a Transport over it reads what a
+// fuzz target gives and answers into a buffer. Reads come in pieces of at most step bytes.
+type memConn struct {
+	in   *bytes.Reader
+	step int
+	out  bytes.Buffer
+}
+
+func (c *memConn) Read(p []byte) (int, error) {
+	if c.step > 0 && len(p) > c.step {
+		p = p[:c.step]
+	}
+	return c.in.Read(p)
+}
+func (c *memConn) Write(p []byte) (int, error)      { return c.out.Write(p) }
+func (c *memConn) Close() error                     { return nil }
+func (c *memConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (c *memConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+func (c *memConn) SetDeadline(time.Time) error      { return nil }
+func (c *memConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *memConn) SetWriteDeadline(time.Time) error { return nil }
+
+// memTransport is a Transport reading in, in pieces of step bytes, text or binary.
+func memTransport(in []byte, step int, binary bool, limit int64) (*Transport, *memConn) {
+	mc := &memConn{in: bytes.NewReader(in), step: step}
+	t := &Transport{cork: newCorkConn(mc, time.Second)}
+	t.Attach(&owner{}, binary, limit)
+	return t, mc
+}
+
+// clientFrames frames msg as a client does: masked with key, in fragments of frag bytes
+// (all of it when frag is 0), with a ping before each continuation.
+func clientFrames(msg []byte, op byte, frag int, key [4]byte) []byte {
+	var b []byte
+	frame := func(op byte, fin bool, p []byte) {
+		b0 := op
+		if fin {
+			b0 |= 0x80
+		}
+		b = append(b, b0)
+		switch n := len(p); {
+		case n <= 125:
+			b = append(b, 0x80|byte(n))
+		case n <= 0xffff:
+			b = append(b, 0x80|126, byte(n>>8), byte(n))
+		default:
+			b = binary.BigEndian.AppendUint64(append(b, 0x80|127), uint64(n))
+		}
+		b = append(b, key[:]...)
+		start := len(b)
+		b = append(b, p...)
+		unmask(b[start:], key) // masking and unmasking are the same
+	}
+	if frag <= 0 || frag >= len(msg) {
+		frame(op, true, msg)
+		return b
+	}
+	for i := 0; i < len(msg); i += frag {
+		end := min(i+frag, len(msg))
+		if i > 0 {
+			frame(opPing, true, []byte("p"))
+			op = opContinuation
+		}
+		frame(op, end == len(msg), msg[i:end])
+	}
+	return b
+}
+
+// Messages framed as clients may frame them (masked with any key, fragmented anywhere, pings
+// between the fragments, read in pieces of any size) are read back exactly, and every ping
+// is answered.
+func FuzzReadMessages(f *testing.F) {
+	f.Add([]byte("hello"), []byte(`{"jsonrpc":"2.0"}`), uint16(0), uint8(0), uint32(0), false)
+	f.Add([]byte("héllo wörld"), []byte{}, uint16(2), uint8(1), uint32(0xdeadbeef), false)
+	f.Add(bytes.Repeat([]byte{0xff}, 300), []byte{1, 2, 3}, uint16(100), uint8(7), uint32(1), true)
+	f.Add(bytes.Repeat([]byte("x"), 70000), []byte("y"), uint16(0), uint8(0), uint32(7), true)
+	f.Fuzz(func(t *testing.T, m1, m2 []byte, frag uint16, step uint8, key uint32, bin bool) {
+		op := byte(opBinary)
+		if !bin {
+			op = opText
+			if !utf8.Valid(m1) || !utf8.Valid(m2) {
+				return
+			}
+		}
+		var k [4]byte
+		binary.BigEndian.PutUint32(k[:], key)
+		in := append(clientFrames(m1, op, int(frag), k), clientFrames(m2, op, int(frag)/3, k)...)
+		tr, mc := memTransport(in, int(step), bin, 1<<20)
+		for i, want := range [][]byte{m1, m2} {
+			got, err := tr.Read(context.Background())
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("message %d: %d bytes, %v; want %d bytes", i, len(got), err, len(want))
+			}
+		}
+		if _, err := tr.Read(context.Background()); !errors.Is(err, io.EOF) {
+			t.Fatalf("after the messages: %v, want EOF", err)
+		}
+		pongs := bytes.Count(mc.out.Bytes(), []byte{0x8a, 1, 'p'})
+		if want := bytes.Count(in, []byte{0x89, 0x81}); pongs != want {
+			t.Fatalf("%d pongs for %d pings", pongs, want)
+		}
+	})
+}
+
+// Whatever bytes a peer sends, Read returns messages within the limit and of the
+// subprotocol's kind, or an error (once it has failed, it fails again); it never panics, and
+// what it writes are whole server frames.
+func FuzzReadBytes(f *testing.F) {
+	f.Add([]byte{0x81, 0x82, 0, 0, 0, 0, 'h', 'i'}, uint8(0), false)
+	f.Add([]byte{0x89, 0x80, 1, 2, 3, 4, 0x88, 0x82, 0, 0, 0, 0, 0x03, 0xe8}, uint8(1), false)
+	f.Add([]byte{0x01, 0x81, 0, 0, 0, 0, 'a', 0x80, 0x81, 0, 0, 0, 0, 'b'}, uint8(3), false)
+	f.Add([]byte{0x82, 0xff, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0}, uint8(0), true)
+	f.Add([]byte{0xc1, 0x80, 0, 0, 0, 0}, uint8(0), false)
+	f.Add([]byte{0x88, 0x81, 0, 0, 0, 0, 3}, uint8(0), false)
+	f.Fuzz(func(t *testing.T, in []byte, step uint8, bin bool) {
+		const limit = 300
+		tr, mc := memTransport(in, int(step), bin, limit)
+		var failed error
+		for range len(in) + 1 {
+			msg, err := tr.Read(context.Background())
+			if failed != nil {
+				if err == nil {
+					t.Fatalf("a message after the reading failed with %v", failed)
+				}
+				break
+			}
+			if err != nil {
+				failed = err
+				continue
+			}
+			if len(msg) > limit {
+				t.Fatalf("a message of %d bytes, limit %d", len(msg), limit)
+			}
+			if !bin && !utf8.Valid(msg) {
+				t.Fatalf("text message that is not UTF-8: %q", msg)
+			}
+		}
+		if failed == nil {
+			t.Fatal("the reading never ended")
+		}
+		checkServerFrames(t, mc.out.Bytes())
+	})
+}
+
+// checkServerFrames fails unless out is whole server frames: final, unmasked, control frames
+// short, at most one close frame and it last.
+func checkServerFrames(t *testing.T, out []byte) {
+	t.Helper()
+	for len(out) > 0 {
+		if len(out) < 2 || out[0]&0xf0 != 0x80 || out[1]&0x80 != 0 {
+			t.Fatalf("not a final unmasked frame: % x", out[:min(len(out), 14)])
+		}
+		op, n := out[0]&0x0f, int(out[1]&0x7f)
+		if op < opClose || n > maxControl || len(out) < 2+n {
+			t.Fatalf("frame % x", out[:min(len(out), 14)])
+		}
+		if op == opClose {
+			if len(out) != 2+n {
+				t.Fatalf("%d bytes after the close frame", len(out)-2-n)
+			}
+			if n > 0 {
+				code := websocket.StatusCode(binary.BigEndian.Uint16(out[2:]))
+				if !sendableCode(code) || !utf8.Valid(out[4:2+n]) {
+					t.Fatalf("close frame % x", out[2:2+n])
+				}
+			}
+		}
+		out = out[2+n:]
+	}
+}
