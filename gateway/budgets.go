@@ -160,14 +160,14 @@ func (s *session) Admit(ctx context.Context) error {
 	return s.srv.limitError(limit, rate, retry)
 }
 
-// pinged runs as a WebSocket ping arrives (wsnet.AcceptOptions.OnPing),
+// Pinged runs as a WebSocket ping arrives (wsnet.Owner),
 // before or after auth, on whichever goroutine reads the socket, and
 // reports whether it is answered. A ping spends the connection's request
 // budget: beyond it, it gets no pong; once the refusals' budget is spent
 // too, the connection is closed 4029, and the reader reads no further
 // (TCP holds the peer back) until the session has ended or ctx (the
 // library's bound on one control frame) ends.
-func (s *session) pinged(ctx context.Context, _ []byte) bool {
+func (s *session) Pinged(ctx context.Context, _ []byte) bool {
 	if s.conn == nil || s.closing() {
 		return false // not set up yet, or a close handshake under way
 	}

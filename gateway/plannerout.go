@@ -41,10 +41,20 @@ type watchSink struct {
 	dead bool
 }
 
+// outputs is the session's plannerOut, made by the first caller: most sessions watch no
+// planner session, and hold only the pointer.
+func (s *session) outputs() *plannerOut {
+	if p := s.pout.Load(); p != nil {
+		return p
+	}
+	s.pout.CompareAndSwap(nil, new(plannerOut))
+	return s.pout.Load()
+}
+
 // sendOutput queues a planner.output frame of w, whose room in w.queue is reserved, or
 // the notice that closes w (body nil). It reports false when w was closed already.
 func (s *session) sendOutput(w *watchSink, body []byte, reason string) bool {
-	p := &s.plannerOut
+	p := s.outputs()
 	p.mu.Lock()
 	if w.dead {
 		p.mu.Unlock()
@@ -67,7 +77,7 @@ func (s *session) sendOutput(w *watchSink, body []byte, reason string) bool {
 
 // flushOutputs sends what is pending until nothing is.
 func (s *session) flushOutputs() {
-	p := &s.plannerOut
+	p := s.outputs()
 	for {
 		p.mu.Lock()
 		batch := p.pending
@@ -146,16 +156,18 @@ func (s *session) sendRun(fs []rpc.Frame, ws []*watchSink) {
 
 // outputDead reports whether w was closed.
 func (s *session) outputDead(w *watchSink) bool {
-	s.plannerOut.mu.Lock()
-	defer s.plannerOut.mu.Unlock()
+	p := s.outputs()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	return w.dead
 }
 
 // killOutput marks w closed, and reports whether it was open: then its notice is the
 // caller's to send.
 func (s *session) killOutput(w *watchSink) bool {
-	s.plannerOut.mu.Lock()
-	defer s.plannerOut.mu.Unlock()
+	p := s.outputs()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	was := w.dead
 	w.dead = true
 	return !was

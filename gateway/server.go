@@ -267,7 +267,6 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	t, err := s.upgrader.Accept(w, r, &wsnet.AcceptOptions{
 		Subprotocols:   []string{codec.NameMsgPack, codec.NameJSON},
 		OriginPatterns: s.cfg.AllowedOrigins,
-		OnPing:         sess.pinged,
 	})
 	if err != nil {
 		// Accept has already answered (403 for a foreign Origin, 400/426 for a bad handshake).

@@ -63,7 +63,7 @@ type session struct {
 	lastSent  int64       // last heartbeat sent, Unix ns
 	addr      addrKey     // the address counted against BALLET_MAX_CONNECTIONS_PER_IP until auth
 
-	plannerOut plannerOut // planner.output frames on their way (plannerout.go); its own lock
+	pout atomic.Pointer[plannerOut] // planner.output frames on their way (plannerout.go), from the first watch
 }
 
 // upgradeTrace is the trace of a session's upgrade, kept apart (most sessions have none).

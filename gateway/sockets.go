@@ -116,6 +116,18 @@ func (c *socket) CloseWrite() error {
 	return nil
 }
 
+// Detach lets f replace the socket's connection (the WebSocket's, serving the socket by its
+// descriptor); the socket stays counted until it is closed.
+func (c *socket) Detach(f func(net.Conn) (net.Conn, bool)) bool {
+	c.reg.mu.Lock()
+	defer c.reg.mu.Unlock()
+	nc, ok := f(c.Conn)
+	if ok {
+		c.Conn = nc
+	}
+	return ok
+}
+
 // Close closes the socket and gives its place back, once.
 func (c *socket) Close() error {
 	err := c.Conn.Close()

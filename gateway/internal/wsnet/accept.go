@@ -1,7 +1,6 @@
 package wsnet
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -27,9 +26,6 @@ type AcceptOptions struct {
 	// may open a connection besides the request's own host. A request without Origin (not
 	// from a browser) is always let in.
 	OriginPatterns []string
-	// OnPing runs as a ping arrives, on the reader's goroutine, and reports whether it gets
-	// its pong. ctx bounds the call (5 s). Nil answers every ping.
-	OnPing func(ctx context.Context, payload []byte) bool
 }
 
 // Upgrader upgrades requests to WebSockets whose connections this package
@@ -69,26 +65,29 @@ func (u *Upgrader) Accept(w http.ResponseWriter, r *http.Request, o *AcceptOptio
 		http.Error(w, http.StatusText(http.StatusNotImplemented), http.StatusNotImplemented)
 		return nil, errors.New("wsnet: the response writer cannot be hijacked")
 	}
-	sub := chooseSubprotocol(r.Header, o.Subprotocols)
+	sub, theirs := chooseSubprotocol(r.Header, o.Subprotocols)
 	h := w.Header()
 	h.Set("Upgrade", "websocket")
 	h.Set("Connection", "Upgrade")
 	h.Set("Sec-WebSocket-Accept", acceptKey(key))
 	if sub != "" {
-		h.Set("Sec-WebSocket-Protocol", sub)
+		h.Set("Sec-WebSocket-Protocol", theirs)
 	}
 	w.WriteHeader(http.StatusSwitchingProtocols)
 	c, brw, err := hj.Hijack() // sends the 101
 	if err != nil {
 		return nil, err
 	}
-	cork := newCorkConn(c, u.stall)
+	t := &Transport{sub: sub}
+	c, t.fd = own(c, u.poller, &t.pc)
+	t.cork = newCorkConn(c, u.stall)
+	t.pc = u.poller.conn(t.cork.raw)
 	// Bytes net/http has already read must stay readable: they go first into the connection's
 	// read buffer, where Park sees them. A client may send them before the 101 arrives, or
 	// right after it while net/http still reads. The rest of net/http's buffers go with brw.
 	if n := brw.Reader.Buffered(); n > 0 {
 		early, _ := brw.Reader.Peek(n)
-		cork.unread(early)
+		t.cork.unread(early)
 	}
-	return &Transport{cork: cork, pc: u.poller.conn(cork.raw), sub: sub, onPing: o.OnPing}, nil
+	return t, nil
 }

@@ -5,16 +5,19 @@
 // server's built without copies (frames.go), the closing handshake
 // (close.go), corked writes that never wait for the peer (conn.go), writes
 // by the sender when the writer is idle (direct.go), idle readers parked
-// on one epoll loop instead of a goroutine each (park_linux.go), one timer
-// for every heartbeat. An idle connection holds no buffer.
+// on one epoll loop instead of a goroutine each (park_linux.go), sockets
+// served by their descriptor on that loop rather than by the Go runtime's
+// poller (fdconn_linux.go), one timer for every heartbeat. An idle
+// connection holds no buffer.
 //
 // Entry points: Upgrader.Accept upgrades a request; its Transport is the
 // rpc.Transport of the session, its Owner (Attach). Timers runs the
 // sessions' heartbeats (timers.go). Close codes are coder/websocket's
 // StatusCode, the type the Go client uses.
 //
-// Caveats: no extension (permessage-deflate) is negotiated. Each mechanism
-// has an off-switch build, to measure what it saves (docs/benchmarks.md):
-// -tags nopark, nodirect, notimerheap; make test runs this package's tests
-// in each.
+// Caveats: no extension (permessage-deflate) is negotiated. A socket is
+// served by its descriptor only on Linux, with parking; elsewhere, and
+// under -tags nopark, through net. Each mechanism has an off-switch build,
+// to measure what it saves (docs/benchmarks.md): -tags nopark, nodirect,
+// notimerheap; make test runs this package's tests in each.
 package wsnet

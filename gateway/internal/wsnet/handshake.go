@@ -77,20 +77,20 @@ func checkOrigin(r *http.Request, patterns []string) (int, error) {
 	return http.StatusForbidden, fmt.Errorf("the Origin %q may not open a connection to %q", u.Host, r.Host)
 }
 
-// chooseSubprotocol is the first of ours that the client offers, as the client spelled it,
-// or "".
-func chooseSubprotocol(h http.Header, ours []string) string {
+// chooseSubprotocol is the first of ours that the client offers, as we spell it (a
+// connection keeps no part of the request) and as the client did, or "".
+func chooseSubprotocol(h http.Header, ours []string) (string, string) {
 	offered := h.Values("Sec-WebSocket-Protocol")
 	for _, sp := range ours {
 		for _, v := range offered {
 			for t := range strings.SplitSeq(v, ",") {
 				if t = strings.TrimSpace(t); strings.EqualFold(t, sp) {
-					return t
+					return sp, t
 				}
 			}
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // hasToken reports whether the comma-separated header key has token, in any case.

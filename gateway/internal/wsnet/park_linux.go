@@ -43,14 +43,22 @@ type pollLoop struct {
 // many connections in one critical section, and a lock each would grow
 // every socket. A registered connection's loop is the poller's: the loop
 // stops only with the last registered connection.
+//
+// Three callbacks wait on a registration, each run once when the socket is
+// ready for it or the registration closes: resume, the parked reader's;
+// rwait and wwait, a read and a write of a socket served by its descriptor
+// (fdconn_linux.go) that found it not ready.
 type pollConn struct {
 	ip         *idlePoller
 	rc         syscall.RawConn
 	resume     func() // set while parked
+	rwait      func() // set while a read waits for the socket
+	wwait      func() // set while a write waits for the socket
 	slot       uint32 // in ip.conns, once registered
 	gen        uint32 // the registration's generation: an event of an earlier one is stale
 	registered bool
 	added      bool // the fd is in the loop's epoll set
+	noPark     bool // stopParking ran: the reader no longer parks
 	closed     bool
 }
 
@@ -103,9 +111,30 @@ func (pc *pollConn) pollable() bool { return pc.ip != nil }
 // closed, and reports whether it did; when it did not, the caller reads
 // as usual.
 func (pc *pollConn) park(resume func()) bool {
+	pc.ip.mu.Lock()
+	defer pc.ip.mu.Unlock()
+	if pc.noPark {
+		return false
+	}
+	return pc.armLocked(&pc.resume, resume)
+}
+
+// await arranges for fn to run once the socket is ready to write (else to read), or the
+// registration closes; false when it cannot (the registration is closed, or the kernel
+// refused), and fn will not run.
+func (pc *pollConn) await(write bool, fn func()) bool {
+	pc.ip.mu.Lock()
+	defer pc.ip.mu.Unlock()
+	if write {
+		return pc.armLocked(&pc.wwait, fn)
+	}
+	return pc.armLocked(&pc.rwait, fn)
+}
+
+// armLocked sets the callback *slot to fn and asks epoll for what the callbacks set wait
+// for, registering pc first if need be.
+func (pc *pollConn) armLocked(slot *func(), fn func()) bool {
 	ip := pc.ip
-	ip.mu.Lock()
-	defer ip.mu.Unlock()
 	if pc.closed || ip.broken {
 		return false
 	}
@@ -120,11 +149,28 @@ func (pc *pollConn) park(resume func()) bool {
 		}
 		ip.registerLocked(pc)
 	}
-	// Level-triggered and one-shot: a socket that is readable already
-	// reports at once, and reports once per park.
-	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP | syscall.EPOLLONESHOT}
+	old := *slot
+	*slot = fn
+	if !pc.rearmLocked() {
+		*slot = old
+		return false
+	}
+	return true
+}
+
+// rearmLocked asks epoll to report once what pc's callbacks wait for. Level-triggered and
+// one-shot: a socket that is ready already reports at once, and reports once per arming.
+func (pc *pollConn) rearmLocked() bool {
+	var events uint32 = syscall.EPOLLONESHOT
+	if pc.resume != nil || pc.rwait != nil {
+		events |= syscall.EPOLLIN | syscall.EPOLLRDHUP
+	}
+	if pc.wwait != nil {
+		events |= syscall.EPOLLOUT
+	}
+	ev := syscall.EpollEvent{Events: events}
 	ev.Fd, ev.Pad = eventData(pc.slot, pc.gen)
-	epfd := ip.loop.epfd
+	epfd := pc.ip.loop.epfd
 	var cerr error
 	err := pc.rc.Control(func(fd uintptr) {
 		op := syscall.EPOLL_CTL_MOD
@@ -137,13 +183,52 @@ func (pc *pollConn) park(resume func()) bool {
 		return false // closed meanwhile: the read fails at once
 	}
 	pc.added = true
-	pc.resume = resume
 	return true
 }
 
-// close unregisters the connection and resumes it if it is parked, so that
-// its reader sees the connection end. It must be called before the
-// connection is closed, and may be called more than once.
+// readyLocked takes the callbacks that events (what epoll reported) serve, and asks epoll
+// again for what the others wait for.
+func (pc *pollConn) readyLocked(events uint32, ready []func()) []func() {
+	const failed = syscall.EPOLLHUP | syscall.EPOLLERR
+	take := func(slot *func()) {
+		if *slot != nil {
+			ready = append(ready, *slot)
+			*slot = nil
+		}
+	}
+	if events&(syscall.EPOLLIN|syscall.EPOLLRDHUP|failed) != 0 {
+		take(&pc.resume)
+		take(&pc.rwait)
+	}
+	if events&(syscall.EPOLLOUT|failed) != 0 {
+		take(&pc.wwait)
+	}
+	if pc.resume != nil || pc.rwait != nil || pc.wwait != nil {
+		if !pc.rearmLocked() { // closed meanwhile: run them now, to find it so
+			take(&pc.resume)
+			take(&pc.rwait)
+			take(&pc.wwait)
+		}
+	}
+	return ready
+}
+
+// stopParking stops the reader from parking and resumes it if it is parked; a read or a
+// write waiting for the socket goes on waiting.
+func (pc *pollConn) stopParking() {
+	pc.ip.mu.Lock()
+	pc.noPark = true
+	resume := pc.resume
+	pc.resume = nil
+	pc.ip.mu.Unlock()
+	if resume != nil {
+		resume()
+	}
+}
+
+// close unregisters the connection and runs what waits on it (the parked
+// reader resumes, and sees the connection end). It must be called before
+// the connection is closed, and may be called more than once.
 func (pc *pollConn) close() {
 	ip := pc.ip
 	ip.mu.Lock()
@@ -151,9 +236,9 @@ func (pc *pollConn) close() {
 		ip.mu.Unlock()
 		return
 	}
-	pc.closed = true
-	resume := pc.resume
-	pc.resume = nil
+	pc.closed, pc.noPark = true, true
+	waiting := [...]func(){pc.resume, pc.rwait, pc.wwait}
+	pc.resume, pc.rwait, pc.wwait = nil, nil, nil
 	var stop *pollLoop
 	if pc.registered {
 		if pc.added {
@@ -175,8 +260,10 @@ func (pc *pollConn) close() {
 	if stop != nil {
 		stop.stop()
 	}
-	if resume != nil {
-		resume()
+	for _, fn := range waiting {
+		if fn != nil {
+			fn()
+		}
 	}
 }
 
@@ -222,14 +309,13 @@ func (ip *idlePoller) run(l *pollLoop) {
 				stop = true
 				continue
 			}
-			if pc := ip.lookupLocked(ev.Fd, ev.Pad); pc != nil && pc.resume != nil {
-				ready = append(ready, pc.resume)
-				pc.resume = nil
+			if pc := ip.lookupLocked(ev.Fd, ev.Pad); pc != nil {
+				ready = pc.readyLocked(ev.Events, ready)
 			}
 		}
 		ip.mu.Unlock()
-		for i, resume := range ready {
-			resume() // starts the reader's goroutine
+		for i, fn := range ready {
+			fn() // starts the reader's goroutine, or wakes a read or a write
 			ready[i] = nil
 		}
 		ready = ready[:0]
@@ -246,9 +332,13 @@ func (ip *idlePoller) fail() {
 	ip.broken = true
 	var ready []func()
 	for _, pc := range ip.conns {
-		if pc != nil && pc.resume != nil {
-			ready = append(ready, pc.resume)
-			pc.resume = nil
+		if pc != nil {
+			for _, slot := range [...]*func(){&pc.resume, &pc.rwait, &pc.wwait} {
+				if *slot != nil {
+					ready = append(ready, *slot)
+					*slot = nil
+				}
+			}
 		}
 	}
 	ip.mu.Unlock()

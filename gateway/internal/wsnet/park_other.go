@@ -2,7 +2,10 @@
 
 package wsnet
 
-import "syscall"
+import (
+	"net"
+	"syscall"
+)
 
 // idlePoller parks idle connections on Linux; elsewhere, and in a build
 // with -tags nopark (to measure what parking saves: docs/benchmarks.md),
@@ -19,4 +22,9 @@ func (pc *pollConn) pollable() bool { return false }
 
 func (pc *pollConn) park(func()) bool { return false }
 
+func (pc *pollConn) stopParking() {}
+
 func (pc *pollConn) close() {}
+
+// own serves every socket through net: nothing here polls descriptors.
+func own(c net.Conn, _ *idlePoller, _ *pollConn) (net.Conn, bool) { return c, false }

@@ -183,9 +183,9 @@ func (t *Transport) readControl(h frameHead) error {
 		if t.closeSent() {
 			return nil
 		}
-		if t.onPing != nil {
+		if t.owner != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), pingBound)
-			ok := t.onPing(ctx, p)
+			ok := t.owner.Pinged(ctx, p)
 			cancel()
 			if !ok {
 				return nil

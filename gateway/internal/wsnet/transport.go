@@ -17,6 +17,9 @@ type Owner interface {
 	CloseWith(code websocket.StatusCode, reason string)
 	// CloseCode is the close code and reason the session chose, 0 when none was.
 	CloseCode() (websocket.StatusCode, string)
+	// Pinged runs as a ping arrives, on the reader's goroutine, and reports whether it gets
+	// its pong; ctx bounds the call (5 s).
+	Pinged(ctx context.Context, payload []byte) bool
 }
 
 // Transport carries one JSON-RPC message per WebSocket frame, over a
@@ -25,10 +28,10 @@ type Owner interface {
 type Transport struct {
 	cork   *corkConn // the hijacked connection, for batched writes
 	owner  Owner     // told when the connection chooses a close code; set by Attach
-	sub    string    // the subprotocol chosen
-	onPing func(context.Context, []byte) bool
-	limit  int64 // the longest message read; set by Attach
-	binary bool  // binary frames, else text
+	sub    string    // the subprotocol chosen, as the server spells it
+	limit  int64     // the longest message read; set by Attach
+	binary bool      // binary frames, else text
+	fd     bool      // the socket is served by its descriptor (fdconn_linux.go)
 
 	// readMu is held by whoever reads the peer's frames: Read, or a Close with no reader.
 	// rerr, once a read failed, is every later read's error.
@@ -84,7 +87,9 @@ func (t *Transport) Park(resume func()) bool {
 }
 
 // BeginClose stops parking and resumes a parked reader, before anything
-// closes the socket.
+// closes the socket. A socket served by its descriptor goes on waiting on
+// the poller, for the close handshake, until it is closed; another is
+// unregistered now.
 func (t *Transport) BeginClose() {
 	if !t.pc.pollable() {
 		return
@@ -92,7 +97,11 @@ func (t *Transport) BeginClose() {
 	t.mu.Lock()
 	t.closing = true
 	t.mu.Unlock()
-	t.pc.close()
+	if t.fd {
+		t.pc.stopParking()
+	} else {
+		t.pc.close()
+	}
 }
 
 // RemoteAddr is the peer's address.
