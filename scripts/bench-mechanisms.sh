@@ -35,6 +35,7 @@
 #
 #   default     the build as shipped (GOGC=75, set by serve)
 #   nopark      -tags nopark: every connection keeps a reader goroutine
+#   nofd        -tags nofd: sockets served by net and the Go runtime's poller, not by their descriptor
 #   notimerheap -tags notimerheap: a runtime timer per session instead of one heap of heartbeat deadlines
 #   gogc100     GOGC=100: the runtime's default collector target
 #   nodirect    -tags nodirect: every frame goes through the connection's writer goroutine
@@ -123,7 +124,7 @@ trap 'exit 130' INT TERM
 tags_of() {
 	case $1 in
 	default | gogc100 | trace001 | trace1) echo "" ;;
-	nopark | notimerheap | nodirect | noparallel) echo "$1" ;;
+	nopark | nofd | notimerheap | nodirect | noparallel) echo "$1" ;;
 	*)
 		echo "$0: unknown variant $1" >&2
 		exit 2
@@ -160,6 +161,7 @@ for v in "${variants[@]}"; do
 	go build -tags "$tags" -o "$BIN/ballet-gateway-${tags:-default}" ./cmd/ballet-gateway
 done
 go vet -tags nopark,notimerheap,nodirect,noparallel ./gateway/ ./streams/
+go vet -tags nofd ./gateway/internal/wsnet/
 
 # The database, the project and the grant.
 log "database $DB"

@@ -98,6 +98,7 @@ func codecName(c string) string {
 var mechanismOff = map[string]string{
 	"default":     "all on",
 	"nopark":      "parked readers off",
+	"nofd":        "descriptor serving off",
 	"notimerheap": "heartbeat heap off",
 	"gogc100":     "GOGC 100, not 75",
 	"nodirect":    "direct writes off",

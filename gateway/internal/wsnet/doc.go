@@ -17,7 +17,8 @@
 //
 // Caveats: no extension (permessage-deflate) is negotiated. A socket is
 // served by its descriptor only on Linux, with parking; elsewhere, and
-// under -tags nopark, through net. Each mechanism has an off-switch build,
-// to measure what it saves (docs/benchmarks.md): -tags nopark, nodirect,
-// notimerheap; make test runs this package's tests in each.
+// under -tags nopark or nofd, through net. Each mechanism has an
+// off-switch build, to measure what it saves (docs/benchmarks.md): -tags
+// nopark, nofd, nodirect, notimerheap; make test runs this package's tests
+// in each.
 package wsnet

@@ -1,4 +1,4 @@
-//go:build linux && !nopark
+//go:build linux && !nopark && !nofd
 
 package wsnet
 
