@@ -10,6 +10,7 @@ import (
 
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/gateway/gatewaytest"
+	"github.com/ballet/gateway/gateway/internal/wsnet"
 )
 
 // part is a masked client frame with the FIN bit as given.
@@ -179,13 +180,14 @@ func TestRFC6455ClientClose(t *testing.T) {
 					if f.opcode() != 8 || f.closeCode() != tc.want || tc.want == 1005 && len(f.payload) != 0 {
 						t.Fatalf("login %v: frame opcode %d %q, want a close with %d", login, f.opcode(), f.payload, tc.want)
 					}
-					// Both close frames are sent: the server closes TCP first, without a grace.
+					// Both close frames are sent: the server closes TCP first, without waiting out
+					// the close grace.
 					start := time.Now()
 					if err := h.eof(closeBound); err != nil {
 						t.Fatalf("login %v: %v", login, err)
 					}
-					if d := time.Since(start); d > time.Second {
-						t.Errorf("login %v: TCP closed %v after the echo, want at once", login, d)
+					if d := time.Since(start); d >= wsnet.CloseGrace {
+						t.Errorf("login %v: TCP closed %v after the echo, want before the close grace", login, d)
 					}
 				}
 			})
@@ -220,6 +222,15 @@ func TestRFC6455ClientClose(t *testing.T) {
 		}
 	})
 
+	// A close reason must be UTF-8 (RFC 6455 §5.5.1, §8.1).
+	t.Run("a reason that is not UTF-8", func(t *testing.T) {
+		for _, reason := range []string{"\xff\xfe", "caf\xc3"} {
+			h := rfcOpen(t, env, "ballet.v1.json", false)
+			h.send(t, clientFrame(8, []byte(closePayload(1000, reason))))
+			h.wantClose(t, 1007)
+		}
+	})
+
 	// Requests and pings after the client's close frame, in the same write and in the next,
 	// are not answered: the echo is all that comes before the end of TCP.
 	t.Run("frames after the close frame", func(t *testing.T) {
@@ -243,9 +254,9 @@ func TestRFC6455ServerClose(t *testing.T) {
 		reply bool
 		bound time.Duration
 	}{
-		{"the auth timeout, answered", nil, true, time.Second},
+		{"the auth timeout, answered", nil, true, wsnet.CloseGrace},
 		{"the auth timeout, not answered", nil, false, closeBound},
-		{"an invalid token, answered", textFrame(`{"jsonrpc":"2.0","id":1,"method":"auth","params":{"token":"bad"}}`), true, time.Second},
+		{"an invalid token, answered", textFrame(`{"jsonrpc":"2.0","id":1,"method":"auth","params":{"token":"bad"}}`), true, wsnet.CloseGrace},
 		{"an invalid token, not answered", textFrame(`{"jsonrpc":"2.0","id":1,"method":"auth","params":{"token":"bad"}}`), false, closeBound},
 		{"a first request that is not auth, not answered", textFrame(pingRequest(1, "")), false, closeBound},
 	} {

@@ -20,12 +20,12 @@ func checkHandshake(h http.Header, r *http.Request) (string, int, error) {
 		return "", http.StatusUpgradeRequired, fmt.Errorf("a WebSocket handshake is HTTP/1.1 or later, not %s", r.Proto)
 	}
 	if !hasToken(r.Header, "Connection", "upgrade") {
-		h.Set("Connection", "Upgrade")
+		h.Add("Connection", "Upgrade") // after the caller's close, if it set one
 		h.Set("Upgrade", "websocket")
 		return "", http.StatusUpgradeRequired, fmt.Errorf("a WebSocket handshake has Upgrade in its Connection header, not %q", r.Header.Get("Connection"))
 	}
 	if !hasToken(r.Header, "Upgrade", "websocket") {
-		h.Set("Connection", "Upgrade")
+		h.Add("Connection", "Upgrade") // after the caller's close, if it set one
 		h.Set("Upgrade", "websocket")
 		return "", http.StatusUpgradeRequired, fmt.Errorf("a WebSocket handshake has websocket in its Upgrade header, not %q", r.Header.Get("Upgrade"))
 	}

@@ -199,7 +199,10 @@ func (t *Transport) readControl(h frameHead) error {
 		return nil
 	}
 	ce, err := parseClose(p)
-	if err != nil {
+	switch {
+	case errors.Is(err, errCloseReason):
+		return t.refuse(websocket.StatusInvalidFramePayloadData, err.Error())
+	case err != nil:
 		return t.refuse(websocket.StatusProtocolError, err.Error())
 	}
 	return t.peerClose(ce)
@@ -221,10 +224,13 @@ func parseClose(p []byte) (websocket.CloseError, error) {
 		return websocket.CloseError{}, errors.New("close code that may not be sent")
 	}
 	if !utf8.ValidString(ce.Reason) {
-		return websocket.CloseError{}, errors.New("close reason that is not UTF-8")
+		return websocket.CloseError{}, errCloseReason
 	}
 	return ce, nil
 }
+
+// errCloseReason is a close frame whose reason is not UTF-8: 1007 (RFC 6455 §8.1).
+var errCloseReason = errors.New("close reason that is not UTF-8")
 
 // sendableCode reports whether code may be in a close frame (RFC 6455 §7.4): 1000–1003 and
 // 1007–1014 of the registered codes, and 3000–4999.
