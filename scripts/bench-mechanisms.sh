@@ -4,7 +4,7 @@
 # figure printed (docs/benchmarks/, "Each mechanism on its own"). The
 # default build's runs are also the current figures against the targets.
 #
-# Usage: scripts/bench-mechanisms.sh [idle] [liveheap] [latency] [saturate] [rates] [codecs] [single]
+# Usage: scripts/bench-mechanisms.sh [idle] [liveheap] [latency] [saturate] [rates] [codecs] [single] [replay]
 #        (idle, latency and saturate by default)
 #
 #   idle      IDLE_N idle subscribed connections held HOLD, a fresh serve each
@@ -30,6 +30,9 @@
 #             p99, the server's CPU per delivery); the summary ends with
 #             JSON's figures as a share of MessagePack's (the medians of each)
 #   single    the single run alone, in both codecs
+#   replay    in both codecs: one client's replay of 1000 events, 50 times (replay p99), and
+#             the replay storm (1000 clients reconnect at once 1000 events behind: the time
+#             until all caught up, gaps, duplicates)
 #
 # Variants (build tags of ./cmd/ballet-gateway, or an environment variable):
 #
@@ -83,8 +86,8 @@ TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(idle latency saturate)
 
 for t in "${TARGETS[@]}"; do
-	case $t in idle | liveheap | latency | saturate | rates | codecs | single) ;; *)
-		echo "usage: $0 [idle] [liveheap] [latency] [saturate] [rates] [codecs] [single]" >&2
+	case $t in idle | liveheap | latency | saturate | rates | codecs | single | replay) ;; *)
+		echo "usage: $0 [idle] [liveheap] [latency] [saturate] [rates] [codecs] [single] [replay]" >&2
 		exit 2
 		;;
 	esac
@@ -146,7 +149,7 @@ env_of() {
 # Build each variant once; every tag combination must also vet.
 variants=(default)
 for t in "${TARGETS[@]}"; do
-	case $t in idle | liveheap) pairs=$VARIANTS_IDLE ;; codecs | single) pairs= ;; *) pairs=$VARIANTS_LIVE ;; esac
+	case $t in idle | liveheap) pairs=$VARIANTS_IDLE ;; codecs | single | replay) pairs= ;; *) pairs=$VARIANTS_LIVE ;; esac
 	for pair in $pairs; do
 		variants+=("${pair%%:*}")
 	done
@@ -318,6 +321,12 @@ run() {
 	overload)
 		"${BENCH[@]}" --codec "$codec" --subscribers 1000 --rate "$rate" --batch 50 --duration 10s >"$raw" 2>>"$OUT/bench.log" || true
 		;;
+	replay)
+		"${BENCH[@]}" --codec "$codec" --mode replay >"$raw" 2>>"$OUT/bench.log" || true
+		;;
+	storm)
+		"${BENCH[@]}" --codec "$codec" --mode replay-storm --subscribers 1000 >"$raw" 2>>"$OUT/bench.log" || true
+		;;
 	saturate)
 		"${BENCH[@]}" --codec "$codec" --mode saturate --subscribers 1000 --duration 10s >"$raw" 2>>"$OUT/bench.log" || true
 		;;
@@ -361,6 +370,10 @@ def describe:
 		" ms; server CPU " + each(per_delivery) + " us per delivery; gaps " + each(.gaps) +
 		(if any(.[]; (.written_events_per_s // .rate_per_s) < 0.95 * .rate_per_s)
 		then "; the writer fell short: " + each(.written_events_per_s | round) + " events/s" else "" end)
+	elif .[0].target == "replay" then
+		"replay p99 " + each(.replay_p99_ms | r1) + " ms; p50 " + each(.replay_p50_ms | r1) + " ms; gaps " + each(.gaps)
+	elif .[0].target == "storm" then
+		"all caught up in " + each(.all_caught_up_s | r1) + " s; gaps " + each(.gaps) + "; duplicates " + each(.duplicates)
 	elif .[0].target == "overload" then
 		each(.deliveries_per_s / 1000 | round) + "k deliveries/s; p99 " + each(.latency_p99_ms | r1) +
 		" ms; server CPU " + each(per_delivery) + " us per delivery; gaps " + each(.gaps)
@@ -383,6 +396,13 @@ for round in $(seq "$RUNS"); do
 				run overload default "$codec" "$round"
 				run saturate default "$codec" "$round"
 				run single default "$codec" "$round"
+			done
+			continue
+		fi
+		if [ "$target" = replay ]; then
+			for codec in msgpack json; do
+				run replay default "$codec" "$round"
+				run storm default "$codec" "$round"
 			done
 			continue
 		fi
