@@ -100,7 +100,7 @@ func (t *Transport) readerLeft() {
 
 // CloseHandshake closes the connection with code and reason: it sends the close frame
 // (unless one was sent) and closes the socket once the peer's close frame is read or
-// CloseGrace has passed, and returns then. A later call returns at once, leaving the socket
+// CloseGrace has passed (or the bound CloseWithin set, when it did), and returns then. A later call returns at once, leaving the socket
 // to the first.
 func (t *Transport) CloseHandshake(code websocket.StatusCode, reason string) error {
 	t.BeginClose()
@@ -111,7 +111,7 @@ func (t *Transport) CloseHandshake(code websocket.StatusCode, reason string) err
 	if again {
 		return nil
 	}
-	t.cork.closeWithin(CloseGrace)
+	t.cork.boundClose(CloseGrace)
 	t.sendClose(code, reason)
 	if !t.cork.drain.Load() { // else the peer's frames can no longer be read
 		t.awaitPeerClose(time.Now().Add(CloseGrace))

@@ -239,6 +239,17 @@ func (c *corkConn) closeWithin(d time.Duration) {
 	c.closeAt = at
 }
 
+// boundClose is closeWithin(d) unless a bound is set already: a caller's, which gave the
+// peer the time of a flush before the close frame besides the close grace.
+func (c *corkConn) boundClose(d time.Duration) {
+	c.mu.Lock()
+	bound := c.closer != nil
+	c.mu.Unlock()
+	if !bound {
+		c.closeWithin(d)
+	}
+}
+
 // Cork starts gathering writes.
 func (c *corkConn) Cork() {
 	c.mu.Lock()
