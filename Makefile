@@ -5,8 +5,12 @@ FUZZTIME ?= 30s
 .PHONY: run test vet build check-docs fuzz bench charts web clean
 
 ## run: the development server (in-memory store, built-in OIDC issuer, demo project)
+# Built first, saying so: the first build of a fresh clone downloads the modules and compiles for a
+# minute or two, which go run would spend in silence.
 run:
-	$(GO) run ./cmd/ballet-gateway dev
+	@echo "building ballet-gateway (the first build downloads modules and takes a minute or two)..."
+	@$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/ballet-gateway ./cmd/ballet-gateway
+	bin/ballet-gateway dev
 
 # -timeout is each package's, and only a backstop for a hang (every wait in a test has its own
 # deadline): the gateway package's tests have taken over 30 minutes on two cores shared with
@@ -22,6 +26,7 @@ test: vet
 	$(GO) test -race -count=1 -tags nofd ./gateway/internal/wsnet/
 	$(GO) test -race -count=1 -tags nodirect ./gateway/internal/wsnet/
 	$(GO) test -race -count=1 -tags notimerheap ./gateway/internal/wsnet/
+	$(GO) test -race -count=1 -tags nootlp ./internal/tracing/
 	$(GO) test -race -count=1 -tags noparallel -run '$(HUB_TESTS)' ./streams/
 
 # The off-switch builds (docs/benchmarks.md) run the tests of what they switch: nopark, nofd,
@@ -39,13 +44,16 @@ vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
-# The version the binaries print (ballet-gateway version): git describe when git is there, else
-# what the Go toolchain records.
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+# The version the binaries print (ballet-gateway version): the release tag (vMAJOR.MINOR.PATCH,
+# with the commits since it and -dirty for local changes, as git describe gives them); without a
+# release tag, a pseudo-version of the commit as Go's module versions spell it
+# (v0.0.0-YYYYMMDDHHMMSS-commit); without git, what the Go toolchain records.
+VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || \
+	TZ=UTC git log -1 --format='v0.0.0-%cd-%h' --date=format-local:%Y%m%d%H%M%S --abbrev=12 2>/dev/null)
 
-## build: the binaries into bin/, stamped with VERSION
+## build: the binaries into bin/, stamped with VERSION; TAGS=nootlp leaves the OTLP exporter out
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/ ./cmd/...
+	$(GO) build -tags '$(TAGS)' -ldflags "-X main.version=$(VERSION)" -o bin/ ./cmd/...
 
 ## check-docs: the checks of the documents alone (links, anchors, paths, repeats, splices); make test runs them too
 check-docs:

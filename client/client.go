@@ -31,6 +31,7 @@ type Client struct {
 	mu      sync.Mutex
 	state   State
 	closed  bool
+	failed  error         // why the client gave up (StateFailed); nil after Close
 	cur     *conn         // nil while disconnected
 	ready   chan struct{} // closed when cur is set
 	gen     uint64
@@ -95,9 +96,35 @@ func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
 // ends every subscription with ErrClosed. It waits for the client's
 // goroutines and is safe to call more than once.
 func (c *Client) Close() error {
+	c.shut(StateClosed, nil, true)
+	return nil
+}
+
+// Err is why the client gave up reconnecting (StateFailed): an error matching ErrClosed and
+// protocol.ErrUnauthenticated; nil otherwise.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failed
+}
+
+// fail gives up: the client ends as Close ends it, in StateFailed, and its calls and
+// subscriptions end with cause wrapped in ErrClosed. It runs on the manager goroutine, which
+// returns after it.
+func (c *Client) fail(cause error) {
+	c.log.Warn("the server refuses this client's token: no more reconnects", "err", cause,
+		"attempts", c.o.AuthRetries)
+	c.shut(StateFailed, fmt.Errorf("%w: the token was refused %d times in a row: %w", ErrClosed, c.o.AuthRetries, cause), false)
+}
+
+// shut ends the client in state: err, when set, is what the calls and subscriptions end with
+// instead of ErrClosed. wait waits for the manager goroutine before the subscriptions end (the
+// manager itself, giving up, does not).
+func (c *Client) shut(state State, err error, wait bool) {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
 		c.closed = true
+		c.failed = err
 		cur := c.cur
 		c.mu.Unlock()
 		if cur != nil {
@@ -105,22 +132,33 @@ func (c *Client) Close() error {
 		}
 		close(c.closing)
 		c.cancel()
-		c.wg.Wait()
+		if wait {
+			c.wg.Wait()
+		}
 		c.mu.Lock()
 		subs := c.subs
 		c.subs = map[string]entry{}
 		c.mu.Unlock()
 		for _, e := range subs {
-			e.end(ErrClosed)
+			e.end(c.errClosed())
 		}
 		c.stateMu.Lock()
 		c.mu.Lock()
-		c.state = StateClosed
+		c.state = state
 		c.mu.Unlock()
-		c.o.OnStateChange(StateClosed, nil)
+		c.o.OnStateChange(state, err)
 		c.stateMu.Unlock()
 	})
-	return nil
+}
+
+// errClosed is what a call on the closed client fails with: ErrClosed, or why it gave up.
+func (c *Client) errClosed() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failed != nil {
+		return c.failed
+	}
+	return ErrClosed
 }
 
 // State returns the current connection state.
@@ -141,7 +179,7 @@ func (c *Client) setState(s State, err error) {
 	c.stateMu.Lock()
 	defer c.stateMu.Unlock()
 	c.mu.Lock()
-	if c.state == StateClosed {
+	if c.state == StateClosed || c.state == StateFailed {
 		c.mu.Unlock()
 		return
 	}
@@ -237,6 +275,7 @@ func (c *Client) serve(cn *conn) error {
 // reconnect connects again with backoff after cause ended the last
 // connection; nil when the client closed first.
 func (c *Client) reconnect(b *backoff, cause error) *conn {
+	refused := 0 // attempts in a row whose token the server refused
 	for {
 		t := time.NewTimer(c.reconnectDelay(b, cause))
 		select {
@@ -259,6 +298,14 @@ func (c *Client) reconnect(b *backoff, cause error) *conn {
 		}
 		if c.isClosed() {
 			return nil
+		}
+		if errors.Is(err, protocol.ErrUnauthenticated) {
+			if refused++; c.o.AuthRetries > 0 && refused >= c.o.AuthRetries {
+				c.fail(err)
+				return nil
+			}
+		} else {
+			refused = 0
 		}
 		c.log.Info("reconnect failed", "err", err)
 		c.setState(StateReconnecting, err)
@@ -367,8 +414,12 @@ func (c *Client) waitConn(ctx context.Context) (*conn, error) {
 	for {
 		c.mu.Lock()
 		if c.closed {
+			err := c.failed
 			c.mu.Unlock()
-			return nil, ErrClosed
+			if err == nil {
+				err = ErrClosed
+			}
+			return nil, err
 		}
 		cn, ready := c.cur, c.ready
 		c.mu.Unlock()
@@ -378,7 +429,7 @@ func (c *Client) waitConn(ctx context.Context) (*conn, error) {
 		select {
 		case <-ready:
 		case <-c.closing:
-			return nil, ErrClosed
+			return nil, c.errClosed()
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -404,7 +455,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any) er
 	}
 	err = cn.call(ctx, method, params, result)
 	if errors.Is(err, ErrConnectionLost) && c.isClosed() {
-		return ErrClosed
+		return c.errClosed()
 	}
 	return err
 }

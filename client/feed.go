@@ -172,7 +172,7 @@ func (b *core[T]) sentOn(gen uint64) {
 }
 
 // Err returns why the subscription ended: nil after Unsubscribe, ErrClosed
-// after Client.Close, ErrSlowConsumer, a *ClosedError, or the error of a
+// after Client.Close (or why the client gave up, StateFailed), ErrSlowConsumer, a *ClosedError, or the error of a
 // failed resubscribe. It is nil while the subscription runs.
 func (b *core[T]) Err() error {
 	b.mu.Lock()

@@ -61,6 +61,13 @@ type Options struct {
 	// unsubscribes wait and repeat for as long as it takes. Default 3;
 	// negative: never.
 	RateLimitRetries int
+	// AuthRetries is how many reconnects in a row may have the token refused (the server's
+	// -32001, or close 4001 before the auth result) before the client gives up: it then moves
+	// to StateFailed and ends its calls and subscriptions with an error that matches both
+	// ErrClosed and protocol.ErrUnauthenticated (Client.Err). A token source that keeps
+	// returning a token the server refuses (a static token that expired, a revoked client)
+	// is then told, rather than retried for ever. Default 3; negative: never give up.
+	AuthRetries int
 	// ReadLimit is the largest frame accepted from the server, in bytes.
 	// Default 4 MiB.
 	ReadLimit int64
@@ -89,6 +96,12 @@ func (o *Options) withDefaults() Options {
 		r.RateLimitRetries = 3
 	case r.RateLimitRetries < 0:
 		r.RateLimitRetries = 0 // from here on, 0 means none
+	}
+	switch {
+	case r.AuthRetries == 0:
+		r.AuthRetries = 3
+	case r.AuthRetries < 0:
+		r.AuthRetries = 0 // from here on, 0 means never give up
 	}
 	if r.ConnectTimeout <= 0 {
 		r.ConnectTimeout = 10 * time.Second
@@ -127,6 +140,9 @@ const (
 	StateReconnecting
 	// StateClosed: Close was called.
 	StateClosed
+	// StateFailed: the server refused the token source's token on Options.AuthRetries
+	// reconnects in a row; the client stopped reconnecting (Client.Err says why).
+	StateFailed
 )
 
 func (s State) String() string {
@@ -139,6 +155,8 @@ func (s State) String() string {
 		return "reconnecting"
 	case StateClosed:
 		return "closed"
+	case StateFailed:
+		return "failed"
 	}
 	return "unknown"
 }

@@ -56,23 +56,45 @@ func TestRefreshKeepsConnectionAlive(t *testing.T) {
 
 // Without a new token the connection ends at expiry (4001) and reconnect
 // attempts with the expired token are refused: the refresh above is what
-// keeps a connection alive.
+// keeps a connection alive. After AuthRetries refusals in a row the client
+// gives up and tells its caller, rather than reconnecting for ever.
 func TestExpiredTokenEndsConnection(t *testing.T) {
 	t.Parallel()
 	env := startEnv(t, false, gateway.Config{})
 	var st states
 	tok := mint(t, env, "alice", 2*time.Second)
-	dial(t, env.URL, &client.Options{Token: client.StaticToken(tok), OnStateChange: st.record})
-	waitFor(t, "a refused reconnect", 30*time.Second, func() bool {
-		for _, err := range st.errs(client.StateReconnecting) {
-			if errors.Is(err, protocol.ErrUnauthenticated) {
-				return true
-			}
+	c := dial(t, env.URL, &client.Options{Token: client.StaticToken(tok), OnStateChange: st.record,
+		AuthRetries: 2, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	sub, err := c.Subscribe(context.Background(), "project:WEB", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the client to give up", 30*time.Second, func() bool { return c.State() == client.StateFailed })
+	refused := 0
+	for _, err := range st.errs(client.StateReconnecting) {
+		if errors.Is(err, protocol.ErrUnauthenticated) {
+			refused++
 		}
-		return false
-	})
-	if n := metric(env, "ballet_gateway_connects_total"); n < 2 {
-		t.Fatalf("connects %v", n)
+	}
+	// The last refusal is told as the failure, not as one more reconnect.
+	if refused != 1 {
+		t.Fatalf("%d refused reconnects told as reconnecting, want 1 (AuthRetries 2)", refused)
+	}
+	if failed := st.errs(client.StateFailed); len(failed) != 1 || !errors.Is(failed[0], protocol.ErrUnauthenticated) {
+		t.Fatalf("StateFailed told with %v, want one error matching ErrUnauthenticated", failed)
+	}
+	for _, err := range []error{c.Err(), c.Call(context.Background(), "system.ping", nil, nil)} {
+		if !errors.Is(err, client.ErrClosed) || !errors.Is(err, protocol.ErrUnauthenticated) {
+			t.Fatalf("after giving up: %v, want an error matching ErrClosed and ErrUnauthenticated", err)
+		}
+	}
+	for range sub.Events() {
+	}
+	if err := sub.Err(); !errors.Is(err, protocol.ErrUnauthenticated) {
+		t.Fatalf("the subscription ended with %v, want the refusal", err)
+	}
+	if n := metric(env, "ballet_gateway_connects_total"); n != 3 {
+		t.Fatalf("connects %v, want 3: the first and two refused", n)
 	}
 }
 

@@ -54,7 +54,7 @@ func (s *session) auth(ctx context.Context, req *rpc.Request, _ *auth.Principal)
 	}
 	s.mu.Lock()
 	if s.lifecycle() < stateFinishing {
-		b := s.srv.acquireSubject(p.Subject)
+		b := s.srv.acquireSubject(p.Subject, s)
 		if b == nil {
 			s.mu.Unlock()
 			max := s.srv.cfg.MaxConnectionsPerSubject

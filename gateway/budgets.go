@@ -92,7 +92,8 @@ func (b *rateLimiter) take(rate int) (ok bool, wait, retry time.Duration) {
 // subjectBudget is what one subject's connections on the replica share. It
 // lives while the subject has an authenticated connection here (Server.subjects).
 type subjectBudget struct {
-	conns    int // counted against BALLET_MAX_CONNECTIONS_PER_SUBJECT (Server.subjMu)
+	conns    int        // counted against BALLET_MAX_CONNECTIONS_PER_SUBJECT (Server.subjMu)
+	sessions []*session // the conns connections, for CloseSubject (Server.subjMu)
 	requests rateLimiter
 
 	// Replays: one reads at a time (turn), so that the events each one

@@ -3,6 +3,7 @@ package gateway
 import (
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -111,10 +112,10 @@ func (s *Server) acquireConn(w http.ResponseWriter) bool {
 
 func (s *Server) releaseConn() { s.conns.Add(-1) }
 
-// acquireSubject counts an authenticated connection of subject against
+// acquireSubject counts sess, an authenticated connection of subject, against
 // BALLET_MAX_CONNECTIONS_PER_SUBJECT and returns the budgets the subject's
 // connections share; nil when the subject has its limit already.
-func (s *Server) acquireSubject(subject string) *subjectBudget {
+func (s *Server) acquireSubject(subject string, sess *session) *subjectBudget {
 	s.subjMu.Lock()
 	defer s.subjMu.Unlock()
 	b := s.subjects[subject]
@@ -129,17 +130,35 @@ func (s *Server) acquireSubject(subject string) *subjectBudget {
 		return nil
 	}
 	b.conns++
+	b.sessions = append(b.sessions, sess)
 	return b
 }
 
-// releaseSubject uncounts a connection of subject; its budgets go with its
+// releaseSubject uncounts sess, a connection of subject; its budgets go with its
 // last connection on the replica.
-func (s *Server) releaseSubject(subject string) {
+func (s *Server) releaseSubject(subject string, sess *session) {
 	s.subjMu.Lock()
 	defer s.subjMu.Unlock()
-	if b := s.subjects[subject]; b == nil || b.conns <= 1 {
-		delete(s.subjects, subject)
-	} else {
-		b.conns--
+	b := s.subjects[subject]
+	if b == nil {
+		return
 	}
+	if b.conns <= 1 {
+		delete(s.subjects, subject)
+		return
+	}
+	b.conns--
+	if i := slices.Index(b.sessions, sess); i >= 0 {
+		b.sessions = slices.Delete(b.sessions, i, i+1)
+	}
+}
+
+// subjectSessions returns the authenticated connections of subject on the replica.
+func (s *Server) subjectSessions(subject string) []*session {
+	s.subjMu.Lock()
+	defer s.subjMu.Unlock()
+	if b := s.subjects[subject]; b != nil {
+		return slices.Clone(b.sessions)
+	}
+	return nil
 }

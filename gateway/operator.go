@@ -69,7 +69,9 @@ func ApplySubjectEvent(revs *auth.Revocations, m *Metrics, srv *Server, ev *stre
 // in ballet_gateway_operator_closes_total, and returns how many it closed.
 func (s *Server) CloseSubject(subject, reason string) int {
 	n := 0
-	for _, sess := range s.openSessions() {
+	// The subject's own connections, not every session: a sign-out applied before the
+	// snapshot is seen by the auth of a connection not in it (authn.go).
+	for _, sess := range s.subjectSessions(subject) {
 		sess.mu.Lock()
 		match := sess.principal != nil && sess.principal.Subject == subject && sess.lifecycle() < stateClosing
 		sess.mu.Unlock()

@@ -287,7 +287,7 @@ func (s *session) finish() {
 	}
 	s.mu.Unlock()
 	if counted != "" {
-		s.srv.releaseSubject(counted)
+		s.srv.releaseSubject(counted, s)
 	}
 	s.releaseAddr()
 	s.t.BeginClose()

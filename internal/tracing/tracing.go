@@ -16,7 +16,6 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -88,10 +87,9 @@ func NewProvider(o *Options) (*sdktrace.TracerProvider, error) {
 	if err != nil {
 		return nil, err
 	}
-	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(o.Endpoint),
-		otlptracehttp.WithHeaders(o.Headers))
+	exp, err := newExporter(o)
 	if err != nil {
-		return nil, fmt.Errorf("tracing: the OTLP exporter: %w", err)
+		return nil, err
 	}
 	var batch []sdktrace.BatchSpanProcessorOption
 	if o.BatchTimeout > 0 {

@@ -7,7 +7,8 @@
 // answered), writing its connections as one row and sending NOTIFY "answer". The asker waits
 // for the replicas of presence_replicas, at most operator.ListWait, then reads the answers and
 // deletes its listing with them. A replica that did not answer in time is listed with
-// answered false. A Lister without a Source only asks: the command line.
+// answered false. A replica whose listening connection was lost answers, once it is back, the
+// listings asked meanwhile that are still waiting (migration 0014). A Lister without a Source only asks: the command line.
 package pglisting
 
 import (
@@ -107,9 +108,11 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Lister, erro
 		waits: map[string]*wait{}}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	var err error
-	l.lsn, err = pglisten.Open(ctx, pool.Config().ConnConfig, []string{o.Channel}, &pglisten.Options{
-		ApplicationName: applicationName, OnNotify: l.receive, Logger: o.Logger,
-	})
+	lo := &pglisten.Options{ApplicationName: applicationName, OnNotify: l.receive, Logger: o.Logger}
+	if o.Source != nil {
+		lo.OnReconnect = l.catchUp
+	}
+	l.lsn, err = pglisten.Open(ctx, pool.Config().ConnConfig, []string{o.Channel}, lo)
 	if err != nil {
 		l.cancel()
 		return nil, fmt.Errorf("pglisting: open: %w", err)
@@ -137,19 +140,10 @@ func (l *Lister) receive(n *pgconn.Notification) {
 		}
 		limitText, subject, _ := strings.Cut(rest, "\n")
 		limit, err := strconv.Atoi(limitText)
-		if err != nil || limit < 1 || limit > operator.MaxListLimit {
+		if err != nil {
 			return
 		}
-		if !l.answers.Enter() {
-			l.o.Observe(gateway.ListingBusy)
-			return
-		}
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			defer l.answers.Leave()
-			l.answer(id, subject, limit)
-		}()
+		l.goAnswer(id, subject, limit)
 	case kindAnswer:
 		l.mu.Lock()
 		defer l.mu.Unlock()
@@ -159,6 +153,60 @@ func (l *Lister) receive(n *pgconn.Notification) {
 				close(w.done)
 			}
 		}
+	}
+}
+
+// goAnswer answers listing id on a goroutine of its own, unless MaxListings answers are in
+// progress.
+func (l *Lister) goAnswer(id, subject string, limit int) {
+	if limit < 1 || limit > operator.MaxListLimit {
+		return
+	}
+	if !l.answers.Enter() {
+		l.o.Observe(gateway.ListingBusy)
+		return
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer l.answers.Leave()
+		l.answer(id, subject, limit)
+	}()
+}
+
+// catchUp answers, once the listening connection is back, the listings asked while it was
+// lost: those still waiting for their answers (asked within operator.ListWait) that this
+// replica has not answered. It runs on the listener's goroutine, before the notifications that
+// arrive after the reconnect: a listing asked meanwhile may be answered twice, and its second
+// answer is refused by the answers' key.
+func (l *Lister) catchUp() {
+	ctx, cancel := context.WithTimeout(l.ctx, operator.ListWait)
+	defer cancel()
+	rows, err := l.pool.Query(ctx, `SELECT id, subject, max_connections FROM connection_listings l
+		WHERE asked_at > now() - make_interval(secs => $1)
+		  AND NOT EXISTS (SELECT 1 FROM connection_listing_answers a WHERE a.listing = l.id AND a.replica = $2)`,
+		operator.ListWait.Seconds(), l.o.Replica)
+	if err != nil {
+		if l.ctx.Err() == nil {
+			l.o.Logger.Warn("connection listing: the listings asked while the listener reconnected could not be read", "err", err)
+		}
+		return
+	}
+	type missed struct {
+		id, subject string
+		limit       int
+	}
+	var ms []missed
+	var m missed
+	_, err = pgx.ForEachRow(rows, []any{&m.id, &m.subject, &m.limit}, func() error {
+		ms = append(ms, m)
+		return nil
+	})
+	if err != nil {
+		return
+	}
+	for _, m := range ms {
+		l.goAnswer(m.id, m.subject, m.limit)
 	}
 }
 
@@ -211,7 +259,8 @@ func (l *Lister) List(ctx context.Context, subject string, limit int) (*operator
 			staleAfter.Seconds()); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(actx, `INSERT INTO connection_listings (id) VALUES ($1)`, id); err != nil {
+		if _, err := tx.Exec(actx, `INSERT INTO connection_listings (id, max_connections, subject) VALUES ($1, $2, $3)`,
+			id, limit, subject); err != nil {
 			return err
 		}
 		rows, err := tx.Query(actx, `SELECT id FROM presence_replicas ORDER BY id`)

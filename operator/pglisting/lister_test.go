@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,6 +179,37 @@ func TestAnswersBound(t *testing.T) {
 	}
 	if seen.Get(gateway.ListingAnswered) != 0 {
 		t.Fatal("an answer counted as answered")
+	}
+}
+
+// TestCatchUpAfterReconnect: a replica whose listening connection is lost misses the asks
+// notified meanwhile; once it listens again it answers the listings still waiting, with their
+// limit and subject.
+func TestCatchUpAfterReconnect(t *testing.T) {
+	pool := pgtest.Pool(t)
+	register(t, pool, "r1")
+	var seen operatortest.Outcomes
+	open(t, pool, &pglisting.Options{ListOptions: operator.ListOptions{Observe: seen.Observe}, Replica: "r1",
+		Source: &source{subjects: []string{"alice", "bob"}, n: 2}})
+	ctx := context.Background()
+	// An ask whose notification the replica never received, then the loss of its connection.
+	if _, err := pool.Exec(ctx, `INSERT INTO connection_listings (id, max_connections, subject) VALUES ('missed', 1, 'bob')`); err != nil {
+		t.Fatal(err)
+	}
+	var killed bool
+	if err := pool.QueryRow(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name = 'ballet-gateway-listings'`).Scan(&killed); err != nil || !killed {
+		t.Fatalf("terminating the listener: %v, %v", killed, err)
+	}
+	waitFor(t, func() bool { return seen.Get(gateway.ListingAnswered) == 1 })
+	var truncated bool
+	var body string
+	if err := pool.QueryRow(ctx, `SELECT truncated, convert_from(connections, 'UTF8') FROM connection_listing_answers
+		WHERE listing = 'missed' AND replica = 'r1'`).Scan(&truncated, &body); err != nil {
+		t.Fatal(err)
+	}
+	if !truncated || !strings.Contains(body, `"bob-0"`) || strings.Contains(body, "alice") || strings.Contains(body, `"bob-1"`) {
+		t.Fatalf("the answer: truncated %v, %s; want bob's first connection of two", truncated, body)
 	}
 }
 

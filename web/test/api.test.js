@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 
-import { Api, ApiError } from '../src/board/api.js';
+import { Api, ApiError, retryAfterMs } from '../src/board/api.js';
 import { DevAuth } from '../src/board/auth.js';
 
 // A loopback server standing in for the gateway's REST: /dev/token mints
@@ -11,6 +11,8 @@ let base = '';
 let minted = 0;
 /** @type {Array<{method: string, url: string, headers: import('node:http').IncomingHttpHeaders, body: string}>} */
 const seen = [];
+/** @type {Map<string, number>} */
+const refusals = new Map();
 const server = createServer((req, res) => {
   let body = '';
   req.on('data', (c) => { body += c; });
@@ -58,6 +60,20 @@ const server = createServer((req, res) => {
       const next = url.pathname.includes('LOOP') ? '2' : to < n ? String(to) : null;
       res.setHeader('Content-Type', 'application/json');
       res.end(JSON.stringify({ ...(field === 'items' ? { seq: 40 + from } : {}), [field]: entries, next }));
+      return;
+    }
+    // Refused with Retry-After a number of times (the path's last part), then served.
+    const busy = url.pathname.match(/^\/api\/v1\/items\/BUSY-(\d+)-(429|503)$/);
+    if (busy) {
+      const n = (refusals.get(url.pathname) ?? 0) + 1;
+      refusals.set(url.pathname, n);
+      if (n <= Number(busy[1])) {
+        res.setHeader('Retry-After', '2');
+        problem(Number(busy[2]), 'Too Many Requests', 'rate exceeded', { limit: 'rest_requests', max: 50 });
+        return;
+      }
+      res.setHeader('Content-Type', 'application/json');
+      res.end(JSON.stringify({ key: 'BUSY', version: 1 }));
       return;
     }
     if (url.pathname === '/api/v1/items/P-401') {
@@ -129,6 +145,41 @@ describe('Api', () => {
       assert.equal(err.max, 5);
       return true;
     });
+  });
+
+  it('waits out Retry-After on 429 and 503 and sends the request again', async () => {
+    /** @type {number[]} */
+    const slept = [];
+    const api = new Api({ base, token: async () => 'tok', sleep: async (ms) => { slept.push(ms); } });
+    assert.equal((await api.item('BUSY-2-429')).key, 'BUSY');
+    assert.equal((await api.item('BUSY-1-503')).key, 'BUSY');
+    assert.equal(slept.length, 3);
+    for (const ms of slept) assert.ok(ms >= 2000 && ms <= 2501, `slept ${ms} ms, want Retry-After's 2 s and up to a quarter more`);
+  });
+
+  it('gives up after its retries, with the refusal and its Retry-After', async () => {
+    /** @type {number[]} */
+    const slept = [];
+    const api = new Api({ base, token: async () => 'tok', retries: 2, sleep: async (ms) => { slept.push(ms); } });
+    await assert.rejects(api.item('BUSY-9-429'), (err) => {
+      assert.ok(err instanceof ApiError);
+      assert.equal(err.status, 429);
+      assert.equal(err.limit, 'rest_requests');
+      assert.equal(err.retryAfterMs, 2000);
+      return true;
+    });
+    assert.equal(slept.length, 2);
+    const tooLong = new Api({ base, token: async () => 'tok', maxRetryWaitMs: 1000, sleep: async () => { throw new Error('slept'); } });
+    await assert.rejects(tooLong.item('BUSY-9-503'), (err) => err instanceof ApiError && err.status === 503);
+  });
+
+  it('reads Retry-After as seconds or as an HTTP date', () => {
+    const now = Date.parse('2026-12-03T10:00:00Z');
+    assert.equal(retryAfterMs('5', now), 5000);
+    assert.equal(retryAfterMs('Thu, 03 Dec 2026 10:00:07 GMT', now), 7000);
+    assert.equal(retryAfterMs('Thu, 03 Dec 2026 09:00:00 GMT', now), 0);
+    assert.equal(retryAfterMs('soon', now), null);
+    assert.equal(retryAfterMs(null, now), null);
   });
 
   it('follows next to load every page of a listing', async () => {

@@ -11,8 +11,9 @@ export class ApiError extends Error {
   /**
    * @param {number} status @param {string} title @param {string} [detail]
    * @param {{limit?: string, max?: number}} [limited]
+   * @param {number} [retryAfterMs] the answer's Retry-After, in milliseconds (0: none)
    */
-  constructor(status, title, detail, limited = {}) {
+  constructor(status, title, detail, limited = {}, retryAfterMs = 0) {
     super(detail ? `${title}: ${detail}` : title);
     this.name = 'ApiError';
     this.status = status;
@@ -20,8 +21,25 @@ export class ApiError extends Error {
     this.detail = detail ?? '';
     this.limit = limited.limit ?? '';
     this.max = limited.max ?? 0;
+    this.retryAfterMs = retryAfterMs;
   }
 }
+
+/**
+ * retryAfterMs reads a Retry-After header (delay-seconds or an HTTP-date) in
+ * milliseconds; null when absent or unreadable.
+ * @param {string|null} v @param {number} now
+ * @returns {number|null}
+ */
+export function retryAfterMs(v, now = Date.now()) {
+  if (v == null || v.trim() === '') return null;
+  if (/^\s*\d+\s*$/.test(v)) return Number(v) * 1000;
+  const at = Date.parse(v);
+  return Number.isNaN(at) ? null : Math.max(0, at - now);
+}
+
+/** The statuses a refusal is answered with before a request is served (rate, overload). */
+const retryable = new Set([429, 503]);
 
 /**
  * @typedef {import('./model.js').Item} Item
@@ -32,30 +50,51 @@ export class ApiError extends Error {
 
 export class Api {
   /**
-   * @param {{token: (opts?: {fresh?: boolean}) => Promise<string>, base?: string, fetch?: typeof fetch}} o
+   * retries is how many times a request refused 429 or 503 with Retry-After
+   * is sent again after that wait (plus up to a quarter more, so that
+   * refused tabs do not return together); maxRetryWaitMs is the longest
+   * wait taken, past which the refusal is thrown at once.
+   * @param {{token: (opts?: {fresh?: boolean}) => Promise<string>, base?: string, fetch?: typeof fetch,
+   *   retries?: number, maxRetryWaitMs?: number, sleep?: (ms: number) => Promise<void>}} o
    */
   constructor(o) {
     this.token = o.token;
     this.base = o.base ?? '';
     this.fetch = o.fetch ?? ((/** @type {any} */ u, /** @type {any} */ i) => fetch(u, i));
+    this.retries = o.retries ?? 3;
+    this.maxRetryWaitMs = o.maxRetryWaitMs ?? 30_000;
+    this.sleep = o.sleep ?? ((/** @type {number} */ ms) => new Promise((resolve) => setTimeout(resolve, ms)));
   }
 
   /**
-   * request sends one call; a 401 is tried once more with a fresh token.
+   * request sends one call; a 401 is tried once more with a fresh token, and
+   * a 429 or 503 with Retry-After (a rate or an overloaded replica: the
+   * request was not served) is sent again once that time has passed, up to
+   * retries times.
    * @param {string} method @param {string} path
    * @param {{body?: object, ifMatch?: number}} [opts]
    * @returns {Promise<{status: number, body: any, etag: string|null}>}
    */
   async request(method, path, opts = {}) {
-    for (let attempt = 0; ; attempt++) {
+    for (let refreshed = false, retried = 0; ;) {
       /** @type {Record<string, string>} */
-      const headers = { Authorization: `Bearer ${await this.token({ fresh: attempt > 0 })}`, Accept: 'application/json' };
+      const headers = { Authorization: `Bearer ${await this.token({ fresh: refreshed })}`, Accept: 'application/json' };
       if (opts.body !== undefined) headers['Content-Type'] = 'application/json';
       if (opts.ifMatch !== undefined) headers['If-Match'] = `"${opts.ifMatch}"`;
       const res = await this.fetch(this.base + path, {
         method, headers, body: opts.body === undefined ? undefined : JSON.stringify(opts.body), cache: 'no-store',
       });
-      if (res.status === 401 && attempt === 0) continue;
+      if (res.status === 401 && !refreshed) {
+        refreshed = true;
+        continue;
+      }
+      const wait = retryable.has(res.status) ? retryAfterMs(res.headers.get('Retry-After')) : null;
+      if (wait !== null && retried < this.retries && wait <= this.maxRetryWaitMs) {
+        retried++;
+        await res.text().catch(() => '');
+        await this.sleep(wait + Math.floor(Math.random() * (wait / 4 + 1)));
+        continue;
+      }
       const text = await res.text();
       let body = null;
       if (text) {
@@ -68,7 +107,8 @@ export class Api {
       if (!res.ok) {
         const p = body && typeof body === 'object' ? body : {};
         const limited = typeof p.limit === 'string' && typeof p.max === 'number' ? { limit: p.limit, max: p.max } : {};
-        throw new ApiError(res.status, String(p.title ?? res.statusText ?? 'Error'), p.detail ?? (typeof body === 'string' ? body : ''), limited);
+        throw new ApiError(res.status, String(p.title ?? res.statusText ?? 'Error'), p.detail ?? (typeof body === 'string' ? body : ''), limited,
+          wait ?? 0);
       }
       return { status: res.status, body, etag: res.headers.get('ETag') };
     }
