@@ -23,6 +23,7 @@ import (
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/codec"
 	"github.com/ballet/gateway/gateway/internal/wsnet"
+	"github.com/ballet/gateway/internal/tracing"
 	"github.com/ballet/gateway/presence"
 	"github.com/ballet/gateway/rpc"
 	"github.com/ballet/gateway/streams"
@@ -87,6 +88,11 @@ type Options struct {
 	// TracerProvider, when set, records a span for each REST request, /rpc upgrade and
 	// JSON-RPC request (docs/tracing.md); nil records none and reads nothing for them.
 	TracerProvider trace.TracerProvider
+	// AttributeValueLength is TracerProvider's limit of an attribute value, in characters
+	// (OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT): a client's text a span records (User-Agent, the
+	// path, the host) is copied that long at most, so that a span held until its export does
+	// not keep a whole header; zero means tracing.DefaultAttributeValueLength.
+	AttributeValueLength int
 }
 
 // ErrServerClosed is returned by Accepting calls after Shutdown.
@@ -111,6 +117,7 @@ type Server struct {
 	restTime time.Duration
 	revs     *auth.Revocations // nil: none
 	tracer   trace.Tracer      // nil: no spans
+	attrLen  int               // the longest client text a span keeps, in characters
 
 	ctx      context.Context // cancelled when Shutdown stops waiting for sessions
 	cancel   context.CancelFunc
@@ -147,6 +154,10 @@ func NewServer(o *Options) (*Server, error) {
 	}
 	if o.TracerProvider != nil {
 		s.tracer = o.TracerProvider.Tracer(tracerName)
+	}
+	s.attrLen = o.AttributeValueLength
+	if s.attrLen <= 0 {
+		s.attrLen = tracing.DefaultAttributeValueLength
 	}
 	if s.metrics == nil {
 		s.metrics = NewMetrics()
@@ -447,7 +458,7 @@ func (s *Server) accessLog(h http.Handler) http.Handler {
 			h.ServeHTTP(sw, r)
 			tid = traceID(r.Header.Get("traceparent"))
 		}
-		attrs := []any{"method", r.Method, "path", r.URL.Path, "status", sw.status,
+		attrs := []any{"method", r.Method, "path", shorten(r.URL.Path, maxLoggedPath), "status", sw.status,
 			"duration_ms", float64(time.Since(start).Microseconds()) / 1000, "remote", r.RemoteAddr}
 		if tid != "" {
 			attrs = append(attrs, "trace_id", tid)
@@ -455,6 +466,10 @@ func (s *Server) accessLog(h http.Handler) http.Handler {
 		s.logger.Info("http request", attrs...)
 	})
 }
+
+// maxLoggedPath is the most characters of a path the access log writes: a client's path may
+// be as long as the headers' limit (64 KiB), and the log is no place for it.
+const maxLoggedPath = 1024
 
 type statusWriter struct {
 	http.ResponseWriter
