@@ -23,6 +23,7 @@ import (
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/codec"
 	"github.com/ballet/gateway/gateway/internal/wsnet"
+	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/internal/tracing"
 	"github.com/ballet/gateway/presence"
 	"github.com/ballet/gateway/rpc"
@@ -135,8 +136,9 @@ type Server struct {
 	shedDone chan struct{} // the running shedder's; nil when none runs
 	wg       sync.WaitGroup
 
-	conns    atomic.Int64 // connections being opened or open (BALLET_MAX_CONNECTIONS)
-	sockets  *sockets     // the client port's sockets, through Listener
+	conns    atomic.Int64         // connections being opened or open (BALLET_MAX_CONNECTIONS)
+	sockets  *sockets             // the client port's sockets, through Listener
+	addrRate *httpapi.SubjectRate // BALLET_ADDR_RATE: budgets of addresses not authenticated
 	subjMu   sync.Mutex
 	subjects map[string]*subjectBudget // authenticated connections and budgets by subject
 }
@@ -185,6 +187,7 @@ func NewServer(o *Options) (*Server, error) {
 		}, Logger: s.logger,
 	})
 	s.sockets = newSockets(s)
+	s.addrRate = s.newAddrRate()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.queued = s.newQueuedTotal()
 	return s, nil
@@ -259,6 +262,9 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	if s.draining.Load() {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "the gateway is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	if !s.admitUpgrade(w, r) {
 		return
 	}
 	addr, counted := s.acquireAddr(w, r)
@@ -452,10 +458,11 @@ func (s *Server) accessLog(h http.Handler) http.Handler {
 		_ = rc.SetWriteDeadline(start.Add(s.restTime))
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		var tid string
+		served := s.addrLimited(h)
 		if s.tracer != nil {
-			tid = s.traced(h, sw, r)
+			tid = s.traced(served, sw, r)
 		} else {
-			h.ServeHTTP(sw, r)
+			served.ServeHTTP(sw, r)
 			tid = traceID(r.Header.Get("traceparent"))
 		}
 		attrs := []any{"method", r.Method, "path", shorten(r.URL.Path, maxLoggedPath), "status", sw.status,
