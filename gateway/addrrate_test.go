@@ -124,3 +124,35 @@ func TestUnauthenticatedRESTIsRatedPerAddress(t *testing.T) {
 		t.Fatalf("another address: %d", res.StatusCode)
 	}
 }
+
+// Connections of one address opened within its budget: once one's auth has failed and spent
+// what was left, the next auth from that address is refused -32029 and closed 4029 before its
+// token is verified (1 a second here: it is sent well within that second).
+func TestAuthRefusedBeforeVerificationOnceFailuresSpentTheBudget(t *testing.T) {
+	t.Parallel()
+	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{AddrRate: 1}})
+	c := fromAddr(net.IPv4(127, 0, 0, 3))
+	var ks []*wsClient
+	for range 2 { // the burst: both upgrades admitted
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ws, _, err := websocket.Dial(ctx, env.URL, &websocket.DialOptions{HTTPClient: c, Subprotocols: []string{codec.NameJSON}})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ks = append(ks, newClient(t, ws, codec.JSON))
+	}
+	if e := ks[0].call("auth", map[string]string{"token": "not-a-token"}, nil); e == nil || e.Code != int(protocol.ErrUnauthenticated) {
+		t.Fatalf("a bad token: %v", e)
+	}
+	if e := ks[1].call("auth", map[string]string{"token": env.Token(t, "alice")}, nil); e == nil ||
+		e.Code != int(protocol.ErrLimitExceeded) {
+		t.Fatalf("an auth after the budget was spent: %v", e)
+	}
+	if code := ks[1].waitClose(30 * time.Second); code != gateway.StatusLimitExceeded {
+		t.Errorf("closed %d, want 4029", code)
+	}
+	if n := metricValue(t, env.Server, "ballet_gateway_auth_failures_total"); n != 1 {
+		t.Errorf("%v tokens verified, want 1", n)
+	}
+}
