@@ -46,8 +46,15 @@ func (s *session) verify(ctx context.Context, req *rpc.Request) (*auth.Principal
 }
 
 func (s *session) auth(ctx context.Context, req *rpc.Request, _ *auth.Principal) (any, error) {
+	if err := s.checkAuthAddr(); err != nil {
+		s.logger().Info("auth refused before verification: its address is beyond its rate", "rate", s.srv.cfg.AddrRate)
+		s.refuse()
+		req.AfterReply(func() { s.closeWith(StatusLimitExceeded, "too many failed authentications from this address") })
+		return nil, err
+	}
 	p, err := s.verify(ctx, req)
 	if err != nil {
+		s.chargeAuthAddr()
 		s.refuse()
 		req.AfterReply(func() { s.closeWith(StatusUnauthenticated, "invalid token") })
 		return nil, err
@@ -77,6 +84,7 @@ func (s *session) auth(ctx context.Context, req *rpc.Request, _ *auth.Principal)
 	if revoked != nil {
 		reason := auth.Reason(revoked)
 		s.srv.metrics.AuthFailures.WithLabelValues(reason).Inc()
+		s.chargeAuthAddr()
 		s.refuse()
 		req.AfterReply(func() { s.closeWith(StatusUnauthenticated, "invalid token") })
 		return nil, rpc.Errorf(protocol.ErrUnauthenticated, "invalid token (%s)", reason)

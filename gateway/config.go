@@ -41,6 +41,10 @@ type Config struct {
 	SubjectRequestRate int // BALLET_SUBJECT_REQUEST_RATE: requests per second of one subject, burst twice that; zero means 200
 	ReplayRate         int // BALLET_REPLAY_RATE: events replayed per second for one subject, burst twice that (at least ReplayLimit); zero means 1000
 
+	// AddrRate is BALLET_ADDR_RATE: what one client address may ask before it is
+	// authenticated, per second, burst twice that (addrrate.go); zero means 50.
+	AddrRate int
+
 	// Pprof serves Go's /debug/pprof/ on the admin port (BALLET_PPROF); false means those
 	// paths answer 404, since profiles reveal the process's memory to whoever reaches the port.
 	Pprof bool
@@ -65,6 +69,7 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.SocketBufferBytes, 256<<10)
 	orDefault(&c.SubjectRequestRate, 200)
 	orDefault(&c.ReplayRate, 1000)
+	orDefault(&c.AddrRate, 50)
 	return c
 }
 

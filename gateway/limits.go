@@ -27,6 +27,7 @@ const (
 	limitSubjectConns  = "connections_per_subject"
 	limitConnections   = "connections"
 	limitAddrConns     = "connections_per_ip"
+	limitAddrRate      = "unauthenticated_requests_per_ip" // BALLET_ADDR_RATE (addrrate.go)
 	limitQueuedBytes   = "queued_bytes"
 	// A connection closed as one of the replica's most behind (BALLET_REPLICA_QUEUE_BYTES).
 	limitReplicaQueuedBytes = "replica_queued_bytes"
@@ -37,7 +38,7 @@ const (
 // gateway's, and REST's per-subject rate (httpapi.LimitRequests, counted through
 // RESTRejected). The planner's are added with its observer (PlannerObserver).
 var limitLabels = []string{limitSubscriptions, limitRequests, limitSubjectConns, limitConnections, limitAddrConns,
-	limitQueuedBytes, limitReplicaQueuedBytes, limitPings, limitSubjectRequests, limitReplay, httpapi.LimitRequests}
+	limitAddrRate, limitQueuedBytes, limitReplicaQueuedBytes, limitPings, limitSubjectRequests, limitReplay, httpapi.LimitRequests}
 
 // overloadRetryAfter is the Retry-After of the 503 a full replica answers:
 // long enough for a load balancer to send the retry elsewhere.

@@ -23,6 +23,8 @@ import (
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/codec"
 	"github.com/ballet/gateway/gateway/internal/wsnet"
+	"github.com/ballet/gateway/internal/httpapi"
+	"github.com/ballet/gateway/internal/tracing"
 	"github.com/ballet/gateway/presence"
 	"github.com/ballet/gateway/rpc"
 	"github.com/ballet/gateway/streams"
@@ -87,6 +89,11 @@ type Options struct {
 	// TracerProvider, when set, records a span for each REST request, /rpc upgrade and
 	// JSON-RPC request (docs/tracing.md); nil records none and reads nothing for them.
 	TracerProvider trace.TracerProvider
+	// AttributeValueLength is TracerProvider's limit of an attribute value, in characters
+	// (OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT): a client's text a span records (User-Agent, the
+	// path, the host) is copied that long at most, so that a span held until its export does
+	// not keep a whole header; zero means tracing.DefaultAttributeValueLength.
+	AttributeValueLength int
 }
 
 // ErrServerClosed is returned by Accepting calls after Shutdown.
@@ -111,6 +118,7 @@ type Server struct {
 	restTime time.Duration
 	revs     *auth.Revocations // nil: none
 	tracer   trace.Tracer      // nil: no spans
+	attrLen  int               // the longest client text a span keeps, in characters
 
 	ctx      context.Context // cancelled when Shutdown stops waiting for sessions
 	cancel   context.CancelFunc
@@ -128,8 +136,9 @@ type Server struct {
 	shedDone chan struct{} // the running shedder's; nil when none runs
 	wg       sync.WaitGroup
 
-	conns    atomic.Int64 // connections being opened or open (BALLET_MAX_CONNECTIONS)
-	sockets  *sockets     // the client port's sockets, through Listener
+	conns    atomic.Int64         // connections being opened or open (BALLET_MAX_CONNECTIONS)
+	sockets  *sockets             // the client port's sockets, through Listener
+	addrRate *httpapi.SubjectRate // BALLET_ADDR_RATE: budgets of addresses not authenticated
 	subjMu   sync.Mutex
 	subjects map[string]*subjectBudget // authenticated connections and budgets by subject
 }
@@ -147,6 +156,10 @@ func NewServer(o *Options) (*Server, error) {
 	}
 	if o.TracerProvider != nil {
 		s.tracer = o.TracerProvider.Tracer(tracerName)
+	}
+	s.attrLen = o.AttributeValueLength
+	if s.attrLen <= 0 {
+		s.attrLen = tracing.DefaultAttributeValueLength
 	}
 	if s.metrics == nil {
 		s.metrics = NewMetrics()
@@ -174,6 +187,7 @@ func NewServer(o *Options) (*Server, error) {
 		}, Logger: s.logger,
 	})
 	s.sockets = newSockets(s)
+	s.addrRate = s.newAddrRate()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.queued = s.newQueuedTotal()
 	return s, nil
@@ -248,6 +262,9 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	if s.draining.Load() {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "the gateway is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	if !s.admitUpgrade(w, r) {
 		return
 	}
 	addr, counted := s.acquireAddr(w, r)
@@ -441,13 +458,14 @@ func (s *Server) accessLog(h http.Handler) http.Handler {
 		_ = rc.SetWriteDeadline(start.Add(s.restTime))
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		var tid string
+		served := s.addrLimited(h)
 		if s.tracer != nil {
-			tid = s.traced(h, sw, r)
+			tid = s.traced(served, sw, r)
 		} else {
-			h.ServeHTTP(sw, r)
+			served.ServeHTTP(sw, r)
 			tid = traceID(r.Header.Get("traceparent"))
 		}
-		attrs := []any{"method", r.Method, "path", r.URL.Path, "status", sw.status,
+		attrs := []any{"method", r.Method, "path", shorten(r.URL.Path, maxLoggedPath), "status", sw.status,
 			"duration_ms", float64(time.Since(start).Microseconds()) / 1000, "remote", r.RemoteAddr}
 		if tid != "" {
 			attrs = append(attrs, "trace_id", tid)
@@ -455,6 +473,10 @@ func (s *Server) accessLog(h http.Handler) http.Handler {
 		s.logger.Info("http request", attrs...)
 	})
 }
+
+// maxLoggedPath is the most characters of a path the access log writes: a client's path may
+// be as long as the headers' limit (64 KiB), and the log is no place for it.
+const maxLoggedPath = 1024
 
 type statusWriter struct {
 	http.ResponseWriter

@@ -50,24 +50,41 @@ func (s *Server) startHTTP(r *http.Request) (context.Context, trace.Span) {
 		method = "_OTHER"
 	}
 	attrs := []attribute.KeyValue{
-		semconv.HTTPRequestMethodKey.String(method), semconv.URLPath(r.URL.Path), semconv.URLScheme("http"),
+		semconv.HTTPRequestMethodKey.String(method), semconv.URLPath(s.clientText(r.URL.Path)), semconv.URLScheme("http"),
 		semconv.NetworkProtocolVersion(strings.TrimPrefix(r.Proto, "HTTP/")),
 	}
 	if host, port, err := net.SplitHostPort(r.Host); err == nil {
-		attrs = append(attrs, semconv.ServerAddress(host))
+		attrs = append(attrs, semconv.ServerAddress(s.clientText(host)))
 		if p, err := strconv.Atoi(port); err == nil {
 			attrs = append(attrs, semconv.ServerPort(p))
 		}
 	} else if r.Host != "" {
-		attrs = append(attrs, semconv.ServerAddress(r.Host))
+		attrs = append(attrs, semconv.ServerAddress(s.clientText(r.Host)))
 	}
 	if a := s.clientAddr(r); a.IsValid() {
 		attrs = append(attrs, semconv.ClientAddress(a.String()))
 	}
 	if ua := r.UserAgent(); ua != "" {
-		attrs = append(attrs, semconv.UserAgentOriginal(ua))
+		attrs = append(attrs, semconv.UserAgentOriginal(s.clientText(ua)))
 	}
 	return s.tracer.Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+}
+
+// clientText is a client's text cut to the tracer's limit of an attribute value, as the SDK
+// would cut it, and copied when cut: the SDK's cut keeps the whole string's memory, which the
+// span holds until it is exported.
+func (s *Server) clientText(v string) string {
+	if len(v) <= s.attrLen {
+		return v // no more characters than bytes
+	}
+	n := 0
+	for at := range v {
+		if n == s.attrLen {
+			return strings.Clone(v[:at])
+		}
+		n++
+	}
+	return v
 }
 
 // endHTTP ends an HTTP server span with its route (a pattern of the REST API; none for a path

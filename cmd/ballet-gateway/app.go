@@ -140,6 +140,7 @@ func (a *app) run(ctx context.Context) error {
 		Config: gw, Verifier: a.verifier, Log: a.store, Hub: hub, Roles: a.store,
 		Metrics: metrics, Logger: a.logger, API: a.api, Root: a.root, Items: a.items, Planner: a.planner,
 		PresenceStore: a.presence, Revocations: a.revs, TracerProvider: a.tracer,
+		AttributeValueLength: a.cfg.tracing.AttributeValueLength,
 		Ready: func(ctx context.Context) error {
 			if a.ready != nil {
 				return a.ready(ctx)

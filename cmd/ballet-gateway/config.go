@@ -204,6 +204,8 @@ func (c *config) settings() []setting {
 		atLeast("BALLET_SUBJECT_REQUEST_RATE", &g.SubjectRequestRate, 1, "requests per second of one subject"),
 		atLeast("BALLET_REPLAY_RATE", &g.ReplayRate, 1, "events one subject's replays read per second"),
 		atLeast("BALLET_REST_RATE", &c.rest.Rate, 1, "REST requests per second of one subject"),
+		atLeast("BALLET_ADDR_RATE", &g.AddrRate, 1,
+			"/rpc upgrades and failed authentications per second of one client address"),
 		within("BALLET_MAX_TITLE_CHARS", &t.MaxTitleChars, tracker.CeilingTitleChars, "item titles, in characters"),
 		within("BALLET_MAX_DESCRIPTION_BYTES", &t.MaxDescriptionBytes, tracker.CeilingDescriptionBytes,
 			"item descriptions, in bytes"),

@@ -26,7 +26,17 @@ var otelVariables = []string{
 	"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
 	"OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG",
 	"OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES",
+	"OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+	"OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT", "OTEL_SPAN_EVENT_COUNT_LIMIT",
 }
+
+// The ceilings of the span limits: a span's attributes are held until it is exported, up to
+// 2,048 spans queued (docs/capacity.md).
+const (
+	maxAttributeValueLength = 64 << 10
+	maxSpanAttributes       = 1024
+	maxSpanEvents           = 1024
+)
 
 // defaultServiceName is service.name when OTEL_SERVICE_NAME does not say.
 const defaultServiceName = "ballet-gateway"
@@ -108,6 +118,25 @@ func readTracing(getenv func(string) string) (tracing.Options, []error) {
 	if o.ServiceName == "" && o.Attributes["service.name"] == "" {
 		o.ServiceName = defaultServiceName
 	}
+	// As the SDK reads them: the span's own variable wins over the general one.
+	limit := func(dst *int, max int, names ...string) {
+		for _, name := range names {
+			v := getenv(name)
+			if v == "" {
+				continue
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > max {
+				bad(name, v, "want a whole number from 1 to "+strconv.Itoa(max))
+			}
+			*dst = n
+			return
+		}
+	}
+	limit(&o.AttributeValueLength, maxAttributeValueLength, "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+		"OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT")
+	limit(&o.AttributeCount, maxSpanAttributes, "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "OTEL_ATTRIBUTE_COUNT_LIMIT")
+	limit(&o.EventCount, maxSpanEvents, "OTEL_SPAN_EVENT_COUNT_LIMIT")
 	if off {
 		o.Endpoint = ""
 	}

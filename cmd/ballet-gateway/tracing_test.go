@@ -43,10 +43,17 @@ func TestReadTracing(t *testing.T) {
 		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
 			"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json", "OTEL_TRACES_SAMPLER": "sometimes", "OTEL_TRACES_SAMPLER_ARG": "2",
 			"OTEL_RESOURCE_ATTRIBUTES": "novalue", "OTEL_SDK_DISABLED": "maybe", "OTEL_TRACES_EXPORTER": "zipkin",
-			"OTEL_EXPORTER_OTLP_HEADERS": "a=%zz"},
+			"OTEL_EXPORTER_OTLP_HEADERS": "a=%zz", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT": "-1",
+			"OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT": "many", "OTEL_SPAN_EVENT_COUNT_LIMIT": "0"},
 			errs: []string{"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL",
 				"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG",
-				"OTEL_RESOURCE_ATTRIBUTES"}},
+				"OTEL_RESOURCE_ATTRIBUTES", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT",
+				"OTEL_SPAN_EVENT_COUNT_LIMIT"}},
+		// The span's variable wins over the general one, as in the SDK.
+		{env: map[string]string{"OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT": "512", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT": "9",
+			"OTEL_ATTRIBUTE_COUNT_LIMIT": "64", "OTEL_SPAN_EVENT_COUNT_LIMIT": "32"},
+			want: tracing.Options{Ratio: 1, ServiceName: "ballet-gateway", AttributeValueLength: 512, AttributeCount: 64,
+				EventCount: 32}},
 	} {
 		got, errs := readTracing(func(name string) string { return tc.env[name] })
 		var named []string
@@ -78,7 +85,8 @@ func equalOptions(a, b tracing.Options) bool {
 		return true
 	}
 	return a.Endpoint == b.Endpoint && a.Sampler == b.Sampler && a.Ratio == b.Ratio && a.ServiceName == b.ServiceName &&
-		eq(a.Attributes, b.Attributes) && eq(a.Headers, b.Headers)
+		a.AttributeValueLength == b.AttributeValueLength && a.AttributeCount == b.AttributeCount &&
+		a.EventCount == b.EventCount && eq(a.Attributes, b.Attributes) && eq(a.Headers, b.Headers)
 }
 
 // Off, tracing installs nothing: the global provider and propagator stay OpenTelemetry's

@@ -239,6 +239,10 @@ func Start(t testing.TB, o *Options) *Env {
 		// Every test client comes from one address and many connect at once.
 		cfg.MaxConnectionsPerIP = 1 << 20
 	}
+	if cfg.AddrRate == 0 {
+		// The same: and tests of refusals fail many auths from it.
+		cfg.AddrRate = 1 << 20
+	}
 	env.Revocations = auth.NewRevocations()
 	keys, err := auth.NewVerifier(context.Background(), env.Issuer.URL(), Audience,
 		&auth.VerifierOptions{KeyRefreshInterval: o.KeyRefreshInterval})

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"hash/maphash"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -23,6 +24,8 @@ type RateOptions struct {
 	MaxSubjects int
 	// OnRefused, when set, is called for each refused request (the metric).
 	OnRefused func()
+	// Limit names the limit in a refusal's problem and metric label; empty means LimitRequests.
+	Limit string
 }
 
 // WithDefaults returns o with its zero fields set to their defaults.
@@ -32,6 +35,9 @@ func (o RateOptions) WithDefaults() RateOptions {
 	}
 	if o.MaxSubjects <= 0 {
 		o.MaxSubjects = 100_000
+	}
+	if o.Limit == "" {
+		o.Limit = LimitRequests
 	}
 	return o
 }
@@ -75,7 +81,34 @@ func NewSubjectRate(o *RateOptions) *SubjectRate {
 // Admit spends one of subject's tokens: nil within its budget, else a 429 *Error that is
 // Limited, whose Retry-After is when a token will be free (at least a second).
 func (l *SubjectRate) Admit(subject string) error {
-	key := maphash.String(l.seed, subject)
+	return l.take(maphash.String(l.seed, subject), spend)
+}
+
+// AdmitAddr spends one of a client address's tokens, as Admit a subject's; the caller keys
+// the address as it counts them (an IPv6 address's /64, say).
+func (l *SubjectRate) AdmitAddr(a netip.Addr) error {
+	return l.take(maphash.Comparable(l.seed, a), spend)
+}
+
+// CheckAddr refuses an address whose failures (ChargeAddr) have spent more than its budget,
+// as Admit does but spending nothing: a request that is then verified and found valid costs
+// the address nothing, and a client whose requests succeed is never refused by it.
+func (l *SubjectRate) CheckAddr(a netip.Addr) error {
+	return l.take(maphash.Comparable(l.seed, a), check)
+}
+
+// ChargeAddr spends one of an address's tokens for a failure, refusing nothing: below zero
+// the address owes them, down to minus its burst, and CheckAddr refuses it until it has paid.
+func (l *SubjectRate) ChargeAddr(a netip.Addr) { _ = l.take(maphash.Comparable(l.seed, a), charge) }
+
+// What take does with a token.
+const (
+	spend  = iota // one is taken, or the request refused
+	check         // none is taken; refused while the budget is below zero
+	charge        // one is taken, down to minus the burst; never refused
+)
+
+func (l *SubjectRate) take(key uint64, mode int) error {
 	rate, burst := float64(l.o.Rate), 2*float64(l.o.Rate)
 	now := l.now().Sub(l.epoch)
 	l.mu.Lock()
@@ -86,7 +119,13 @@ func (l *SubjectRate) Admit(subject string) error {
 	b, ok := l.buckets[key]
 	if !ok {
 		if len(l.buckets) >= l.o.MaxSubjects {
-			return l.refuse(rateIdle, "too many subjects are making requests at once")
+			if mode == charge {
+				return nil
+			}
+			return l.refuse(rateIdle, "too many clients are making requests at once")
+		}
+		if mode == check {
+			return nil // a full budget: nothing to keep
 		}
 		b = restBucket{level: burst, last: now}
 	}
@@ -94,13 +133,24 @@ func (l *SubjectRate) Admit(subject string) error {
 		b.level = min(burst, b.level+d.Seconds()*rate)
 		b.last = now
 	}
-	if b.level >= 1 {
+	need := 1.0
+	switch {
+	case mode == charge:
+		b.level = max(-burst, b.level-1)
+		l.buckets[key] = b
+		return nil
+	case mode == check:
+		need = 0
+	case b.level >= 1:
 		b.level--
 		l.buckets[key] = b
 		return nil
 	}
 	l.buckets[key] = b
-	wait := time.Duration((1 - b.level) / rate * float64(time.Second))
+	if b.level >= need {
+		return nil
+	}
+	wait := time.Duration((need - b.level) / rate * float64(time.Second))
 	return l.refuse(wait, "more than "+strconv.Itoa(l.o.Rate)+" requests a second")
 }
 
@@ -126,13 +176,14 @@ func (l *SubjectRate) refuse(retry time.Duration, why string) error {
 		l.o.OnRefused()
 	}
 	return &rateError{err: Error{Status: http.StatusTooManyRequests, Detail: "rate limit exceeded: " + why},
-		max: l.o.Rate, retry: max(retry, time.Second)}
+		limit: l.o.Limit, max: l.o.Rate, retry: max(retry, time.Second)}
 }
 
 // rateError is the 429 of a request beyond its subject's rate: an *Error whose problem names
 // the limit and the rate, with Retry-After.
 type rateError struct {
 	err   Error
+	limit string
 	max   int
 	retry time.Duration
 }
@@ -141,4 +192,10 @@ func (e *rateError) Error() string { return e.err.Detail }
 
 func (e *rateError) Unwrap() error { return &e.err }
 
-func (e *rateError) Limited() (string, int, time.Duration) { return LimitRequests, e.max, e.retry }
+func (e *rateError) Limited() (string, int, time.Duration) { return e.limit, e.max, e.retry }
+
+// WriteProblem answers err, a refusal of a limit (a SubjectRate's, say) or an *Error, as every
+// REST surface does: an RFC 7807 problem, with Retry-After when the limit says when.
+func WriteProblem(w http.ResponseWriter, r *http.Request, err error) {
+	New(Config{Name: "rest"}, nil).problem(w, r, err)
+}

@@ -57,6 +57,38 @@ type Options struct {
 	// BatchTimeout is the longest a span waits before it is exported; zero means the SDK's
 	// (OTEL_BSP_SCHEDULE_DELAY, else 5 s).
 	BatchTimeout time.Duration
+	// AttributeValueLength is the longest string attribute value a span keeps, in characters
+	// (OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT, else OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT); a
+	// longer one is cut to it. Zero means DefaultAttributeValueLength: a client's headers
+	// (User-Agent, the path) are attributes, and the SDK's own default keeps them whole.
+	AttributeValueLength int
+	// AttributeCount is the most attributes a span keeps (OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT, else
+	// OTEL_ATTRIBUTE_COUNT_LIMIT); zero means 128.
+	AttributeCount int
+	// EventCount is the most events a span keeps, the latest ones (OTEL_SPAN_EVENT_COUNT_LIMIT);
+	// zero means 128.
+	EventCount int
+}
+
+// DefaultAttributeValueLength is Options.AttributeValueLength's default, in characters.
+const DefaultAttributeValueLength = 4096
+
+// spanLimits are the SDK's limits (with what it reads from the environment itself: those of
+// links and of the attributes of events and links) with o's bounds of attribute values,
+// attributes and events, which are never unlimited.
+func spanLimits(o *Options) sdktrace.SpanLimits {
+	l := sdktrace.NewSpanLimits()
+	l.AttributeValueLengthLimit = orDefault(o.AttributeValueLength, DefaultAttributeValueLength)
+	l.AttributeCountLimit = orDefault(o.AttributeCount, sdktrace.DefaultAttributeCountLimit)
+	l.EventCountLimit = orDefault(o.EventCount, sdktrace.DefaultEventCountLimit)
+	return l
+}
+
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // Tracing is started tracing: the provider Start installed, nil when tracing is off.
@@ -99,6 +131,7 @@ func NewProvider(o *Options) (*sdktrace.TracerProvider, error) {
 		sdktrace.WithBatcher(exp, batch...),
 		sdktrace.WithSampler(sampler),
 		sdktrace.WithResource(newResource(o)),
+		sdktrace.WithRawSpanLimits(spanLimits(o)),
 	), nil
 }
 
