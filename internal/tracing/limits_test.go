@@ -1,3 +1,5 @@
+//go:build !nootlp
+
 package tracing_test
 
 import (
