@@ -127,9 +127,11 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 			v, err := auth.NewVerifier(vctx, issuerURL, devAudience, nil)
 			lazy.set(v, err)
 			if err != nil {
+				metrics.IssuerFailures.Inc()
 				logger.Error("development issuer discovery failed", "err", err)
 				return
 			}
+			metrics.IssuerLoaded.Set(1)
 			printDevBanner(os.Stdout, hostport, issuerURL, token)
 		},
 	}
