@@ -20,6 +20,7 @@ import (
 	"github.com/ballet/gateway/operator"
 	"github.com/ballet/gateway/planner"
 	plannermem "github.com/ballet/gateway/planner/memstore"
+	"github.com/ballet/gateway/streams"
 	"github.com/ballet/gateway/streams/memlog"
 	"github.com/ballet/gateway/tracker"
 	"github.com/ballet/gateway/tracker/memstore"
@@ -166,10 +167,10 @@ func seedDev(ctx context.Context, store *memlog.Log, svc *tracker.Service) error
 	if err := store.CreateProject(ctx, devProject, "Demo project", devUser); err != nil {
 		return err
 	}
-	if err := store.Grant(ctx, devProject, devUser, "admin", "system", "dev"); err != nil {
+	if err := store.Grant(ctx, devProject, devUser, "admin", streams.ActorSystem, "dev"); err != nil {
 		return err
 	}
-	if err := store.Grant(ctx, devProject, devViewer, "viewer", "system", "dev"); err != nil {
+	if err := store.Grant(ctx, devProject, devViewer, "viewer", streams.ActorSystem, "dev"); err != nil {
 		return err
 	}
 	me := tracker.Actor{Kind: tracker.ActorHuman, Subject: devUser}
