@@ -109,7 +109,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 	listOpts.Observe = metrics.ListingObserver()
 	a := &app{
 		server: server, replica: replica,
-		cfg: cfg, logger: logger, store: store, verifier: verifier, revs: revs, clientLn: ln, items: svc, planner: plannerSvc,
+		cfg: cfg, logger: logger, store: store, verifier: verifier, revs: revs, clientLn: ln, planner: plannerSvc,
 		closeWatches: plannerSvc.CloseWatches, root: web.Handler(), metrics: metrics, tracer: tr.Provider(),
 		api: apiMux(tracker.NewHandler(svc, verifier, restOpts),
 			operator.NewHandler(store, verifier, operator.Options{

@@ -162,7 +162,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	defer lister.Close()
 	a := &app{
 		server: server, replica: cfg.replica,
-		cfg: cfg, logger: logger, store: log, verifier: verifier, revs: revs, items: svc, metrics: metrics, presence: presenceStore,
+		cfg: cfg, logger: logger, store: log, verifier: verifier, revs: revs, metrics: metrics, presence: presenceStore,
 		api: apiMux(tracker.NewHandler(svc, verifier, restOpts),
 			operator.NewHandler(log, verifier, operator.Options{Revocations: revs, Admins: cfg.tracker.AdminSubjects, Connections: lister}, restOpts), plannerAPI),
 		ready: func(ctx context.Context) error {
