@@ -49,10 +49,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	}
 	applyGCDefault(getenv)
 	cfg, err := loadConfig(getenv, serveAddr)
-	if err != nil {
-		return err
-	}
-	if err := cfg.requireServe(); err != nil {
+	if err := cfg.requireServe(err); err != nil {
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
