@@ -316,3 +316,19 @@ var signingAlgs = map[string]bool{
 	oidc.RS256: true, oidc.RS384: true, oidc.RS512: true, oidc.ES256: true, oidc.ES384: true,
 	oidc.ES512: true, oidc.PS256: true, oidc.PS384: true, oidc.PS512: true, oidc.EdDSA: true,
 }
+
+// load fetches the key set unless a fetch since the caller's call has already ended, and
+// fails when it fails or holds no key the verifier can use.
+func (s *keySet) load(ctx context.Context) error {
+	s.mu.Lock()
+	seen := s.started
+	s.mu.Unlock()
+	keys, err := s.fresh(ctx, seen, "")
+	if err != nil {
+		return err
+	}
+	if len(keys) == 0 {
+		return errors.New("the key set has no key of a supported algorithm")
+	}
+	return nil
+}

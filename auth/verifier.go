@@ -38,6 +38,7 @@ type Verifier struct {
 	issuer   string
 	audience string
 	oidc     *oidc.IDTokenVerifier
+	keys     *keySet
 }
 
 // NewVerifier discovers issuerURL now and returns a Verifier for tokens whose
@@ -49,6 +50,11 @@ func NewVerifier(ctx context.Context, issuerURL, audience string, opts *Verifier
 	if audience == "" {
 		return nil, fmt.Errorf("auth: OIDC issuer %s: empty audience", issuerURL)
 	}
+	return discover(ctx, issuerURL, audience, opts.withDefaults())
+}
+
+// withDefaults returns the options with their defaults filled in (o may be nil).
+func (opts *VerifierOptions) withDefaults() VerifierOptions {
 	var o VerifierOptions
 	if opts != nil {
 		o = *opts
@@ -62,7 +68,12 @@ func NewVerifier(ctx context.Context, issuerURL, audience string, opts *Verifier
 	if o.KeyRefreshInterval == 0 {
 		o.KeyRefreshInterval = 10 * time.Second
 	}
+	return o
+}
 
+// discover fetches issuerURL's discovery document and returns a Verifier whose keys are not
+// fetched yet.
+func discover(ctx context.Context, issuerURL, audience string, o VerifierOptions) (*Verifier, error) {
 	provider, err := oidc.NewProvider(oidc.ClientContext(ctx, o.HTTPClient), issuerURL)
 	if err != nil {
 		return nil, fmt.Errorf("auth: OIDC discovery for issuer %s: %w", issuerURL, err)
@@ -90,7 +101,7 @@ func NewVerifier(ctx context.Context, issuerURL, audience string, opts *Verifier
 		}
 	}
 	// go-oidc checks the algorithm, iss, aud and expiry; keys checks the signature.
-	return &Verifier{issuer: issuerURL, audience: audience, oidc: oidc.NewVerifier(issuerURL, keys, cfg)}, nil
+	return &Verifier{issuer: issuerURL, audience: audience, oidc: oidc.NewVerifier(issuerURL, keys, cfg), keys: keys}, nil
 }
 
 // Issuer returns the issuer URL the Verifier trusts.

@@ -40,6 +40,8 @@ type Metrics struct {
 	OperatorActions  *prometheus.CounterVec // sign-outs, blocks and unblocks applied from the log, by action
 	OperatorCloses   prometheus.Counter     // connections closed by an operator's sign-out or block
 	AdminListings    *prometheus.CounterVec // operators' connection listings, by outcome (Listing*)
+	IssuerLoaded     prometheus.Gauge       // 1 once the OIDC issuer's discovery and keys are fetched
+	IssuerFailures   prometheus.Counter     // failed attempts to fetch the issuer's discovery or first keys
 
 	Planner *planner.Metrics // fed through PlannerObserver
 }
@@ -112,12 +114,16 @@ func NewMetrics() *Metrics {
 			Help: "Connections closed with 4001 because an operator signed out or blocked their subject."}),
 		AdminListings: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "admin_listings_total",
 			Help: "Operators' connection listings, by outcome (asked, refused, answered, busy, failed)."}, []string{"outcome"}),
+		IssuerLoaded: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "oidc_issuer_loaded",
+			Help: "1 once the OIDC issuer's discovery document and keys are fetched; until then tokens are refused."}),
+		IssuerFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "oidc_discovery_failures_total",
+			Help: "Failed attempts to fetch the OIDC issuer's discovery document or first key set."}),
 	}
 	r.MustRegister(m.Connections, m.Connects, m.Closes, m.AuthFailures, m.MessagesIn, m.MessagesOut,
 		m.Requests, m.RequestDuration, m.Subscriptions, m.EventsDelivered, m.LaggingCloses, m.ServerCloses,
 		m.ReplayEvents, m.DeliveryLatency, m.TailerPosition, m.TailerDispatched, m.LimitRejections,
 		m.Sockets, m.SocketsEvicted, m.PresenceMembers, m.PresenceChanges, m.TailMaxLag,
-		m.OperatorActions, m.OperatorCloses, m.AdminListings)
+		m.OperatorActions, m.OperatorCloses, m.AdminListings, m.IssuerLoaded, m.IssuerFailures)
 	m.Planner = planner.NewMetrics(ns, func(limit string) { m.LimitRejections.WithLabelValues(limit).Inc() })
 	r.MustRegister(m.Planner.Collectors()...)
 	for _, c := range []string{"msgpack", "json"} {

@@ -40,11 +40,6 @@ type Roles interface {
 	Role(ctx context.Context, project, subject string) (role string, projectExists bool, err error)
 }
 
-// Items tells whether an item exists, for item:<KEY> subscriptions.
-type Items interface {
-	ItemExists(ctx context.Context, key string) (bool, error)
-}
-
 var (
 	_ TokenVerifier = (*auth.Verifier)(nil)
 	_ Roles         = streams.ProjectStore(nil)
@@ -57,8 +52,6 @@ type Options struct {
 	Log      streams.Log
 	Hub      *streams.Hub
 	Roles    Roles
-	// Items, when set, makes item:<KEY> subscriptions to unknown items -32004.
-	Items Items
 	// Planner serves planner.send, planner.cancel and planner.watch; without
 	// it they are not found.
 	Planner Planner
@@ -106,7 +99,6 @@ type Server struct {
 	log      streams.Log
 	hub      *streams.Hub
 	roles    Roles
-	items    Items
 	planner  Planner
 	presence *presence.Registry
 	metrics  *Metrics
@@ -149,7 +141,7 @@ func NewServer(o *Options) (*Server, error) {
 		return nil, errors.New("gateway: Verifier, Log, Hub and Roles are required")
 	}
 	s := &Server{
-		cfg: o.Config.WithDefaults(), verifier: o.Verifier, log: o.Log, hub: o.Hub, roles: o.Roles, items: o.Items, planner: o.Planner,
+		cfg: o.Config.WithDefaults(), verifier: o.Verifier, log: o.Log, hub: o.Hub, roles: o.Roles, planner: o.Planner,
 		metrics: o.Metrics, logger: o.Logger, ready: o.Ready, api: o.API, root: o.Root, now: o.Now, restTime: o.RESTTimeout,
 		revs:     o.Revocations,
 		upgrader: wsnet.NewUpgrader(o.WebSockets), workers: rpc.NewWorkers(),

@@ -20,7 +20,6 @@ import (
 	"github.com/ballet/gateway/gateway/gatewaytest"
 	"github.com/ballet/gateway/gateway/internal/wsnet"
 	"github.com/ballet/gateway/streams"
-	"github.com/ballet/gateway/tracker"
 )
 
 type wireEvent struct {
@@ -544,14 +543,36 @@ func TestRevokeClosesForbidden(t *testing.T) {
 	})
 }
 
-func TestItemStreamNeedsAnExistingItem(t *testing.T) {
-	env := gatewaytest.Start(t, &gatewaytest.Options{Tracker: true})
-	env.Project(t, "WEB", "alice", "member")
-	it, err := env.Tracker.CreateItem(context.Background(), tracker.Actor{Kind: tracker.ActorHuman, Subject: "alice"}, "WEB", tracker.ItemInput{Title: "x"})
+// TestItemStreamOfAnotherWriter: item:<KEY> follows an item whose events another program writes
+// with plain SQL, though the gateway's tracker has never stored it, live and in a replay; only a
+// stream of an unknown project is -32004.
+func TestItemStreamOfAnotherWriter(t *testing.T) {
+	t.Parallel()
+	env := gatewaytest.Start(t, &gatewaytest.Options{Tracker: true, Postgres: true})
+	env.Project(t, "WEB", "alice", "viewer")
+	k := login(t, env, codec.JSON, "alice")
+	k.mustCall("stream.subscribe", map[string]any{"subscription": "live", "stream": "item:WEB-42"}, nil)
+	k.wantError("stream.subscribe", map[string]any{"subscription": "nope", "stream": "item:NOPE-1"}, -32004)
+
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, env.DatabaseURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := login(t, env, codec.MsgPack, "alice")
-	k.wantError("stream.subscribe", map[string]any{"subscription": "a", "stream": "item:WEB-99"}, -32004)
-	k.mustCall("stream.subscribe", map[string]any{"subscription": "a", "stream": "item:" + it.Key}, nil)
+	defer conn.Close(ctx)
+	var seq int64
+	if err := conn.QueryRow(ctx, `INSERT INTO events (project_key, type, entity_type, entity_id, entity_key,
+			actor_kind, actor_subject, payload)
+		VALUES ('WEB', 'item.state_changed', 'item', '0199a1b2', 'WEB-42', 'service', 'importer', '{"to":"ready"}')
+		RETURNING seq`).Scan(&seq); err != nil {
+		t.Fatal(err)
+	}
+	if ev := k.mustEvent(); ev.Seq != seq || ev.EntityKey == nil || *ev.EntityKey != "WEB-42" || ev.Actor["kind"] != "service" {
+		t.Fatalf("live event %+v, want seq %d of WEB-42 by the service", ev, seq)
+	}
+	k2 := login(t, env, codec.JSON, "alice")
+	k2.mustCall("stream.subscribe", map[string]any{"subscription": "replay", "stream": "item:WEB-42", "from_seq": 0}, nil)
+	if ev := k2.mustEvent(); ev.Seq != seq || ev.Subscription != "replay" {
+		t.Fatalf("replayed event %+v, want seq %d on replay", ev, seq)
+	}
 }

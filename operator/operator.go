@@ -76,9 +76,9 @@ type handler struct {
 // actorKind is the events' actor kind for a caller.
 func actorKind(p *auth.Principal) string {
 	if p.Human {
-		return "human"
+		return streams.ActorHuman
 	}
-	return "service"
+	return streams.ActorService
 }
 
 // subject is the request's target, once its caller is known to be an administrator.

@@ -23,6 +23,19 @@ var (
 	ErrBadStream = errors.New("streams: bad stream name")
 )
 
+// Actor kinds of the events the gateway writes (docs/event-log.md): a person, the planner acting
+// for a person, a program with its own identity, and an operator's action from the command line
+// or the development seed.
+const (
+	ActorHuman   = "human"
+	ActorAgent   = "agent"
+	ActorService = "service"
+	ActorSystem  = "system"
+)
+
+// ActorKinds lists every actor kind the gateway writes.
+func ActorKinds() []string { return []string{ActorHuman, ActorAgent, ActorService, ActorSystem} }
+
 // Event is one row of the event log.
 type Event struct {
 	Seq          int64

@@ -86,11 +86,16 @@ func CheckProject(key, name, createdBy string) error {
 // ProjectCreatedEvent is the event CreateProject appends. Its actor is (human, createdBy), or
 // (system, "") when createdBy is empty.
 func ProjectCreatedEvent(key, name, createdBy string) NewEvent {
-	kind := "human"
+	kind := ActorHuman
 	if createdBy == "" {
-		kind = "system"
+		kind = ActorSystem
 	}
-	return projectEvent(key, "project.created", kind, createdBy, map[string]string{"key": key, "name": name})
+	return ProjectCreatedEventBy(key, name, kind, createdBy)
+}
+
+// ProjectCreatedEventBy is the project.created event of the actor (actorKind, actorSubject).
+func ProjectCreatedEventBy(key, name, actorKind, actorSubject string) NewEvent {
+	return projectEvent(key, "project.created", actorKind, actorSubject, map[string]string{"key": key, "name": name})
 }
 
 // MemberGrantedEvent validates Grant's arguments (ErrInvalid for a bad role or subject,

@@ -66,9 +66,9 @@ func ValidState(s string) bool {
 
 // Actor kinds: a person, the planner acting for a person, or a program with its own identity.
 const (
-	ActorHuman   = "human"
-	ActorAgent   = "agent"
-	ActorService = "service"
+	ActorHuman   = streams.ActorHuman
+	ActorAgent   = streams.ActorAgent
+	ActorService = streams.ActorService
 )
 
 // Actor is who makes a change. Permissions are those of Subject; for an agent that is the

@@ -251,8 +251,8 @@ func (s *Service) RemoveDependency(ctx context.Context, a Actor, key, blocker st
 	return s.store.RemoveDependency(ctx, a, key, blocker)
 }
 
-// ItemExists reports whether an item exists, without permission checks (the gateway's
-// item-stream check, after it has checked the project's permission).
+// ItemExists reports whether the tracker has stored an item, without permission checks (for
+// callers that have checked the project's permission).
 func (s *Service) ItemExists(ctx context.Context, key string) (bool, error) {
 	if _, _, ok := ParseItemKey(key); !ok {
 		return false, nil

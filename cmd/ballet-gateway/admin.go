@@ -10,9 +10,9 @@ import (
 	"github.com/ballet/gateway/streams/pglog"
 )
 
-// The actor recorded for changes made from the command line.
+// The actor recorded for every change made from the command line.
 const (
-	adminActorKind    = "system"
+	adminActorKind    = streams.ActorSystem
 	adminActorSubject = "ballet-gateway admin"
 )
 
@@ -52,7 +52,7 @@ func admin(ctx context.Context, args []string, getenv func(string) string) error
 	defer log.Close()
 	switch args[0] {
 	case "project-create":
-		err = log.CreateProject(ctx, args[1], args[2], adminActorSubject)
+		err = log.CreateProjectAs(ctx, args[1], args[2], adminActorKind, adminActorSubject)
 	case "grant":
 		err = log.Grant(ctx, args[1], args[2], args[3], adminActorKind, adminActorSubject)
 	case "revoke":

@@ -37,8 +37,6 @@ type app struct {
 	revs *auth.Revocations
 	// api serves /api/v1/ (the tracker's REST, planner sessions).
 	api http.Handler
-	// items checks item:<KEY> subscriptions.
-	items gateway.Items
 	// root serves / on the client port (the board, in dev).
 	root http.Handler
 	// planner serves planner chat on /rpc, when set.
@@ -138,7 +136,7 @@ func (a *app) run(ctx context.Context) error {
 	gw := a.cfg.gateway.WithDefaults() // its drain window bounds the shutdown below
 	srv, err := gateway.NewServer(&gateway.Options{
 		Config: gw, Verifier: a.verifier, Log: a.store, Hub: hub, Roles: a.store,
-		Metrics: metrics, Logger: a.logger, API: a.api, Root: a.root, Items: a.items, Planner: a.planner,
+		Metrics: metrics, Logger: a.logger, API: a.api, Root: a.root, Planner: a.planner,
 		PresenceStore: a.presence, Revocations: a.revs, TracerProvider: a.tracer,
 		AttributeValueLength: a.cfg.tracing.AttributeValueLength,
 		Ready: func(ctx context.Context) error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -342,9 +343,10 @@ func readersOf(cmds commands) string {
 	return strings.Join(names, ", ")
 }
 
-// requireServe checks what `serve` cannot run without.
-func (c *config) requireServe() error {
-	var errs []error
+// requireServe checks what `serve` cannot run without, and returns its failures with those of
+// loaded (loadConfig's error): one start names every bad setting.
+func (c *config) requireServe(loaded error) error {
+	errs := settingErrors(loaded)
 	if c.databaseURL == "" {
 		errs = append(errs, &configError{Var: "BALLET_DATABASE_URL", Msg: "required: the Postgres connection string"})
 	}
@@ -356,6 +358,18 @@ func (c *config) requireServe() error {
 	}
 	if len(errs) > 0 {
 		return multiError(errs)
+	}
+	return nil
+}
+
+// settingErrors is err's list of errors (a multiError's, else err alone; none for nil).
+func settingErrors(err error) []error {
+	var m multiError
+	if errors.As(err, &m) {
+		return append([]error(nil), m...)
+	}
+	if err != nil {
+		return []error{err}
 	}
 	return nil
 }

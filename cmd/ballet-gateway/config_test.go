@@ -128,3 +128,22 @@ func checkWindow(t *testing.T, name string, got func(*config) time.Duration, wan
 		t.Fatalf("%s=-1s: %v, want an error naming it", name, err)
 	}
 }
+
+// TestEveryBadSettingNamed: one start of serve names every bad setting at once, the required
+// ones it lacks included, and so do migrate and admin for theirs.
+func TestEveryBadSettingNamed(t *testing.T) {
+	env := []string{"BALLET_MAX_CONNECTIONS=abc", "BALLET_HEARTBEAT_INTERVAL=soon"}
+	code, _, errOut := runBinary(t, env, "serve")
+	for _, want := range []string{"BALLET_MAX_CONNECTIONS=", "BALLET_HEARTBEAT_INTERVAL=", "BALLET_DATABASE_URL",
+		"BALLET_OIDC_ISSUER", "BALLET_OIDC_AUDIENCE"} {
+		if code != 1 || !strings.Contains(errOut, want) {
+			t.Errorf("serve: exit %d, stderr lacks %s:\n%s", code, want, errOut)
+		}
+	}
+	for _, args := range [][]string{{"migrate"}, {"admin", "block", "alice"}} {
+		code, _, errOut := runBinary(t, env, args...)
+		if code != 1 || !strings.Contains(errOut, "BALLET_MAX_CONNECTIONS=") || !strings.Contains(errOut, "BALLET_DATABASE_URL") {
+			t.Errorf("%v: exit %d, stderr does not name both BALLET_MAX_CONNECTIONS and BALLET_DATABASE_URL:\n%s", args, code, errOut)
+		}
+	}
+}

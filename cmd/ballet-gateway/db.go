@@ -60,6 +60,10 @@ func openTailPool(ctx context.Context, u string, tp trace.TracerProvider) (*pgxp
 // poolFromEnv reads the configuration and connects to its database.
 func poolFromEnv(ctx context.Context, getenv func(string) string) (*pgxpool.Pool, error) {
 	cfg, err := loadConfig(getenv, serveAddr)
+	if cfg.databaseURL == "" {
+		// Named with the settings' other errors, not after them.
+		err = multiError(append(settingErrors(err), &configError{Var: "BALLET_DATABASE_URL", Msg: "required: the Postgres connection string"}))
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/ballet/gateway/operator"
 	"github.com/ballet/gateway/planner"
 	plannermem "github.com/ballet/gateway/planner/memstore"
+	"github.com/ballet/gateway/streams"
 	"github.com/ballet/gateway/streams/memlog"
 	"github.com/ballet/gateway/tracker"
 	"github.com/ballet/gateway/tracker/memstore"
@@ -108,7 +109,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 	listOpts.Observe = metrics.ListingObserver()
 	a := &app{
 		server: server, replica: replica,
-		cfg: cfg, logger: logger, store: store, verifier: verifier, revs: revs, clientLn: ln, items: svc, planner: plannerSvc,
+		cfg: cfg, logger: logger, store: store, verifier: verifier, revs: revs, clientLn: ln, planner: plannerSvc,
 		closeWatches: plannerSvc.CloseWatches, root: web.Handler(), metrics: metrics, tracer: tr.Provider(),
 		api: apiMux(tracker.NewHandler(svc, verifier, restOpts),
 			operator.NewHandler(store, verifier, operator.Options{
@@ -127,9 +128,11 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 			v, err := auth.NewVerifier(vctx, issuerURL, devAudience, nil)
 			lazy.set(v, err)
 			if err != nil {
+				metrics.IssuerFailures.Inc()
 				logger.Error("development issuer discovery failed", "err", err)
 				return
 			}
+			metrics.IssuerLoaded.Set(1)
 			printDevBanner(os.Stdout, hostport, issuerURL, token)
 		},
 	}
@@ -164,10 +167,10 @@ func seedDev(ctx context.Context, store *memlog.Log, svc *tracker.Service) error
 	if err := store.CreateProject(ctx, devProject, "Demo project", devUser); err != nil {
 		return err
 	}
-	if err := store.Grant(ctx, devProject, devUser, "admin", "system", "dev"); err != nil {
+	if err := store.Grant(ctx, devProject, devUser, "admin", streams.ActorSystem, "dev"); err != nil {
 		return err
 	}
-	if err := store.Grant(ctx, devProject, devViewer, "viewer", "system", "dev"); err != nil {
+	if err := store.Grant(ctx, devProject, devViewer, "viewer", streams.ActorSystem, "dev"); err != nil {
 		return err
 	}
 	me := tracker.Actor{Kind: tracker.ActorHuman, Subject: devUser}

@@ -89,6 +89,14 @@ Lists the connections of every live replica (of SUBJECT only, when given), at mo
 replica answers through the database within %s, or is listed as not answering. A table, or
 with --json the document GET /api/v1/admin/connections answers.
 `, operator.DefaultListLimit, operator.ListWait),
+	"version": `usage: ballet-gateway version
+
+Prints the version of this build and the Go toolchain that made it.
+`,
+	"help": `usage: ballet-gateway help [COMMAND [SUBCOMMAND]]
+
+Prints the commands, or a command's usage and settings (as COMMAND --help does).
+`,
 	"admin unblock": `usage: ballet-gateway admin unblock SUBJECT
 
 Ends a block of SUBJECT: its tokens are accepted again, except those a sign-out refuses.

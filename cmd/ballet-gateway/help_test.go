@@ -160,3 +160,45 @@ func TestDevAddressAndIgnoredSettings(t *testing.T) {
 	_ = p.cmd.Process.Kill()
 	p.wait(t, 30*time.Second)
 }
+
+// TestHelpEveryCommand: --help and -h after every command and subcommand the CLI lists (its
+// usage, and admin's) exit 0 with that command's usage on stdout.
+func TestHelpEveryCommand(t *testing.T) {
+	cmds := map[string]bool{"help": true, "admin": true}
+	for _, args := range [][]string{{"help"}, {"admin", "--help"}} {
+		code, out, _ := runBinary(t, nil, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d", args, code)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			rest, ok := strings.CutPrefix(strings.TrimSpace(line), "ballet-gateway ")
+			if !ok {
+				continue
+			}
+			parts := strings.Split(rest, "|") // "admin sign-out SUBJECT | block SUBJECT"
+			f := strings.Fields(parts[0])
+			if f[0] != "admin" {
+				cmds[f[0]] = true
+				continue
+			}
+			cmds["admin "+f[1]] = true
+			for _, p := range parts[1:] {
+				cmds["admin "+strings.Fields(p)[0]] = true
+			}
+		}
+	}
+	for _, want := range []string{"serve", "dev", "migrate", "version", "admin", "admin grant", "admin block", "admin unblock", "admin connections"} {
+		if !cmds[want] {
+			t.Fatalf("the usage lists no %q (read %v)", want, cmds)
+		}
+	}
+	for cmd := range cmds {
+		for _, flag := range []string{"--help", "-h"} {
+			args := append(strings.Fields(cmd), flag)
+			code, out, errOut := runBinary(t, nil, args...)
+			if code != 0 || !strings.Contains(out, "usage: ballet-gateway "+cmd) && !(cmd == "admin" && strings.Contains(out, "usage:")) || errOut != "" {
+				t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 0 and the usage of %s", args, code, out, errOut, cmd)
+			}
+		}
+	}
+}

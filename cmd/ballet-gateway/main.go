@@ -66,7 +66,7 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return badUsage("", "no command given")
 	}
 	switch args[0] {
-	case "serve", "dev", "migrate", "admin":
+	case "serve", "dev", "migrate", "admin", "version", "help":
 		if command, ok := helpWanted(args); ok {
 			help(os.Stdout, command)
 			return nil

@@ -49,10 +49,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	}
 	applyGCDefault(getenv)
 	cfg, err := loadConfig(getenv, serveAddr)
-	if err != nil {
-		return err
-	}
-	if err := cfg.requireServe(); err != nil {
+	if err := cfg.requireServe(err); err != nil {
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
@@ -109,17 +106,27 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	if tailPool != nil {
 		logger.Info("tailing a standby", "host", tailPool.Config().ConnConfig.Host, "max_lag", cfg.tailMaxLag.String())
 	}
-	vctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	issuerVerifier, err := auth.NewVerifier(vctx, cfg.oidcIssuer, cfg.oidcAudience, nil)
-	cancel()
+	metrics := gateway.NewMetrics()
+	// The issuer may be down: the replica starts, refuses tokens and fails /readyz until its
+	// discovery document and keys are fetched.
+	issuerVerifier, err := auth.StartVerifier(cfg.oidcIssuer, cfg.oidcAudience, nil, &auth.DiscoveryOptions{
+		OnFailure: func(err error) {
+			metrics.IssuerFailures.Inc()
+			logger.Warn("OIDC issuer unreachable; tokens are refused until it answers", "issuer", cfg.oidcIssuer, "err", err)
+		},
+		OnLoaded: func() {
+			metrics.IssuerLoaded.Set(1)
+			logger.Info("OIDC issuer loaded", "issuer", cfg.oidcIssuer)
+		},
+	})
 	if err != nil {
 		return fmt.Errorf("BALLET_OIDC_ISSUER: %w", err)
 	}
+	defer issuerVerifier.Close()
 	// Every surface refuses the tokens operators signed out or blocked.
 	revs := auth.NewRevocations()
 	verifier := revs.Verifier(issuerVerifier)
 	svc := tracker.NewService(pgstore.New(pool), &cfg.tracker)
-	metrics := gateway.NewMetrics()
 	plannerOpts, err := cfg.plannerOptions(logger, metrics)
 	if err != nil {
 		return err
@@ -152,12 +159,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	defer lister.Close()
 	a := &app{
 		server: server, replica: cfg.replica,
-		cfg: cfg, logger: logger, store: log, verifier: verifier, revs: revs, items: svc, metrics: metrics, presence: presenceStore,
+		cfg: cfg, logger: logger, store: log, verifier: verifier, revs: revs, metrics: metrics, presence: presenceStore,
 		api: apiMux(tracker.NewHandler(svc, verifier, restOpts),
 			operator.NewHandler(log, verifier, operator.Options{Revocations: revs, Admins: cfg.tracker.AdminSubjects, Connections: lister}, restOpts), plannerAPI),
 		ready: func(ctx context.Context) error {
 			if err := pool.Ping(ctx); err != nil {
 				return errors.New("database unreachable")
+			}
+			if err := issuerVerifier.Ready(); err != nil {
+				return err
 			}
 			return tailReady(log.TailStatus(), cfg.tailMaxLag)
 		},

@@ -262,12 +262,10 @@ func Start(t testing.TB, o *Options) *Env {
 	if o.RESTRate > 0 {
 		restOpts.Rate = httpapi.NewSubjectRate(&httpapi.RateOptions{Rate: o.RESTRate, OnRefused: metrics.RESTRejected})
 	}
-	var items gateway.Items
 	var plan gateway.Planner
 	server := &gateway.ServerRef{}
 	env.Listings = listings(t, env, server, o.Listings, metrics, quiet)
 	if env.Tracker != nil {
-		items = env.Tracker
 		api := httpapi.Join(tracker.NewHandler(env.Tracker, verifier, restOpts),
 			operator.NewHandler(env.Store, verifier, operator.Options{
 				Revocations: env.Revocations, Admins: o.AdminSubjects, Connections: env.Listings,
@@ -321,7 +319,7 @@ func Start(t testing.TB, o *Options) *Env {
 		roles = o.Roles(roles)
 	}
 	srv, err := gateway.NewServer(&gateway.Options{
-		Config: cfg, Verifier: verifier, Log: env.Store, Hub: env.Hub, Roles: roles, API: env.api, Items: items, Planner: plan,
+		Config: cfg, Verifier: verifier, Log: env.Store, Hub: env.Hub, Roles: roles, API: env.api, Planner: plan,
 		Logger: quiet, Metrics: metrics, RESTTimeout: o.RESTTimeout, PresenceStore: presenceStore(env.Presence), WebSockets: o.WebSockets,
 		Revocations: env.Revocations, TracerProvider: o.TracerProvider,
 	})

@@ -14,10 +14,21 @@ import (
 // CreateProject creates project key and appends project.created in the same transaction. The
 // event's actor is (human, createdBy), or (system, "") when createdBy is empty.
 func (l *Log) CreateProject(ctx context.Context, key, name, createdBy string) error {
+	ev := streams.ProjectCreatedEvent(key, name, createdBy)
+	return l.createProject(ctx, key, name, createdBy, ev)
+}
+
+// CreateProjectAs is CreateProject with the event's actor (actorKind, actorSubject); the
+// project's creator is actorSubject.
+func (l *Log) CreateProjectAs(ctx context.Context, key, name, actorKind, actorSubject string) error {
+	ev := streams.ProjectCreatedEventBy(key, name, actorKind, actorSubject)
+	return l.createProject(ctx, key, name, actorSubject, ev)
+}
+
+func (l *Log) createProject(ctx context.Context, key, name, createdBy string, ev streams.NewEvent) error {
 	if err := streams.CheckProject(key, name, createdBy); err != nil {
 		return fmt.Errorf("create project %q: %w", key, err)
 	}
-	ev := streams.ProjectCreatedEvent(key, name, createdBy)
 	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, "INSERT INTO projects (key, name, created_by) VALUES ($1, $2, $3) ON CONFLICT (key) DO NOTHING",
 			key, name, createdBy)

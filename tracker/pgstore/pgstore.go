@@ -136,7 +136,7 @@ func (s *Store) CreateProject(ctx context.Context, a tracker.Actor, key, name st
 		if _, err := tx.Exec(ctx, `INSERT INTO project_counters (project_key) VALUES ($1)`, key); err != nil {
 			return err
 		}
-		return insertEvents(ctx, tx, []streams.NewEvent{streams.ProjectCreatedEvent(key, name, a.Subject), grant})
+		return insertEvents(ctx, tx, []streams.NewEvent{streams.ProjectCreatedEventBy(key, name, a.Kind, a.Subject), grant})
 	})
 	if err != nil {
 		return nil, err

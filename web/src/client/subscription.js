@@ -6,7 +6,8 @@ import { ClosedError, Code, ConnectionLostError, OverflowError, RpcError, Stream
 
 /**
  * @typedef {object} Actor
- * @property {string} kind "human", "agent", "service", …
+ * @property {"human"|"agent"|"service"|"system"} kind who made the change: a person, the
+ *   planner for a person, a program, or an operator's command
  * @property {string} subject
  *
  * @typedef {object} StreamEvent one stream.event: an event of the log

@@ -1,6 +1,7 @@
 /**
  * @typedef {object} Actor
- * @property {string} kind "human", "agent", "service", …
+ * @property {"human"|"agent"|"service"|"system"} kind who made the change: a person, the
+ *   planner for a person, a program, or an operator's command
  * @property {string} subject
  *
  * @typedef {object} StreamEvent one stream.event: an event of the log
@@ -214,9 +215,10 @@ export class Subscription extends Entry<StreamEvent> {
 }
 export type Actor = {
     /**
-     * "human", "agent", "service", …
+     * who made the change: a person, the
+     * planner for a person, a program, or an operator's command
      */
-    kind: string;
+    kind: "human" | "agent" | "service" | "system";
     subject: string;
 };
 /**
