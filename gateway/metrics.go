@@ -40,6 +40,7 @@ type Metrics struct {
 	OperatorActions  *prometheus.CounterVec // sign-outs, blocks and unblocks applied from the log, by action
 	OperatorCloses   prometheus.Counter     // connections closed by an operator's sign-out or block
 	AdminListings    *prometheus.CounterVec // operators' connection listings, by outcome (Listing*)
+	RESTListings     prometheus.Gauge       // REST listings being answered (httpapi.Listings)
 
 	Planner *planner.Metrics // fed through PlannerObserver
 }
@@ -112,12 +113,14 @@ func NewMetrics() *Metrics {
 			Help: "Connections closed with 4001 because an operator signed out or blocked their subject."}),
 		AdminListings: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "admin_listings_total",
 			Help: "Operators' connection listings, by outcome (asked, refused, answered, busy, failed)."}, []string{"outcome"}),
+		RESTListings: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "rest_listings",
+			Help: "REST listings (pages and transcripts) being answered on this replica."}),
 	}
 	r.MustRegister(m.Connections, m.Connects, m.Closes, m.AuthFailures, m.MessagesIn, m.MessagesOut,
 		m.Requests, m.RequestDuration, m.Subscriptions, m.EventsDelivered, m.LaggingCloses, m.ServerCloses,
 		m.ReplayEvents, m.DeliveryLatency, m.TailerPosition, m.TailerDispatched, m.LimitRejections,
 		m.Sockets, m.SocketsEvicted, m.PresenceMembers, m.PresenceChanges, m.TailMaxLag,
-		m.OperatorActions, m.OperatorCloses, m.AdminListings)
+		m.OperatorActions, m.OperatorCloses, m.AdminListings, m.RESTListings)
 	m.Planner = planner.NewMetrics(ns, func(limit string) { m.LimitRejections.WithLabelValues(limit).Inc() })
 	r.MustRegister(m.Planner.Collectors()...)
 	for _, c := range []string{"msgpack", "json"} {
@@ -152,5 +155,12 @@ func (m *Metrics) PlannerObserver(providers ...string) planner.Observer {
 
 // RESTRejected counts a REST request refused by its subject's rate (httpapi.RateOptions.OnRefused).
 func (m *Metrics) RESTRejected() { m.LimitRejections.WithLabelValues(httpapi.LimitRequests).Inc() }
+
+// RESTListingRejected counts a REST listing refused by a bound of listings in flight
+// (httpapi.ListingOptions.OnRefused).
+func (m *Metrics) RESTListingRejected(limit string) { m.LimitRejections.WithLabelValues(limit).Inc() }
+
+// RESTListingsInFlight follows the REST listings being answered (httpapi.ListingOptions.OnInFlight).
+func (m *Metrics) RESTListingsInFlight(delta int) { m.RESTListings.Add(float64(delta)) }
 
 func codeLabel(code int) string { return strconv.Itoa(code) }
