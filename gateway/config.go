@@ -24,6 +24,9 @@ type Config struct {
 	ReplayLimit       int           // BALLET_REPLAY_LIMIT: zero means streams.DefaultReplayLimit (1000)
 	SubscriberQueue   int           // BALLET_SUBSCRIBER_QUEUE: zero means streams.DefaultQueueLimit (4096)
 	ReadLimit         int64         // BALLET_READ_LIMIT: largest accepted frame in bytes; zero means 1 MiB
+	// RESTWriteStall closes a REST answer's connection once its client has taken none of it
+	// for this long (BALLET_REST_WRITE_STALL), within the answer's RESTTimeout; zero means 5 s.
+	RESTWriteStall time.Duration
 
 	MaxSubscriptions         int // BALLET_MAX_SUBSCRIPTIONS: stream subscriptions and planner watches per connection; zero means 256
 	RequestRate              int // BALLET_REQUEST_RATE: requests per second per connection, burst twice that; zero means 100
@@ -60,6 +63,7 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.ReplayLimit, streams.DefaultReplayLimit)
 	orDefault(&c.SubscriberQueue, streams.DefaultQueueLimit)
 	orDefault(&c.ReadLimit, 1<<20)
+	orDefault(&c.RESTWriteStall, 5*time.Second)
 	orDefault(&c.MaxSubscriptions, 256)
 	orDefault(&c.RequestRate, 100)
 	orDefault(&c.MaxConnectionsPerSubject, 100)

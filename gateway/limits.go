@@ -36,9 +36,11 @@ const (
 
 // limitLabels are the values of the limit label, each exported at zero from the start: the
 // gateway's, and REST's per-subject rate (httpapi.LimitRequests, counted through
-// RESTRejected). The planner's are added with its observer (PlannerObserver).
+// RESTRejected) and listings in flight (counted through RESTListingRejected). The planner's
+// are added with its observer (PlannerObserver).
 var limitLabels = []string{limitSubscriptions, limitRequests, limitSubjectConns, limitConnections, limitAddrConns,
-	limitAddrRate, limitQueuedBytes, limitReplicaQueuedBytes, limitPings, limitSubjectRequests, limitReplay, httpapi.LimitRequests}
+	limitAddrRate, limitQueuedBytes, limitReplicaQueuedBytes, limitPings, limitSubjectRequests, limitReplay, httpapi.LimitRequests,
+	httpapi.LimitListings, httpapi.LimitReplicaListings}
 
 // overloadRetryAfter is the Retry-After of the 503 a full replica answers:
 // long enough for a load balancer to send the retry elsewhere.

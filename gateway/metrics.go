@@ -42,6 +42,7 @@ type Metrics struct {
 	AdminListings    *prometheus.CounterVec // operators' connection listings, by outcome (Listing*)
 	IssuerLoaded     prometheus.Gauge       // 1 once the OIDC issuer's discovery and keys are fetched
 	IssuerFailures   prometheus.Counter     // failed attempts to fetch the issuer's discovery or first keys
+	RESTListings     prometheus.Gauge       // REST listings being answered (httpapi.Listings)
 
 	Planner *planner.Metrics // fed through PlannerObserver
 }
@@ -118,12 +119,14 @@ func NewMetrics() *Metrics {
 			Help: "1 once the OIDC issuer's discovery document and keys are fetched; until then tokens are refused."}),
 		IssuerFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "oidc_discovery_failures_total",
 			Help: "Failed attempts to fetch the OIDC issuer's discovery document or first key set."}),
+		RESTListings: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "rest_listings",
+			Help: "REST listings (pages and transcripts) being answered on this replica."}),
 	}
 	r.MustRegister(m.Connections, m.Connects, m.Closes, m.AuthFailures, m.MessagesIn, m.MessagesOut,
 		m.Requests, m.RequestDuration, m.Subscriptions, m.EventsDelivered, m.LaggingCloses, m.ServerCloses,
 		m.ReplayEvents, m.DeliveryLatency, m.TailerPosition, m.TailerDispatched, m.LimitRejections,
 		m.Sockets, m.SocketsEvicted, m.PresenceMembers, m.PresenceChanges, m.TailMaxLag,
-		m.OperatorActions, m.OperatorCloses, m.AdminListings, m.IssuerLoaded, m.IssuerFailures)
+		m.OperatorActions, m.OperatorCloses, m.AdminListings, m.IssuerLoaded, m.IssuerFailures, m.RESTListings)
 	m.Planner = planner.NewMetrics(ns, func(limit string) { m.LimitRejections.WithLabelValues(limit).Inc() })
 	r.MustRegister(m.Planner.Collectors()...)
 	for _, c := range []string{"msgpack", "json"} {
@@ -158,5 +161,12 @@ func (m *Metrics) PlannerObserver(providers ...string) planner.Observer {
 
 // RESTRejected counts a REST request refused by its subject's rate (httpapi.RateOptions.OnRefused).
 func (m *Metrics) RESTRejected() { m.LimitRejections.WithLabelValues(httpapi.LimitRequests).Inc() }
+
+// RESTListingRejected counts a REST listing refused by a bound of listings in flight
+// (httpapi.ListingOptions.OnRefused).
+func (m *Metrics) RESTListingRejected(limit string) { m.LimitRejections.WithLabelValues(limit).Inc() }
+
+// RESTListingsInFlight follows the REST listings being answered (httpapi.ListingOptions.OnInFlight).
+func (m *Metrics) RESTListingsInFlight(delta int) { m.RESTListings.Add(float64(delta)) }
 
 func codeLabel(code int) string { return strconv.Itoa(code) }

@@ -439,16 +439,17 @@ func newConnID() uint64 {
 	return binary.BigEndian.Uint64(b[:])
 }
 
-// accessLog bounds each REST request's time (RESTTimeout) and logs it with
-// its outcome and its trace id: its span's when tracing is on, else the one
-// of its W3C traceparent, when it carries one (a malformed header is ignored).
+// accessLog bounds each REST request's time (RESTTimeout), and each write of its answer to
+// RESTWriteStall, and logs it with its outcome and its trace id: its span's when tracing is
+// on, else the one of its W3C traceparent, when it carries one (a malformed header is ignored).
 func (s *Server) accessLog(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rc := http.NewResponseController(w)
-		_ = rc.SetReadDeadline(start.Add(s.restTime))
-		_ = rc.SetWriteDeadline(start.Add(s.restTime))
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		end := start.Add(s.restTime)
+		_ = rc.SetReadDeadline(end)
+		_ = rc.SetWriteDeadline(end)
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, rc: rc, end: end, stall: s.cfg.RESTWriteStall}
 		var tid string
 		served := s.addrLimited(h)
 		if s.tracer != nil {
@@ -470,9 +471,24 @@ func (s *Server) accessLog(h http.Handler) http.Handler {
 // be as long as the headers' limit (64 KiB), and the log is no place for it.
 const maxLoggedPath = 1024
 
+// statusWriter records an answer's status, and gives each of its writes until RESTWriteStall
+// from its start (but not past the request's end): a client that takes nothing of the answer
+// for that long fails the write, which ends the answer and its connection, so that what the
+// handler holds for the answer is let go rather than held to the end of RESTTimeout.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	rc     *http.ResponseController
+	end    time.Time     // the request's deadline
+	stall  time.Duration // the longest a write may wait for the client
+	// rc is nil where no stall applies (the /rpc upgrade's answer).
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if dl := time.Now().Add(w.stall); w.rc != nil && dl.Before(w.end) {
+		_ = w.rc.SetWriteDeadline(dl)
+	}
+	return w.ResponseWriter.Write(b)
 }
 
 func (w *statusWriter) WriteHeader(code int) {

@@ -71,6 +71,12 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, c Caller) error {
 	if err != nil {
 		return err
 	}
+	// A page of sessions fits the page budget whatever its limit (httpapi.MinPageBytes).
+	release, _, err := h.api.Listing(c.Subject)
+	if err != nil {
+		return err
+	}
+	defer release()
 	page := SessionPage{Limit: limit}
 	if after != nil {
 		us, err := strconv.ParseInt(after[0], 10, 64)
@@ -91,6 +97,11 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request, c Caller) error {
 }
 
 func (h *handler) get(w http.ResponseWriter, r *http.Request, c Caller) error {
+	release, _, err := h.api.Listing(c.Subject)
+	if err != nil {
+		return err
+	}
+	defer release()
 	sess, msgs, err := h.svc.Transcript(r.Context(), c, r.PathValue("session"))
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ballet/gateway/auth/authtest"
 	"github.com/ballet/gateway/internal/heaptest"
+	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/tracker"
 )
 
@@ -23,7 +24,8 @@ const mib = 1 << 20
 func heapWhileListing(t *testing.T, e *restEnv, n int, path string) (growth int64, items []int, next []bool) {
 	t.Helper()
 	held := heaptest.NewHolder(n)
-	srv := httptest.NewServer(held.Wrap(tracker.NewHandler(e.svc, authtest.NewVerifier(t, e.iss, audience), nil)))
+	opts := &tracker.HandlerOptions{Listings: httpapi.NewListings(&httpapi.ListingOptions{PerSubject: n, Replica: n})}
+	srv := httptest.NewServer(held.Wrap(tracker.NewHandler(e.svc, authtest.NewVerifier(t, e.iss, audience), opts)))
 	defer srv.Close()
 	tok, err := e.token("vic")
 	if err != nil {
@@ -56,11 +58,11 @@ func heapWhileListing(t *testing.T, e *restEnv, n int, path string) (growth int6
 }
 
 // TestListingHeap: a project of 500 items of 64 KiB (descriptions of 16,384 four-byte
-// characters, the longest allowed), listed by 10 concurrent requests over HTTP on Postgres.
-// Each answers a page of 100 (~6.5 MB) streamed an item at a time, so that while all ten hold
-// their page the live heap grows by less than 150 MiB (about 66 MiB measured); listing the
-// whole project at once would hold 33 MB per request, 330 MB for ten, over twice the bound.
-// One page of 500 holds about five times a page of 100.
+// characters, the longest allowed), listed by 10 concurrent requests of pages of 500 over HTTP
+// on Postgres. Each page ends at the page budget (httpapi.DefaultPageBytes, 4 MiB: 63 such
+// items) rather than at its limit, and is streamed an item at a time, so that while all ten
+// hold their page the live heap grows by less than 10 pages of 4 MiB and a half (about 44 MiB
+// measured); pages of 500 without the budget would hold 33 MB each, 330 MB for ten.
 func TestListingHeap(t *testing.T) {
 	e := newREST(t, "postgres")
 	e.must(201, "POST", "/api/v1/projects", "root", `{"key":"WEB","name":"Web"}`)
@@ -74,16 +76,15 @@ func TestListingHeap(t *testing.T) {
 	createItems(t, e, "WEB", 500, desc)
 
 	const clients = 10
-	growth, items, next := heapWhileListing(t, e, clients, "/api/v1/projects/WEB/items")
+	growth, items, next := heapWhileListing(t, e, clients, "/api/v1/projects/WEB/items?limit=500")
+	perPage := httpapi.DefaultPageBytes / (len(desc) + 256 + 64) // Item.Size: the text, the keys, the overhead
 	for i := range clients {
-		if items[i] != 100 || !next[i] {
-			t.Fatalf("listing %d: %d items, next %v; want a page of 100 and a next", i, items[i], next[i])
+		if items[i] < perPage-1 || items[i] > perPage+1 || !next[i] {
+			t.Fatalf("listing %d: %d items, next %v; want a page of about %d and a next", i, items[i], next[i], perPage)
 		}
 	}
-	t.Logf("%d concurrent pages of 100 items of 80 KB: the live heap grew by %.1f MiB while all held their page", clients, float64(growth)/mib)
-	if growth > 150*mib {
-		t.Errorf("the live heap grew by %.1f MiB, more than 150 MiB", float64(growth)/mib)
+	t.Logf("%d concurrent pages of %d items of 64 KiB: the live heap grew by %.1f MiB while all held their page", clients, items[0], float64(growth)/mib)
+	if bound := int64(clients * httpapi.DefaultPageBytes * 3 / 2); growth > bound {
+		t.Errorf("the live heap grew by %.1f MiB, more than %.1f MiB", float64(growth)/mib, float64(bound)/mib)
 	}
-	one, items, _ := heapWhileListing(t, e, 1, "/api/v1/projects/WEB/items?limit=500")
-	t.Logf("one page of 500: %d items, the live heap grew by %.1f MiB", items[0], float64(one)/mib)
 }

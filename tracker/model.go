@@ -217,10 +217,33 @@ type ItemFilter struct {
 }
 
 // ItemPage asks for one page of a listing of items, which is by number: the items numbered
-// after After, at most Limit of them.
+// after After, at most Limit of them and, past the first, at most MaxBytes of them (Item.Size).
 type ItemPage struct {
 	After int64 // the number the previous page ended at (ItemList.Next); 0 for the first page
 	Limit int   // 1 to 500; 0 means 100
+	// MaxBytes bounds what the page holds, as the sum of its items' Size; the first item is
+	// taken whatever its size, so that every item can be listed. 0 means no bound but Limit.
+	MaxBytes int
+}
+
+// Take reports whether a page of n items whose sizes add up to bytes takes one more of size:
+// below Limit, and within MaxBytes unless it is the first. A store that is refused one more
+// item while more match ends the page there, with Next.
+func (p *ItemPage) Take(n, bytes, size int) bool {
+	return n < p.Limit && (n == 0 || p.MaxBytes <= 0 || bytes+size <= p.MaxBytes)
+}
+
+// itemOverhead is what an item holds beside its text: the struct, its times and numbers.
+const itemOverhead = 256
+
+// Size is about what the item holds in memory, and at least what its text takes in JSON
+// unescaped: its strings, its dependencies' keys, and a fixed overhead.
+func (it *Item) Size() int {
+	n := itemOverhead + len(it.Key) + len(it.ID) + len(it.Project) + len(it.Title) + len(it.Description) + len(it.State)
+	for _, b := range it.BlockedBy {
+		n += len(b) + 16
+	}
+	return n
 }
 
 // ItemList is one page of items.

@@ -33,7 +33,9 @@ type HandlerOptions = httpapi.HandlerOptions
 //	DELETE /api/v1/items/{key}/dependencies/{blocker}
 //
 // The items listing is paged, by number: at most limit items (default 100, at most 500)
-// after the cursor after, with next the cursor of the following page (null on the last).
+// after the cursor after, with next the cursor of the following page (null on the last). A
+// page also ends once its items hold the page budget (httpapi.Listings.PageBytes), after at
+// least one item, and a subject's listings answered at once are bounded (429).
 // Every request needs "Authorization: Bearer <token>". Errors are application/problem+json
 // (RFC 7807): 400, 401, 403, 404, 405, 409, 412, 413, 415, 422, and 429 with Retry-After beyond
 // HandlerOptions.Rate. The handler is an *httpapi.Router: httpapi.Join mounts it beside the
@@ -140,7 +142,12 @@ func (h *handler) listItems(w http.ResponseWriter, r *http.Request, a Actor) err
 	if err != nil {
 		return err
 	}
-	page := ItemPage{Limit: limit}
+	release, pageBytes, err := h.api.Listing(a.Subject)
+	if err != nil {
+		return err
+	}
+	defer release()
+	page := ItemPage{Limit: limit, MaxBytes: pageBytes}
 	if after != nil {
 		n, err := strconv.ParseInt(after[0], 10, 64)
 		if err != nil || n < 1 {

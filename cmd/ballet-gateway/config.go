@@ -48,6 +48,8 @@ type config struct {
 	hub     streams.HubOptions    // RecentBytes (BALLET_RECENT_EVENTS_BYTES)
 	tailer  streams.TailerOptions // Coalesce (BALLET_STREAM_COALESCE)
 	rest    httpapi.RateOptions   // Rate (BALLET_REST_RATE): one budget per subject for every REST surface
+	// listingsREST bound the REST listings in flight and a page's bytes, for every surface.
+	listingsREST httpapi.ListingOptions
 	// tracing is what the OTEL_* variables say (tracing.go); off unless they name an endpoint.
 	tracing tracing.Options
 	// replica names this process: service.instance.id of its spans, the planner's lease owner.
@@ -207,6 +209,12 @@ func (c *config) settings() []setting {
 		atLeast("BALLET_REST_RATE", &c.rest.Rate, 1, "REST requests per second of one subject"),
 		atLeast("BALLET_ADDR_RATE", &g.AddrRate, 1,
 			"/rpc upgrades and failed authentications per second of one client address"),
+		atLeast("BALLET_REST_PAGE_BYTES", &c.listingsREST.PageBytes, httpapi.MinPageBytes,
+			"bytes of the entries of one REST listing page"),
+		atLeast("BALLET_REST_LISTINGS_PER_SUBJECT", &c.listingsREST.PerSubject, 1,
+			"REST listings of one subject answered at once"),
+		atLeast("BALLET_REST_MAX_LISTINGS", &c.listingsREST.Replica, 1, "REST listings answered at once"),
+		duration("BALLET_REST_WRITE_STALL", &g.RESTWriteStall, "a REST answer its client takes nothing of for this long is cut off"),
 		within("BALLET_MAX_TITLE_CHARS", &t.MaxTitleChars, tracker.CeilingTitleChars, "item titles, in characters"),
 		within("BALLET_MAX_DESCRIPTION_BYTES", &t.MaxDescriptionBytes, tracker.CeilingDescriptionBytes,
 			"item descriptions, in bytes"),

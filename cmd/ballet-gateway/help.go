@@ -216,5 +216,6 @@ func (c *config) applyDefaults() {
 	c.gateway.PresenceMaxMembers = cmp.Or(c.gateway.PresenceMaxMembers, presence.DefaultMaxMembers)
 	c.hub.RecentBytes = cmp.Or(c.hub.RecentBytes, streams.DefaultRecentBytes)
 	c.rest = c.rest.WithDefaults()
+	c.listingsREST = c.listingsREST.WithDefaults()
 	c.listings.MaxListings = c.listings.WithDefaults().MaxListings
 }

@@ -62,11 +62,14 @@ func (c *config) plannerOptions(logger *slog.Logger, metrics *gateway.Metrics) (
 	return &o, nil
 }
 
-// restOptions are the REST surfaces' options, with one budget per subject for all of them.
+// restOptions are the REST surfaces' options, with one budget per subject for all of them, and
+// one of listings in flight.
 func (c *config) restOptions(logger *slog.Logger, metrics *gateway.Metrics) *httpapi.HandlerOptions {
 	o := c.rest
 	o.OnRefused = metrics.RESTRejected
-	return &httpapi.HandlerOptions{Logger: logger, Rate: httpapi.NewSubjectRate(&o)}
+	l := c.listingsREST
+	l.OnRefused, l.OnInFlight = metrics.RESTListingRejected, metrics.RESTListingsInFlight
+	return &httpapi.HandlerOptions{Logger: logger, Rate: httpapi.NewSubjectRate(&o), Listings: httpapi.NewListings(&l)}
 }
 
 // apiMux serves the tracker's REST API, the operators' and, when set, the planner's sessions.

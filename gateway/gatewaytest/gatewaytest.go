@@ -101,6 +101,9 @@ type Options struct {
 	// RESTRate, when set, bounds each subject's REST requests (BALLET_REST_RATE), refusals
 	// counted in Metrics; zero leaves REST unbounded.
 	RESTRate int
+	// RESTListings bound the REST listings in flight and a page's bytes, refusals and
+	// listings counted in Metrics; zero fields keep the defaults.
+	RESTListings httpapi.ListingOptions
 	// WebSockets is the server's WebSockets.
 	WebSockets *wsnet.Options
 	// Listings bound the operators' listings of connections.
@@ -258,7 +261,9 @@ func Start(t testing.TB, o *Options) *Env {
 	if metrics == nil {
 		metrics = gateway.NewMetrics()
 	}
-	restOpts := &httpapi.HandlerOptions{Logger: quiet}
+	lo := o.RESTListings
+	lo.OnRefused, lo.OnInFlight = metrics.RESTListingRejected, metrics.RESTListingsInFlight
+	restOpts := &httpapi.HandlerOptions{Logger: quiet, Listings: httpapi.NewListings(&lo)}
 	if o.RESTRate > 0 {
 		restOpts.Rate = httpapi.NewSubjectRate(&httpapi.RateOptions{Rate: o.RESTRate, OnRefused: metrics.RESTRejected})
 	}

@@ -30,6 +30,9 @@ type HandlerOptions struct {
 	// without a valid token is refused 401 first, and not counted); beyond it, 429. Share one
 	// between surfaces for one budget per subject. Default: none.
 	Rate *SubjectRate
+	// Listings bounds the listings answered at once, and a page's bytes; share one between
+	// surfaces for one budget. Default: a Listings of the surface's own, with its defaults.
+	Listings *Listings
 }
 
 // Config describes one REST surface.
@@ -53,6 +56,7 @@ type API struct {
 	logger   *slog.Logger
 	maxBody  int64
 	rate     *SubjectRate // nil: unbounded
+	listings *Listings
 }
 
 // New returns the API of the surface cfg describes, with the operator's opts.
@@ -72,8 +76,19 @@ func New(cfg Config, opts *HandlerOptions) *API {
 			a.maxBody = opts.MaxBodyBytes
 		}
 		a.rate = opts.Rate
+		a.listings = opts.Listings
+	}
+	if a.listings == nil {
+		a.listings = NewListings(nil)
 	}
 	return a
+}
+
+// Listing takes a place for one listing of subject (Listings.Acquire): release it once the
+// answer is written. pageBytes is the budget of the page's entries.
+func (a *API) Listing(subject string) (release func(), pageBytes int, err error) {
+	release, err = a.listings.Acquire(subject)
+	return release, a.listings.PageBytes(), err
 }
 
 // Methods maps HTTP methods to the functions answering them for a caller of type C.

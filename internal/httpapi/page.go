@@ -103,9 +103,13 @@ func WritePage[T any](w http.ResponseWriter, name string, entries []T, next stri
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriterSize(w, 32<<10)
+	ew := &errWriter{w: w}
+	bw := bufio.NewWriterSize(ew, 32<<10)
 	_, _ = bw.Write(head)
 	for i := 1; i < len(entries); i++ {
+		if ew.err != nil {
+			return nil // the client went, or took nothing for too long: the answer is cut off
+		}
 		b, err := json.Marshal(entries[i])
 		if err != nil {
 			panic(http.ErrAbortHandler) // the status is sent: no problem can follow
@@ -118,6 +122,21 @@ func WritePage[T any](w http.ResponseWriter, name string, entries []T, next stri
 	_, _ = bw.WriteString("}\n")
 	_ = bw.Flush()
 	return nil
+}
+
+// errWriter remembers the first error of its writes.
+type errWriter struct {
+	w   http.ResponseWriter
+	err error
+}
+
+func (e *errWriter) Write(b []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(b)
+	e.err = err
+	return n, err
 }
 
 func appendKey(b []byte, key string) []byte {

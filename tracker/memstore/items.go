@@ -64,12 +64,15 @@ func (s *Store) Items(ctx context.Context, project string, filter tracker.ItemFi
 	}
 	slices.SortFunc(match, func(a, b *item) int { return cmp.Compare(a.Number, b.Number) })
 	list := tracker.ItemList{Items: []tracker.Item{}}
-	if len(match) > page.Limit {
-		match = match[:page.Limit]
-		list.Next = match[len(match)-1].Number
-	}
+	bytes := 0
 	for _, it := range match {
-		list.Items = append(list.Items, *s.view(it))
+		v := s.view(it)
+		if !page.Take(len(list.Items), bytes, v.Size()) {
+			list.Next = list.Items[len(list.Items)-1].Number
+			break
+		}
+		list.Items = append(list.Items, *v)
+		bytes += v.Size()
 	}
 	// Item events are appended only under s.mu, so the head read now matches the items.
 	head, err := s.log.Head(ctx)

@@ -91,7 +91,8 @@ func (s *Store) Items(ctx context.Context, project string, filter tracker.ItemFi
 			return tracker.Errorf(tracker.ErrNotFound, "project %s not found", project)
 		}
 		// Keyset paging on (project_key, number): one more row than the page says whether
-		// another page follows.
+		// another page follows. The rows are read one at a time, so that a page ends at its
+		// byte budget without holding the rows past it.
 		rows, err := tx.Query(ctx, "SELECT "+itemColumns+` FROM items i WHERE i.project_key = $1 AND i.number > $4
 			AND ($2 = '' OR i.state = $2)
 			AND ($3 = '' OR strpos(lower(i.title), lower($3)) > 0 OR strpos(lower(i.description), lower($3)) > 0)
@@ -99,8 +100,21 @@ func (s *Store) Items(ctx context.Context, project string, filter tracker.ItemFi
 		if err != nil {
 			return err
 		}
-		list.Items, err = pgx.CollectRows(rows, scanItem)
-		return err
+		defer rows.Close()
+		bytes := 0
+		for rows.Next() {
+			it, err := scanItem(rows)
+			if err != nil {
+				return err
+			}
+			if !page.Take(len(list.Items), bytes, it.Size()) {
+				list.Next = list.Items[len(list.Items)-1].Number
+				break
+			}
+			list.Items = append(list.Items, it)
+			bytes += it.Size()
+		}
+		return rows.Err()
 	})
 	if err != nil {
 		var te *tracker.Error
@@ -108,10 +122,6 @@ func (s *Store) Items(ctx context.Context, project string, filter tracker.ItemFi
 			return tracker.ItemList{}, err
 		}
 		return tracker.ItemList{}, wrap("items of "+project, err)
-	}
-	if len(list.Items) > page.Limit {
-		list.Items = list.Items[:page.Limit]
-		list.Next = list.Items[page.Limit-1].Number
 	}
 	if list.Items == nil {
 		list.Items = []tracker.Item{}
