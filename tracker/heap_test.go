@@ -57,12 +57,12 @@ func heapWhileListing(t *testing.T, e *restEnv, n int, path string) (growth int6
 	return growth, items, next
 }
 
-// TestListingHeap: a project of 500 items of 64 KiB (descriptions of 16,384 four-byte
+// TestListingHeap: a project of 100 items of 64 KiB (descriptions of 16,384 four-byte
 // characters, the longest allowed), listed by 10 concurrent requests of pages of 500 over HTTP
-// on Postgres. Each page ends at the page budget (httpapi.DefaultPageBytes, 4 MiB: 63 such
+// on Postgres. Each page ends at the page budget (httpapi.DefaultPageBytes, 1 MiB: 15 such
 // items) rather than at its limit, and is streamed an item at a time, so that while all ten
-// hold their page the live heap grows by less than 10 pages of 4 MiB and a half (about 44 MiB
-// measured); pages of 500 without the budget would hold 33 MB each, 330 MB for ten.
+// hold their page the live heap grows by less than 10 pages of 1 MiB and a half; pages of 500
+// without the budget would hold 33 MB each, 330 MB for ten. 100 items are enough for a page.
 func TestListingHeap(t *testing.T) {
 	e := newREST(t, "postgres")
 	e.must(201, "POST", "/api/v1/projects", "root", `{"key":"WEB","name":"Web"}`)
@@ -73,7 +73,7 @@ func TestListingHeap(t *testing.T) {
 	if len(desc) != tracker.DefaultMaxDescriptionBytes {
 		t.Fatalf("description of %d bytes", len(desc))
 	}
-	createItems(t, e, "WEB", 500, desc)
+	createItems(t, e, "WEB", 100, desc)
 
 	const clients = 10
 	growth, items, next := heapWhileListing(t, e, clients, "/api/v1/projects/WEB/items?limit=500")

@@ -20,7 +20,7 @@ const (
 
 // Bounds of a listing's page in bytes (BALLET_REST_PAGE_BYTES).
 const (
-	DefaultPageBytes = 4 << 20
+	DefaultPageBytes = 1 << 20
 	// MinPageBytes is the least page budget: a page of MaxPageLimit planner sessions, the
 	// largest entries without a budget of their own, always fits in it.
 	MinPageBytes = 1 << 20
