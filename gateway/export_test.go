@@ -1,5 +1,7 @@
 package gateway
 
+import "net/netip"
+
 // SubjectBudgets is how many subjects have budgets on s: those with an authenticated connection.
 func SubjectBudgets(s *Server) int {
 	s.subjMu.Lock()
@@ -12,4 +14,12 @@ func Sockets(s *Server) int {
 	s.sockets.mu.Lock()
 	defer s.sockets.mu.Unlock()
 	return s.sockets.open
+}
+
+// AddrSockets is how many sockets and unauthenticated sessions of addr s counts against
+// BALLET_MAX_CONNECTIONS_PER_IP.
+func AddrSockets(s *Server, addr string) int {
+	s.sockets.mu.Lock()
+	defer s.sockets.mu.Unlock()
+	return s.sockets.addrs[keyOf(netip.MustParseAddr(addr))]
 }

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/ballet/gateway/gateway/gatewaytest"
 	"github.com/ballet/gateway/planner/provider"
 	"github.com/ballet/gateway/streams"
+	"github.com/ballet/gateway/tracker"
 )
 
 // streamingScript streams one character every 5 ms for about ten seconds, so that
@@ -128,7 +130,7 @@ func TestPlannerWatchEndsWithAccess(t *testing.T) {
 			}
 			// The id is free again; a new grant takes effect on the next watch.
 			bob := revoked[0]
-			bob.wantError("planner.watch", watch, -32003)
+			bob.wantError("planner.watch", watch, -32004) // not found or not his: one answer
 			if err := env.Store.Grant(ctx, "WEB", "bob", "viewer", "human", "alice"); err != nil {
 				t.Fatal(err)
 			}
@@ -152,5 +154,40 @@ func TestPlannerWatchEndsWithAccess(t *testing.T) {
 				t.Fatalf("subscriptions gauge %v after the deletion, want 0", got)
 			}
 		})
+	}
+}
+
+// A session of a project the caller may not read is not found, word for word as an unknown
+// id, over RPC (planner.watch, planner.send) and REST: the answer tells neither that it
+// exists nor in which project.
+func TestPlannerSessionNotYours(t *testing.T) {
+	script, err := provider.ParseScript(strings.NewReader(streamingScript))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := gatewaytest.Start(t, &gatewaytest.Options{Planner: provider.NewScripted(script)})
+	env.Project(t, "WEB", "alice", "member")
+	env.Project(t, "OPS", "eve", "member")
+	session := createSession(t, env, env.Token(t, "alice"))
+	unknown := tracker.NewID(time.Now())
+	eve := login(t, env, codec.JSON, "eve")
+	for _, method := range []string{"planner.watch", "planner.send"} {
+		answer := func(id string) string {
+			e := eve.wantError(method, map[string]any{"subscription": "w", "session": id, "text": "hi"}, -32004)
+			return strings.ReplaceAll(e.Message, id, "ID")
+		}
+		if theirs, none := answer(session), answer(unknown); theirs != none || strings.Contains(theirs, "WEB") {
+			t.Fatalf("%s of another project's session: %q; of an unknown one: %q", method, theirs, none)
+		}
+	}
+	rest := func(id string) string {
+		status, body := restRaw(t, env, "GET", "/api/v1/planner/sessions/"+id, env.Token(t, "eve"))
+		if status != http.StatusNotFound {
+			t.Fatalf("GET session %s: %d %s, want 404", id, status, body)
+		}
+		return strings.ReplaceAll(body, id, "ID")
+	}
+	if theirs, none := rest(session), rest(unknown); theirs != none || strings.Contains(theirs, "WEB") {
+		t.Fatalf("REST: another project's session: %s; an unknown one: %s", theirs, none)
 	}
 }

@@ -259,12 +259,14 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	if !s.admitUpgrade(w, r) {
 		return
 	}
-	addr, counted := s.acquireAddr(w, r)
+	sc := socketOf(r)
+	addr, lent, counted := s.acquireAddr(w, r, sc)
 	if !counted {
 		return
 	}
 	release := func() {
-		if addr.IsValid() {
+		// A lent count stays the socket's while net/http has it, unless the hijack took it.
+		if addr.IsValid() && (!lent || s.sockets.unlend(sc)) {
 			s.sockets.releaseAddr(addr)
 		}
 	}
@@ -284,6 +286,13 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		release()
 		return
 	}
+	if lent && !s.sockets.unlend(sc) {
+		// The socket was closed before the hijack, and its count with it.
+		t.Abort()
+		s.releaseConn()
+		return
+	}
+	lent = false // the session's now
 	c := codec.ByName(t.Subprotocol())
 	if c == nil {
 		s.metrics.Closes.WithLabelValues(codeLabel(int(websocket.StatusPolicyViolation))).Inc()
@@ -305,23 +314,27 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 }
 
 // acquireAddr counts an /rpc connection against BALLET_MAX_CONNECTIONS_PER_IP until it
-// authenticates; false when the client's address is at the limit and was answered 503. The
-// zero addrKey when the address is unknown (not counted).
-func (s *Server) acquireAddr(w http.ResponseWriter, r *http.Request) (addrKey, bool) {
+// authenticates: with the count its socket sc holds of the same address (lent, taken on at the
+// hijack), else a count of its own; counted false when the client's address is at the limit and
+// was answered 503. The zero addrKey when the address is unknown (not counted).
+func (s *Server) acquireAddr(w http.ResponseWriter, r *http.Request, sc *socket) (addr addrKey, lent, counted bool) {
 	a := s.clientAddr(r)
 	if !a.IsValid() {
-		return addrKey{}, true
+		return addrKey{}, false, true
 	}
 	k := keyOf(a)
+	if s.sockets.lend(sc, k) {
+		return k, true, true
+	}
 	if s.sockets.acquireAddr(k) {
-		return k, true
+		return k, false, true
 	}
 	s.metrics.LimitRejections.WithLabelValues(limitAddrConns).Inc()
 	s.logger.Info("connection refused: too many unauthenticated connections from its address", "addr", k.String(),
 		"max", s.cfg.MaxConnectionsPerIP)
 	w.Header().Set("Retry-After", strconv.Itoa(int(overloadRetryAfter/time.Second)))
 	http.Error(w, "too many connections from this address are not authenticated; try again later", http.StatusServiceUnavailable)
-	return addrKey{}, false
+	return addrKey{}, false, false
 }
 
 func (s *Server) track(sess *session) bool {

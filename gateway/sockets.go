@@ -1,12 +1,15 @@
 // Sockets on the client port: every socket counts against BALLET_MAX_CONNECTIONS from accept
-// to close, whatever it carries; the sockets of one address that have not authenticated are
-// bounded by BALLET_MAX_CONNECTIONS_PER_IP; and no socket is held without a deadline.
+// to close, whatever it carries; the sockets of one address are bounded by
+// BALLET_MAX_CONNECTIONS_PER_IP from accept until a session authenticates on one (the count
+// passes from the socket to its /rpc session at the upgrade); and no socket is held without a
+// deadline.
 
 package gateway
 
 import (
 	"bufio"
 	"container/list"
+	"context"
 	"io"
 	"log"
 	"net"
@@ -30,6 +33,12 @@ const (
 	requestHeaderTimeout = 5 * time.Second
 	// keepAliveIdle is how long a keep-alive socket may wait for its next request.
 	keepAliveIdle = 30 * time.Second
+	// bodyGrace bounds the wait for a request's body, from the end of its header, on every
+	// route but /api/v1/ (whose RESTTimeout bounds reading a body it takes). None of them takes a
+	// body: the answer goes at once and the socket is closed after it, once what the client sent
+	// is read (so that the close does not reset the answer) or the grace is over. A GET /rpc
+	// with a body is refused 400 as a bad handshake.
+	bodyGrace = wsnet.CloseGrace
 )
 
 // sockState is where a socket is; its name is the label of ballet_gateway_sockets.
@@ -60,7 +69,7 @@ type sockets struct {
 	mu       sync.Mutex
 	open     int
 	idle     list.List       // *socket, longest idle first
-	addrs    map[addrKey]int // sockets and sessions of one address not yet authenticated
+	addrs    map[addrKey]int // sockets, and sessions not yet authenticated, of one address
 	state    map[string]int  // open sockets by state, for the metric
 	refusing atomic.Int32
 }
@@ -92,8 +101,10 @@ func (k addrKey) IsValid() bool { return netip.Addr(k).IsValid() }
 type socket struct {
 	net.Conn
 	reg     *sockets
-	addr    addrKey // the peer's address, counted while the socket is new
+	addr    addrKey // the peer's address, counted until the socket is closed or a session's
 	counted bool    // addr is counted
+	lent    bool    // an upgrade takes addr's count on at the hijack (lend)
+	handed  bool    // the hijack gave addr's count to the upgrade
 	state   sockState
 	closed  atomic.Bool
 	idleAt  *list.Element // in reg.idle while idle
@@ -148,8 +159,39 @@ func (s *Server) Listener(ln net.Listener) net.Listener {
 // HTTPServer is the client port's HTTP server for h: the deadlines of the sockets it holds,
 // and their accounting (ConnState), with Listener.
 func (s *Server) HTTPServer(h http.Handler, errLog *log.Logger) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: requestHeaderTimeout, IdleTimeout: keepAliveIdle,
-		MaxHeaderBytes: 64 << 10, ErrorLog: errLog, ConnState: s.sockets.connState}
+	return &http.Server{Handler: boundBodies(h), ReadHeaderTimeout: requestHeaderTimeout, IdleTimeout: keepAliveIdle,
+		MaxHeaderBytes: 64 << 10, ErrorLog: errLog, ConnState: s.sockets.connState,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if sc, ok := c.(*socket); ok {
+				return context.WithValue(ctx, socketKey{}, sc)
+			}
+			return ctx
+		}}
+}
+
+// socketKey is the request context's key of its *socket.
+type socketKey struct{}
+
+// socketOf is the socket r came on, or nil (a server other than HTTPServer).
+func socketOf(r *http.Request) *socket {
+	sc, _ := r.Context().Value(socketKey{}).(*socket)
+	return sc
+}
+
+// boundBodies gives every request with a body a deadline for it (bodyGrace; /api/v1/'s
+// accessLog sets RESTTimeout instead), and outside /api/v1/, where no route takes a body, has
+// the socket closed after the answer: net/http would otherwise wait, without a deadline, for
+// the body before reusing the socket, or for the rest of it before the next request.
+func boundBodies(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 { // a length, or -1: chunked
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyGrace))
+			if !strings.HasPrefix(r.URL.Path, "/api/v1/") {
+				w.Header().Set("Connection", "close")
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // bufferAtMost sets the kernel's send and receive buffers of c to n bytes (the kernel keeps twice
@@ -191,15 +233,20 @@ func (r *sockets) admit(c net.Conn) (*socket, string) {
 	peer := peerAddr(c.RemoteAddr())
 	trusted := !peer.IsValid() || r.srv.trustedProxy(peer)
 	r.mu.Lock()
+	var evict *socket
 	if !trusted {
 		sc.addr = keyOf(peer)
 		if r.addrs[sc.addr] >= r.srv.cfg.MaxConnectionsPerIP {
-			r.mu.Unlock()
-			return nil, limitAddrConns
+			// An idle keep-alive socket of the address's makes room, as on a full replica.
+			if evict = r.idleOfLocked(sc.addr); evict == nil {
+				r.mu.Unlock()
+				return nil, limitAddrConns
+			}
+			r.unidleLocked(evict)
+			r.uncountLocked(evict)
 		}
 	}
-	var evict *socket
-	if r.open >= r.max {
+	if evict == nil && r.open >= r.max {
 		front := r.idle.Front()
 		if front == nil {
 			r.mu.Unlock()
@@ -221,6 +268,16 @@ func (r *sockets) admit(c net.Conn) (*socket, string) {
 	return sc, ""
 }
 
+// idleOfLocked is the longest idle keep-alive socket of addr, or nil.
+func (r *sockets) idleOfLocked(addr addrKey) *socket {
+	for e := r.idle.Front(); e != nil; e = e.Next() {
+		if sc := e.Value.(*socket); sc.counted && sc.addr == addr {
+			return sc
+		}
+	}
+	return nil
+}
+
 // connState follows a socket through net/http (http.Server.ConnState).
 func (r *sockets) connState(c net.Conn, st http.ConnState) {
 	sc, ok := c.(*socket)
@@ -235,7 +292,6 @@ func (r *sockets) connState(c net.Conn, st http.ConnState) {
 	}
 	switch st {
 	case http.StateActive:
-		r.uncountLocked(sc) // a request came: the handshake counts its own address
 		r.unidleLocked(sc)
 		r.setStateLocked(sc, sockActive)
 	case http.StateIdle:
@@ -245,6 +301,10 @@ func (r *sockets) connState(c net.Conn, st http.ConnState) {
 			evict = r.unidleLocked(r.idle.Front().Value.(*socket))
 		}
 	case http.StateHijacked:
+		if sc.lent { // the upgrade's session counts the address from here
+			sc.counted, sc.lent, sc.handed = false, false, true
+		}
+		r.uncountLocked(sc)
 		r.unidleLocked(sc)
 		r.setStateLocked(sc, sockSession)
 	}
@@ -289,6 +349,28 @@ func (r *sockets) uncountLocked(sc *socket) {
 		sc.counted = false
 		r.releaseAddrLocked(sc.addr)
 	}
+}
+
+// lend has sc's count of addr go to the upgrade being served on it at the hijack, so that
+// the address is counted once, by the socket then by its session; false when sc does not
+// count addr (a trusted proxy's).
+func (r *sockets) lend(sc *socket, addr addrKey) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sc == nil || !sc.counted || sc.addr != addr {
+		return false
+	}
+	sc.lent = true
+	return true
+}
+
+// unlend takes back what lend lent, once the upgrade is refused: true when the hijack had
+// already given the count to the upgrade, which must then release it.
+func (r *sockets) unlend(sc *socket) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sc.lent = false
+	return sc.handed
 }
 
 // acquireAddr counts a /rpc connection of addr not yet authenticated against

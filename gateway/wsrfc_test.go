@@ -271,6 +271,10 @@ func TestRFC6455Handshake(t *testing.T) {
 			{"Connection: keep-alive", "GET", map[string]string{"Connection": "keep-alive"}, nil, http.StatusUpgradeRequired, true},
 			{"POST", "POST", nil, []string{"Content-Length: 0"}, http.StatusMethodNotAllowed, false},
 			{"version 12", "GET", map[string]string{"Sec-WebSocket-Version": "12"}, nil, http.StatusBadRequest, true},
+			{"two versions", "GET", nil, []string{"Sec-WebSocket-Version: 13"}, http.StatusBadRequest, true},
+			{"a body promised", "GET", nil, []string{"Content-Length: 100"}, http.StatusBadRequest, true},
+			{"a chunked body", "GET", nil, []string{"Transfer-Encoding: chunked"}, http.StatusBadRequest, true},
+			{"POST with a body promised", "POST", nil, []string{"Content-Length: 100"}, http.StatusMethodNotAllowed, true},
 			{"no key", "GET", map[string]string{"Sec-WebSocket-Key": ""}, nil, http.StatusBadRequest, true},
 			{"two keys", "GET", nil, []string{"Sec-WebSocket-Key: AQIDBAUGBwgJCgsMDQ4PEA=="}, http.StatusBadRequest, true},
 			{"a key of 15 bytes", "GET", map[string]string{"Sec-WebSocket-Key": "AQIDBAUGBwgJCgsMDQ4P"}, nil, http.StatusBadRequest, true},
@@ -290,7 +294,7 @@ func TestRFC6455Handshake(t *testing.T) {
 				if got := resp.Header.Get("Upgrade"); tc.status == http.StatusUpgradeRequired && !strings.EqualFold(got, "websocket") {
 					t.Errorf("426 with Upgrade %q, want websocket", got)
 				}
-				if tc.status == http.StatusBadRequest && tc.set["Sec-WebSocket-Version"] != "" {
+				if tc.status == http.StatusBadRequest && strings.Contains(tc.name, "version") {
 					if got := resp.Header.Values("Sec-WebSocket-Version"); len(got) != 1 || got[0] != "13" {
 						t.Errorf("Sec-WebSocket-Version: %q, want 13", got)
 					}

@@ -54,6 +54,7 @@ func NewHandler(store streams.SubjectStore, v httpapi.TokenVerifier, o Options, 
 			}
 			return http.StatusInternalServerError, ""
 		}}, opts)
+	h.api = api
 	route := func(ms httpapi.Methods[*auth.Principal]) http.Handler {
 		return httpapi.Route(api, func(p *auth.Principal) *auth.Principal { return p }, ms)
 	}
@@ -67,6 +68,7 @@ func NewHandler(store streams.SubjectStore, v httpapi.TokenVerifier, o Options, 
 }
 
 type handler struct {
+	api    *httpapi.API
 	store  streams.SubjectStore
 	revs   *auth.Revocations
 	conns  Lister
@@ -81,10 +83,14 @@ func actorKind(p *auth.Principal) string {
 	return streams.ActorService
 }
 
-// subject is the request's target, once its caller is known to be an administrator.
-func (h *handler) subject(r *http.Request, p *auth.Principal) (string, error) {
+// subject is the request's target, once its caller is known to be an administrator and its
+// body, which these routes do not take, to be within the body limit (413 past it).
+func (h *handler) subject(w http.ResponseWriter, r *http.Request, p *auth.Principal) (string, error) {
 	if !h.admins[p.Subject] {
 		return "", httpapi.Errorf(http.StatusForbidden, "only the subjects of BALLET_ADMIN_SUBJECTS may sign subjects out or block them")
+	}
+	if err := h.api.DiscardBody(w, r); err != nil {
+		return "", err
 	}
 	return checkSubject(r.PathValue("subject"), p)
 }
@@ -127,7 +133,7 @@ func (h *handler) connections(w http.ResponseWriter, r *http.Request, p *auth.Pr
 }
 
 func (h *handler) signOut(w http.ResponseWriter, r *http.Request, p *auth.Principal) error {
-	s, err := h.subject(r, p)
+	s, err := h.subject(w, r, p)
 	if err != nil {
 		return err
 	}
@@ -157,7 +163,7 @@ func (h *handler) unblock(w http.ResponseWriter, r *http.Request, p *auth.Princi
 }
 
 func (h *handler) setBlocked(w http.ResponseWriter, r *http.Request, p *auth.Principal, blocked bool) error {
-	s, err := h.subject(r, p)
+	s, err := h.subject(w, r, p)
 	if err != nil {
 		return err
 	}

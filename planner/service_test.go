@@ -331,10 +331,10 @@ func TestPermissionsAndArguments(t *testing.T) {
 		_, err = svc.Send(ctx, bot, id, "hello")
 		check("non-human Send", err, planner.ErrForbidden)
 		_, err = svc.Send(ctx, mallory, id, "hello")
-		check("non-member Send", err, planner.ErrForbidden)
+		check("non-member Send", err, planner.ErrNotFound) // not found or not theirs: one answer
 		_, _, err = svc.Watch(ctx, mallory, id, func(planner.Output) bool { return true })
-		check("non-member Watch", err, planner.ErrForbidden)
-		check("non-member Cancel", svc.Cancel(ctx, mallory, id), planner.ErrForbidden)
+		check("non-member Watch", err, planner.ErrNotFound)
+		check("non-member Cancel", svc.Cancel(ctx, mallory, id), planner.ErrNotFound)
 		_, err = svc.Send(ctx, alice, tracker.NewID(time.Now()), "hello")
 		check("unknown session", err, planner.ErrNotFound)
 		_, err = svc.Send(ctx, alice, "not-a-session", "hello")
@@ -356,7 +356,7 @@ func TestPermissionsAndArguments(t *testing.T) {
 		_, err = svc.Sessions(ctx, mallory, "WEB", planner.SessionPage{})
 		check("non-member Sessions", err, planner.ErrForbidden)
 		_, _, err = svc.Transcript(ctx, mallory, id)
-		check("non-member Transcript", err, planner.ErrForbidden)
+		check("non-member Transcript", err, planner.ErrNotFound)
 
 		// What a viewer may do.
 		if _, stop, err := svc.Watch(ctx, victor, id, func(planner.Output) bool { return true }); err != nil {

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -69,16 +70,33 @@ func (s *Service) Summary(ctx context.Context, c Caller, session string) (*Summa
 	return s.store.Summary(ctx, session)
 }
 
-// session returns the session after checking perm on its project.
+// session returns the session after checking perm on its project: a caller who may not read
+// it is told that it is not found (readable), one who may read it and lacks perm is forbidden.
 func (s *Service) session(ctx context.Context, c Caller, id string, perm auth.Perm) (*Session, error) {
 	sess, err := s.lookup(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.authorize(ctx, c, sess.Project, perm); err != nil {
+	if err := s.readable(ctx, c, sess); err != nil {
 		return nil, err
 	}
+	if perm != auth.PermRead {
+		if err := s.authorize(ctx, c, sess.Project, perm); err != nil {
+			return nil, err
+		}
+	}
 	return sess, nil
+}
+
+// readable is nil when c may read sess, and otherwise the error of an unknown session: a
+// session's id names no project, and the answer to one who may not read it must tell neither
+// that it exists nor where, as items do.
+func (s *Service) readable(ctx context.Context, c Caller, sess *Session) error {
+	err := s.authorize(ctx, c, sess.Project, auth.PermRead)
+	if errors.Is(err, ErrForbidden) || errors.Is(err, ErrNotFound) {
+		return Errorf(ErrNotFound, "session %s not found", sess.ID)
+	}
+	return err
 }
 
 // lookup returns the session, checking nothing but the form of its id.

@@ -3,8 +3,6 @@ package planner
 import (
 	"context"
 	"sync/atomic"
-
-	"github.com/ballet/gateway/auth"
 )
 
 // watch is one registered fn. Outputs reach it through queue, which only deliver puts to
@@ -87,7 +85,7 @@ func (s *Service) WatchFrom(ctx context.Context, c Caller, session string, opts 
 	// Access is checked once w is registered, and fn sees nothing before: a revocation
 	// that CloseWatches handled before w was there was committed before this check, which
 	// sees it; a later one ends w. Outputs wait in w's queue meanwhile.
-	err = s.authorize(ctx, c, sess.Project, auth.PermRead)
+	err = s.readable(ctx, c, sess)
 	if err == nil {
 		sess, err = s.store.Session(ctx, session)
 	}

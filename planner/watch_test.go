@@ -69,8 +69,8 @@ func TestCloseWatches(t *testing.T) {
 			t.Fatalf("alice's watch after victor's loss: %+v", o)
 		}
 	}
-	if _, _, err := svc.Watch(ctxT(t), victor, id, func(planner.Output) bool { return true }); !errors.Is(err, planner.ErrForbidden) {
-		t.Fatalf("Watch after the revocation: %v, want ErrForbidden", err)
+	if _, _, err := svc.Watch(ctxT(t), victor, id, func(planner.Output) bool { return true }); !errors.Is(err, planner.ErrNotFound) {
+		t.Fatalf("Watch after the revocation: %v, want ErrNotFound", err)
 	}
 
 	// Another project's loss changes nothing here; this project's ends every watch.

@@ -3,6 +3,7 @@ package wsnet
 import (
 	"crypto/sha1"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -32,9 +33,15 @@ func checkHandshake(h http.Header, r *http.Request) (string, int, error) {
 	if r.Method != http.MethodGet {
 		return "", http.StatusMethodNotAllowed, fmt.Errorf("a WebSocket handshake is a GET, not %s", r.Method)
 	}
-	if v := r.Header.Get("Sec-WebSocket-Version"); v != "13" {
+	if vs := r.Header.Values("Sec-WebSocket-Version"); len(vs) != 1 || vs[0] != "13" {
+		// One header, naming 13: a second one leaves the version the client speaks unsaid.
 		h.Set("Sec-WebSocket-Version", "13")
-		return "", http.StatusBadRequest, fmt.Errorf("WebSocket version 13 only, not %q", v)
+		return "", http.StatusBadRequest, fmt.Errorf("WebSocket version 13 only, in one header, not %q", vs)
+	}
+	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+		// What follows the header is the WebSocket's, not a body's: a body would be read as
+		// frames, and a server waiting for it would hold the socket.
+		return "", http.StatusBadRequest, errors.New("a WebSocket handshake has no body")
 	}
 	keys := r.Header.Values("Sec-WebSocket-Key")
 	if len(keys) != 1 {

@@ -1,6 +1,7 @@
 package wsnet
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -37,6 +38,10 @@ func TestHandshake(t *testing.T) {
 		{"no websocket in Upgrade", "GET", func(r *http.Request) { r.Header.Set("Upgrade", "h2c") }, 426, "Connection: Upgrade", nil},
 		{"a POST", "POST", nil, 405, "", nil},
 		{"version 12", "GET", func(r *http.Request) { r.Header.Set("Sec-WebSocket-Version", "12") }, 400, "Sec-WebSocket-Version: 13", nil},
+		{"two versions", "GET", func(r *http.Request) { r.Header.Add("Sec-WebSocket-Version", "13") }, 400, "Sec-WebSocket-Version: 13", nil},
+		{"a body", "GET", func(r *http.Request) {
+			r.Body, r.ContentLength = io.NopCloser(strings.NewReader("hello")), 5
+		}, 400, "", nil},
 		{"no key", "GET", func(r *http.Request) { r.Header.Del("Sec-WebSocket-Key") }, 400, "", nil},
 		{"two keys", "GET", func(r *http.Request) { r.Header.Add("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==") }, 400, "", nil},
 		{"a key of 15 bytes", "GET", func(r *http.Request) { r.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25j") }, 400, "", nil},
