@@ -22,43 +22,46 @@ import (
 )
 
 // bodyAttack is what one attacking socket sends: its requests, then a byte of drip at every
-// tick until the server closes it (none when drip is "").
+// tick until the server closes it (none when drip is ""). quick is an attack whose socket the
+// server closes at once (its first request is whole and answered with Connection: close), so
+// that the address's limit refuses its sockets only when they are opened faster than closed.
 type bodyAttack struct {
-	name string
-	send func(host string) string
-	drip string
+	name  string
+	send  func(host string) string
+	drip  string
+	quick bool
 }
 
 var bodyAttacks = []bodyAttack{
 	{"healthz with a body promised", func(string) string {
 		return "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
-	}, ""},
+	}, "", false},
 	{"an unknown path with a body promised", func(string) string {
 		return "GET /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
-	}, ""},
+	}, "", false},
 	{"POST /rpc with a body promised", func(string) string {
 		return "POST /rpc HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
-	}, ""},
+	}, "", false},
 	{"an upgrade with a body promised", func(host string) string {
 		return upgradeRequest(host, "Content-Length: 100\r\n")
-	}, ""},
+	}, "", false},
 	{"an upgrade with a chunked body", func(host string) string {
 		return upgradeRequest(host, "Transfer-Encoding: chunked\r\n")
-	}, "1\r\nx\r\n"},
+	}, "1\r\nx\r\n", false},
 	{"a chunked body that never ends", func(string) string {
 		return "GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-	}, "1\r\nx\r\n"},
+	}, "1\r\nx\r\n", false},
 	{"a body dribbled a byte at a time", func(string) string {
 		return "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
-	}, "x"},
+	}, "x", false},
 	{"a request pipelined after a body", func(string) string {
 		return "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello" +
 			"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
-	}, ""},
+	}, "", true},
 	{"a keep-alive socket reused", func(string) string {
 		return "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" +
 			"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
-	}, ""},
+	}, "", false},
 }
 
 // A request whose body does not come, on any route of the client port, holds its socket for
@@ -172,7 +175,7 @@ func bodyFlood(t *testing.T, env *gatewaytest.Env, host, addr string, n, perAddr
 	if p := peak.Load(); p > int64(perAddr) || p == 0 {
 		t.Fatalf("the address counted at most %d sockets, want 1 to %d", p, perAddr)
 	}
-	if refused.Load() == 0 {
+	if refused.Load() == 0 && !a.quick {
 		t.Fatalf("none of %d sockets was refused by the limit of %d per address", n, perAddr)
 	}
 }
