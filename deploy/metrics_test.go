@@ -293,3 +293,56 @@ func TestMetricsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsExportedAtStart: a fresh replica's /metrics has every metric of docs/operations.md's
+// table, untouched by any event (no vector given a child by the test), except the planner
+// provider's series, which come with the planner (PlannerObserver). A dashboard or an alert
+// over any of them reads 0 on a new replica rather than no data.
+func TestMetricsExportedAtStart(t *testing.T) {
+	doc := readFile(t, filepath.Join(root, "docs", "operations.md"))
+	_, table, _ := strings.Cut(doc, "\n## Metrics\n")
+	table, _, _ = strings.Cut(table, "\n## ")
+	gather := func(m *gateway.Metrics) map[string]bool {
+		fams, err := m.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, f := range fams {
+			out[f.GetName()] = true
+		}
+		for name := range registeredInCmd {
+			out[name] = true // registered by the command, read at scrape time
+		}
+		descs := make(chan *prometheus.Desc, 16)
+		gateway.NewPoolCollector(nil).Describe(descs)
+		close(descs)
+		for d := range descs {
+			out[poolDescRE.FindStringSubmatch(d.String())[1]] = true // registered by serve with its pool
+		}
+		return out
+	}
+	fresh := gather(gateway.NewMetrics())
+	withPlanner := gateway.NewMetrics()
+	withPlanner.PlannerObserver("anthropic")
+	planner := gather(withPlanner)
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 3 {
+			continue
+		}
+		name := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		if !strings.HasPrefix(name, "ballet_gateway_") {
+			continue
+		}
+		onlyWithPlanner := strings.HasPrefix(name, "ballet_gateway_planner_provider_") || name == "ballet_gateway_planner_tokens_total"
+		switch {
+		case !onlyWithPlanner && !fresh[name]:
+			t.Errorf("%s is not exported by a fresh replica: give its fixed label values a zero series", name)
+		case onlyWithPlanner && fresh[name]:
+			t.Errorf("%s is exported without the planner: docs/operations.md says it comes with it", name)
+		case onlyWithPlanner && !planner[name]:
+			t.Errorf("%s is not exported with the planner on", name)
+		}
+	}
+}

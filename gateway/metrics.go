@@ -6,9 +6,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/protocol"
+	"github.com/ballet/gateway/streams"
 )
 
 // Metrics are the gateway's Prometheus metrics, all named ballet_gateway_*.
@@ -148,7 +150,46 @@ func NewMetrics() *Metrics {
 	for _, k := range []string{"project", "item", "planner"} {
 		m.Subscriptions.WithLabelValues(k)
 	}
+	// Every other fixed label value at zero too, so that a fresh replica's dashboards and
+	// alerts read 0 rather than no data.
+	for _, name := range protocol.Names(protocol.Served) {
+		m.MessagesIn.WithLabelValues(name)
+		if mt, _ := protocol.Lookup(name); !mt.Notification {
+			m.Requests.WithLabelValues(name, codeLabel(0))
+			m.RequestDuration.WithLabelValues(name)
+		}
+	}
+	for _, name := range protocol.Names(protocol.Sent) {
+		m.MessagesOut.WithLabelValues(name)
+	}
+	for _, r := range authFailureLabels() {
+		m.AuthFailures.WithLabelValues(r)
+	}
+	for _, r := range []string{streams.ReasonLagging, streams.ReasonForbidden, streams.ReasonNotFound} {
+		m.ServerCloses.WithLabelValues(r)
+	}
+	for _, c := range closeCodeLabels() {
+		m.Closes.WithLabelValues(c)
+	}
 	return m
+}
+
+// authFailureLabels are the reason label's values of auth_failures_total: the verifier's
+// reasons and the session's own.
+func authFailureLabels() []string {
+	return append(auth.Reasons(), "timeout", "no_auth", "subject_changed")
+}
+
+// closeCodeLabels are the close codes a connection ends with: RFC 6455's that the server sends
+// or reads (1006 when the peer vanished) and the API's own.
+func closeCodeLabels() []string {
+	codes := []int{1000, 1001, 1002, 1003, 1006, 1007, 1008, 1009, 1011, 1013}
+	codes = append(codes, protocol.CloseCodes()...)
+	out := make([]string, len(codes))
+	for i, c := range codes {
+		out[i] = codeLabel(c)
+	}
+	return out
 }
 
 // PlannerObserver returns the planner.Observer that feeds the planner's metrics, with
