@@ -1,11 +1,16 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
+	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/auth/authtest"
@@ -124,5 +129,37 @@ func waitUntil(t *testing.T, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not met within 5s")
 		}
+	}
+}
+
+// Behind a trusted proxy (BALLET_TRUSTED_PROXIES) the listing shows the client's address, the
+// right-most X-Forwarded-For entry that is not a proxy, rather than the proxy's socket; a
+// connection straight from an untrusted peer shows that peer.
+func TestConnectionsListingBehindProxy(t *testing.T) {
+	env := gatewaytest.Start(t, &gatewaytest.Options{Tracker: true, AdminSubjects: []string{"root"}, Config: gateway.Config{
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, DrainWindow: 10 * time.Millisecond,
+	}})
+	ws, err := dialRaw(t, env.URL, []string{codec.JSON.Name()}, http.Header{"X-Forwarded-For": {"198.51.100.7, 127.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxied := newClient(t, ws, codec.JSON)
+	proxied.mustCall("auth", map[string]string{"token": env.Token(t, "alice")}, nil)
+	if l := listing(t, env, "?subject=alice"); len(l.Connections) != 1 || l.Connections[0].RemoteAddr != "198.51.100.7" {
+		t.Fatalf("behind the proxy: %+v, want remote_addr 198.51.100.7", l.Connections)
+	}
+	// The same header from a peer that is not a trusted proxy is not believed.
+	d := &websocket.DialOptions{Subprotocols: []string{codec.JSON.Name()}, HTTPHeader: http.Header{"X-Forwarded-For": {"198.51.100.8"}},
+		HTTPClient: &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	direct, _, err := websocket.Dial(ctx, env.URL, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { direct.CloseNow() })
+	newClient(t, direct, codec.JSON).mustCall("auth", map[string]string{"token": env.Token(t, "bob")}, nil)
+	if l := listing(t, env, "?subject=bob"); len(l.Connections) != 1 || !strings.HasPrefix(l.Connections[0].RemoteAddr, "127.0.0.2:") {
+		t.Fatalf("from an untrusted peer: %+v, want its own address", l.Connections)
 	}
 }
