@@ -29,7 +29,7 @@ type burstSub struct {
 	resubscribes int64      // after a stream.closed
 	reconnects   int64      // after a lost connection
 	resyncs      int64      // -32010 answers
-	failures     int64      // dials and subscribes that failed (retried)
+	failures     int64      // dials and subscribes that failed (retried); a close is also in disconnects
 }
 
 // codeCounts counts occurrences by a close code or reason.
@@ -117,6 +117,10 @@ func (s *burstSub) reconnect(ctx context.Context, b *bench) bool {
 			})
 			if err != nil {
 				c.close()
+				if c.closeCode != 0 {
+					// Closed by the server during the attempt (its replay, say).
+					s.note(s.disconnects, strconv.Itoa(c.closeCode))
+				}
 			}
 		}
 		cancel()
