@@ -10,6 +10,7 @@ import (
 type burstGroup struct {
 	subscribers    int
 	complete       int   // every event exactly once, in order
+	incomplete     []int // the first maxListed of the others, by index
 	notCaughtUp    int   // never received the last event
 	delivered      int64 // committed events received, once each
 	gaps           int64 // committed events never received (subscribers without a resync)
@@ -25,6 +26,9 @@ type burstGroup struct {
 	firstNs        int64 // earliest receive time
 	lastNs         int64 // latest receive time
 }
+
+// maxListed is how many incomplete subscribers a group names.
+const maxListed = 20
 
 // burstAccount is the check of every subscriber against the commit log.
 type burstAccount struct {
@@ -65,6 +69,8 @@ func accountBurst(subs []*burstSub, commits *commitLog) *burstAccount {
 		g.outOfOrder += tr.outOfOrder
 		if missing == 0 && tr.dups == 0 && tr.outOfOrder == 0 {
 			g.complete++
+		} else if len(g.incomplete) < maxListed {
+			g.incomplete = append(g.incomplete, s.idx)
 		}
 		if tr.last.Load() < last {
 			g.notCaughtUp++
@@ -91,6 +97,9 @@ func (g *burstGroup) addTo(r *report, prefix string) {
 		return
 	}
 	r.add(p("complete"), g.complete, "")
+	if len(g.incomplete) > 0 {
+		r.add(p("incomplete_first"), g.incomplete, "")
+	}
 	r.add(p("delivered_events"), g.delivered, "")
 	r.add(p("gaps"), g.gaps, "")
 	r.add(p("duplicates"), g.dups, "")

@@ -144,7 +144,6 @@ func (s *burstSub) reconnect(ctx context.Context, b *bench) bool {
 // subscribe makes the next subscription with from_seq, and without it after
 // a -32010 answer, through call.
 func (s *burstSub) subscribe(ctx context.Context, call func(id string, from *int64) (int64, error)) error {
-	s.tr.ended.Store(false)
 	from := s.resumeFrom()
 	s.n++
 	seq, err := call("s"+strconv.Itoa(s.n), &from)
