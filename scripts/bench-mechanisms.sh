@@ -5,6 +5,7 @@
 # default build's runs are also the current figures against the targets.
 #
 # Usage: scripts/bench-mechanisms.sh [idle] [liveheap] [latency] [saturate] [rates] [codecs] [single] [replay]
+#        [burst]
 #        (idle, latency and saturate by default)
 #
 #   idle      IDLE_N idle subscribed connections held HOLD, a fresh serve each
@@ -33,6 +34,12 @@
 #   replay    in both codecs: one client's replay of 1000 events, 50 times (replay p99), and
 #             the replay storm (1000 clients reconnect at once 1000 events behind: the time
 #             until all caught up, gaps, duplicates)
+#   burst     in both codecs, each a fresh serve, one transaction of many events (ballet-bench
+#             --mode burst, the server's RSS every 10 ms): burst1, 2,000 events of 2 KB to 1,000
+#             subscribers; burst2, 2,000 events of 80 KB to 1 subscriber reading and 10 not reading
+#             until it has them all; burst3, 5,000 events of 2 KB to 1,000 subscribers not reading
+#             for BURST_PAUSE: deliveries/s, the server's CPU per delivery, its peak RSS growth,
+#             subscribers that got every event once, lagging closes and disconnects
 #
 # Variants (build tags of ./cmd/ballet-gateway, or an environment variable):
 #
@@ -69,6 +76,9 @@
 #   SERVE_ENV  more VAR=value settings for every serve, e.g. BALLET_HEARTBEAT_INTERVAL=1s
 #   PROFILE    seconds of a CPU profile of each serve, taken from 4 s into its run, kept as
 #              OUT/NAME.pprof (default none; serve runs with BALLET_PPROF=true)
+#   BURSTS     the burst runs (default "1 2 3"); BURST_CODECS their codecs (default "msgpack json")
+#   BURST_PAUSE  how long burst3's subscribers stop reading after the commit (default 10s)
+#   BURST_DIV  divides the bursts' subscribers and events, for a quick try (default 1)
 #   OUT        directory for the raw reports and logs (default: a new temporary one)
 set -euo pipefail
 
@@ -81,13 +91,17 @@ VARIANTS_IDLE=${VARIANTS_IDLE:-"default:msgpack nopark:msgpack notimerheap:msgpa
 VARIANTS_LIVE=${VARIANTS_LIVE:-"default:msgpack nodirect:msgpack noparallel:msgpack default:json"}
 RATES=${RATES:-"50 100 200 400 800"}
 SINGLE_WRITERS=${SINGLE_WRITERS:-4}
+BURSTS=${BURSTS:-"1 2 3"}
+BURST_CODECS=${BURST_CODECS:-"msgpack json"}
+BURST_PAUSE=${BURST_PAUSE:-10s}
+BURST_DIV=${BURST_DIV:-1}
 OUT=${OUT:-$(mktemp -d -t ballet-mechanisms.XXXXXX)}
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(idle latency saturate)
 
 for t in "${TARGETS[@]}"; do
-	case $t in idle | liveheap | latency | saturate | rates | codecs | single | replay) ;; *)
-		echo "usage: $0 [idle] [liveheap] [latency] [saturate] [rates] [codecs] [single] [replay]" >&2
+	case $t in idle | liveheap | latency | saturate | rates | codecs | single | replay | burst) ;; *)
+		echo "usage: $0 [idle] [liveheap] [latency] [saturate] [rates] [codecs] [single] [replay] [burst]" >&2
 		exit 2
 		;;
 	esac
@@ -149,7 +163,7 @@ env_of() {
 # Build each variant once; every tag combination must also vet.
 variants=(default)
 for t in "${TARGETS[@]}"; do
-	case $t in idle | liveheap) pairs=$VARIANTS_IDLE ;; codecs | single | replay) pairs= ;; *) pairs=$VARIANTS_LIVE ;; esac
+	case $t in idle | liveheap) pairs=$VARIANTS_IDLE ;; codecs | single | replay | burst) pairs= ;; *) pairs=$VARIANTS_LIVE ;; esac
 	for pair in $pairs; do
 		variants+=("${pair%%:*}")
 	done
@@ -327,6 +341,21 @@ run() {
 	storm)
 		"${BENCH[@]}" --codec "$codec" --mode replay-storm --subscribers 1000 >"$raw" 2>>"$OUT/bench.log" || true
 		;;
+	burst1 | burst2 | burst3)
+		local args
+		case $target in
+		burst1) args=(--subscribers $((1000 / BURST_DIV)) --burst-events $((2000 / BURST_DIV)) --event-bytes 2048) ;;
+		burst2)
+			local paused=$((10 / BURST_DIV > 0 ? 10 / BURST_DIV : 1))
+			args=(--subscribers $((paused + 1)) --paused "$paused" --burst-events $((2000 / BURST_DIV)) --event-bytes 81920)
+			;;
+		burst3)
+			args=(--subscribers $((1000 / BURST_DIV)) --paused $((1000 / BURST_DIV)) --pause "$BURST_PAUSE"
+				--burst-events $((5000 / BURST_DIV)) --event-bytes 2048)
+			;;
+		esac
+		"${BENCH[@]}" --codec "$codec" --mode burst "${args[@]}" --server-pid "$SERVE_PID" >"$raw" 2>>"$OUT/bench.log" || true
+		;;
 	saturate)
 		"${BENCH[@]}" --codec "$codec" --mode saturate --subscribers 1000 --duration 10s >"$raw" 2>>"$OUT/bench.log" || true
 		;;
@@ -374,6 +403,14 @@ def describe:
 		"replay p99 " + each(.replay_p99_ms | r1) + " ms; p50 " + each(.replay_p50_ms | r1) + " ms; gaps " + each(.gaps)
 	elif .[0].target == "storm" then
 		"all caught up in " + each(.all_caught_up_s | r1) + " s; gaps " + each(.gaps) + "; duplicates " + each(.duplicates)
+	elif .[0].target | startswith("burst") then
+		(if any(.[]; .deliveries_per_s) then each((.deliveries_per_s // 0) / 1000 | r1) + "k deliveries/s"
+		else "caught up " + each(.paused_caught_up_s // 0 | r1) + " s after reading again" end) +
+		"; server CPU " + each(.server_cpu_us_per_delivery | r1) +
+		" us per delivery; peak RSS +" + each(.server_rss_peak_growth_bytes / 1e6 | r1) + " MB; every event once " +
+		each("\((.fast_complete // 0) + (.paused_complete // 0))/\(.subscribers)") + "; lagging closes " +
+		each((.fast_stream_closed.lagging // 0) + (.paused_stream_closed.lagging // 0)) + "; disconnects " +
+		each([.fast_disconnects, .paused_disconnects] | map((. // {}) | [.[]] | add // 0) | add)
 	elif .[0].target == "overload" then
 		each(.deliveries_per_s / 1000 | round) + "k deliveries/s; p99 " + each(.latency_p99_ms | r1) +
 		" ms; server CPU " + each(per_delivery) + " us per delivery; gaps " + each(.gaps)
@@ -403,6 +440,14 @@ for round in $(seq "$RUNS"); do
 			for codec in msgpack json; do
 				run replay default "$codec" "$round"
 				run storm default "$codec" "$round"
+			done
+			continue
+		fi
+		if [ "$target" = burst ]; then
+			for b in $BURSTS; do
+				for codec in $BURST_CODECS; do
+					run "burst$b" default "$codec" "$round"
+				done
 			done
 			continue
 		fi

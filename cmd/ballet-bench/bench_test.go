@@ -110,7 +110,9 @@ func noBenchGoroutines(t *testing.T) {
 		if !strings.Contains(stacks, "main.(*client).readLoop") &&
 			!strings.Contains(stacks, "main.(*writerSet).writer") &&
 			!strings.Contains(stacks, "main.(*bench).connectAll") &&
-			!strings.Contains(stacks, "main.(*modelServer)") {
+			!strings.Contains(stacks, "main.(*modelServer)") &&
+			!strings.Contains(stacks, "main.(*burstSub).drive") &&
+			!strings.Contains(stacks, "main.(*rssSampler).run") {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -337,6 +339,12 @@ func TestUsage(t *testing.T) {
 		{"url", []string{"--token", "x", "--db", "postgres://x", "--url", "ftp://x"}},
 		{"replay subscribers", []string{"--token", "x", "--db", "postgres://x", "--mode", "replay", "--subscribers", "2"}},
 		{"duration", []string{"--token", "x", "--db", "postgres://x", "--duration", "0s"}},
+		{"burst events", []string{"--token", "x", "--db", "postgres://x", "--mode", "burst", "--burst-events", "0"}},
+		{"burst paused", []string{"--token", "x", "--db", "postgres://x", "--mode", "burst", "--subscribers", "2", "--paused", "3"}},
+		{"burst pause", []string{"--token", "x", "--db", "postgres://x", "--mode", "burst", "--pause", "-1s"}},
+		{"burst event bytes", []string{"--token", "x", "--db", "postgres://x", "--mode", "burst", "--event-bytes", "600000"}},
+		{"burst payload", []string{"--token", "x", "--db", "postgres://x", "--mode", "burst", "--payload-bytes", "10"}},
+		{"burst metrics", []string{"--token", "x", "--db", "postgres://x", "--mode", "burst", "--server-metrics", "http://x/metrics"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

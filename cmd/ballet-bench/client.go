@@ -33,9 +33,20 @@ type client struct {
 	nextID int64
 	calls  map[int64]pendingCall
 	err    error // why the reader stopped
+	// closeCode is the server's close code when the connection was lost
+	// (1006 without a close frame); written before done closes.
+	closeCode int
 
 	closing atomic.Bool
+	quit    chan struct{} // closed by close: a held reader stops
 	done    chan struct{} // closed when the reader has stopped
+
+	// hold, when set, holds the reader before its next frame until the
+	// channel closes: the connection's socket is not read at all meanwhile.
+	hold atomic.Pointer[<-chan struct{}]
+	// closedCh, when set (burst mode), receives the reason of each
+	// stream.closed of the tracked subscription; it never blocks the reader.
+	closedCh chan string
 }
 
 // subState names the tracked subscription and its tracker.
@@ -94,10 +105,13 @@ func (b *bench) dialURL(ctx context.Context, idx int, u string) (*client, error)
 	ws.SetReadLimit(int64(1<<20 + 2*b.cfg.payloadBytes))
 	c := &client{
 		b: b, idx: idx, ws: ws, codec: b.cfg.codec, typ: websocket.MessageText,
-		done: make(chan struct{}),
+		quit: make(chan struct{}), done: make(chan struct{}),
 	}
 	if b.cfg.codec.Binary() {
 		c.typ = websocket.MessageBinary
+	}
+	if b.cfg.mode == modeBurst {
+		c.closedCh = make(chan string, 8)
 	}
 	go c.readLoop()
 	return c, nil
@@ -116,9 +130,30 @@ func newHTTPClient() *http.Client {
 // close ends the connection without a close handshake and waits for the
 // reader.
 func (c *client) close() {
-	c.closing.Store(true)
+	if !c.closing.Swap(true) {
+		close(c.quit)
+	}
 	_ = c.ws.CloseNow()
 	<-c.done
+}
+
+// holdUntil stops the reader before its next frame until release closes.
+func (c *client) holdUntil(release <-chan struct{}) { c.hold.Store(&release) }
+
+// held waits while the reader is held; it reports false once the
+// connection is closing.
+func (c *client) held() bool {
+	h := c.hold.Load()
+	if h == nil {
+		return true
+	}
+	select {
+	case <-*h:
+		c.hold.Store(nil)
+		return true
+	case <-c.quit:
+		return false
+	}
 }
 
 func (c *client) readLoop() {
@@ -126,6 +161,10 @@ func (c *client) readLoop() {
 	buf := make([]byte, 0, 512)
 	var fi frameInfo
 	for {
+		if !c.held() {
+			c.stop(errClientClosed)
+			return
+		}
 		_, r, err := c.ws.Reader(context.Background())
 		if err == nil {
 			buf, err = readFrame(buf[:0], r)
@@ -190,6 +229,12 @@ func (c *client) handle(fi *frameInfo) {
 			c.b.serverCloses.Add(1)
 		}
 		st.tr.ended.Store(true)
+		if c.closedCh != nil {
+			select {
+			case c.closedCh <- fi.reason:
+			default:
+			}
+		}
 	case frameResponse:
 		c.mu.Lock()
 		pc, ok := c.calls[fi.id]
@@ -228,11 +273,21 @@ func (c *client) stop(err error) {
 	}
 	if !c.closing.Load() {
 		c.b.disconnects.Add(1)
+		c.closeCode = closeCode(err)
 		c.b.noteError(fmt.Errorf("connection %d lost: %w", c.idx, err))
 		if st := c.sub.Load(); st != nil {
 			st.tr.ended.Store(true)
 		}
 	}
+}
+
+// closeCode is the code of the close frame that ended a connection, or
+// 1006 (abnormal closure) when none was read.
+func closeCode(err error) int {
+	if s := websocket.CloseStatus(err); s != -1 {
+		return int(s)
+	}
+	return int(websocket.StatusAbnormalClosure)
 }
 
 // send writes one request and returns the channel its response arrives on.

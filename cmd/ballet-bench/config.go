@@ -25,6 +25,7 @@ const (
 	modeReplayStorm = "replay-storm"
 	modeWriter      = "writer"
 	modePlanner     = "planner"
+	modeBurst       = "burst"
 )
 
 // config is a parsed command line.
@@ -61,6 +62,11 @@ type config struct {
 	cpuProfile    string
 	help          bool
 	version       bool // --version: print the build's version
+
+	// burst mode
+	burstEvents int           // events of the one transaction
+	paused      int           // subscribers that stop reading during the burst
+	pause       time.Duration // how long they stop after the commit; 0: until the others have it all
 
 	// planner mode
 	modelListen      string
@@ -126,6 +132,10 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	fs.IntVar(&c.connections, "connections", 4, "")
 	fs.IntVar(&c.subjects, "subjects", 0, "")
 	fs.StringVar(&c.subjectTokenURL, "subject-token-url", "", "")
+	fs.IntVar(&c.burstEvents, "burst-events", 2000, "")
+	eventBytes := fs.Int("event-bytes", 2048, "")
+	fs.IntVar(&c.paused, "paused", 0, "")
+	fs.DurationVar(&c.pause, "pause", 0, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			c.help = true
@@ -180,12 +190,16 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 
 	switch c.mode {
 	case modeLive, modeSaturate, modeIdle, modeReplay, modeReplayStorm, modeWriter:
+	case modeBurst:
+		if err := c.checkBurst(set, *eventBytes); err != nil {
+			return nil, err
+		}
 	case modePlanner:
 		if err := c.checkPlanner(); err != nil {
 			return nil, err
 		}
 	default:
-		return nil, usageErr("--mode %q: want live, saturate, idle, replay, replay-storm, writer or planner", c.mode)
+		return nil, usageErr("--mode %q: want live, saturate, idle, replay, replay-storm, writer, burst or planner", c.mode)
 	}
 	if c.mode == modeSaturate && !set["batch"] {
 		c.batch = 200
@@ -226,7 +240,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 		return nil, usageErr("--db-cost measures the live mode, --db-pid the live and planner modes")
 	}
 	if c.payloadBytes > 512<<10 {
-		return nil, usageErr("--payload-bytes must be at most %d", 512<<10)
+		return nil, usageErr("--payload-bytes and --event-bytes must be at most %d", 512<<10)
 	}
 	if c.serverPID != 0 && c.serverMetrics != "" {
 		return nil, usageErr("--server-pid and --server-metrics exclude each other")
@@ -305,6 +319,30 @@ func (c *config) checkPlanner() error {
 	return nil
 }
 
+// checkBurst checks the burst mode's flags; --event-bytes is its --payload-bytes.
+func (c *config) checkBurst(set map[string]bool, eventBytes int) error {
+	if set["payload-bytes"] {
+		return usageErr("--mode burst sizes its events with --event-bytes")
+	}
+	if eventBytes < 0 {
+		return usageErr("--event-bytes must not be negative")
+	}
+	c.payloadBytes = eventBytes
+	if c.burstEvents <= 0 {
+		return usageErr("--burst-events must be positive")
+	}
+	if c.paused < 0 || c.paused > c.subscribers {
+		return usageErr("--paused must be between 0 and --subscribers (%d)", c.subscribers)
+	}
+	if c.pause < 0 {
+		return usageErr("--pause must not be negative")
+	}
+	if c.serverMetrics != "" {
+		return usageErr("--mode burst samples the server's RSS every %s from /proc: give --server-pid", rssInterval)
+	}
+	return nil
+}
+
 // deltasPerTurn is the number of text deltas of each answer.
 func (c *config) deltasPerTurn() int { return int(math.Round(c.outputsPerSecond * c.turnSeconds)) }
 
@@ -336,6 +374,10 @@ func (c *config) params() []field {
 		fs = append(fs, field{"writers", c.writers, ""}, field{"batch", c.batch, "events/tx"},
 			field{"duration_s", c.duration.Seconds(), "s"}, field{"payload_bytes", c.payloadBytes, ""},
 			field{"explicit_tx", c.explicitTx, ""})
+	case modeBurst:
+		fs = append(fs, field{"subscribers", c.subscribers, ""}, field{"paused", c.paused, ""},
+			field{"pause_s", c.pause.Seconds(), "s"}, field{"burst_events", c.burstEvents, ""},
+			field{"event_bytes", c.payloadBytes, ""}, field{"explicit_tx", c.explicitTx, ""})
 	case modePlanner:
 		fs = append(fs, field{"replicas", len(c.urls), ""}, field{"turns", c.turns, ""},
 			field{"watchers_per_session", c.watchers, ""}, field{"connections_per_replica", c.connections, ""},

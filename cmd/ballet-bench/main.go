@@ -44,6 +44,9 @@ modes (--mode):
   replay-storm  N clients disconnect, --storm-events are written, all reconnect at once
                 with from_seq: time until all caught up, gaps, duplicates
   writer        --writers batched writers at full speed: events/s, commit order check
+  burst         N subscribers, the last --paused of them not reading; then one transaction
+                of --burst-events events: deliveries/s, the server's CPU per delivery and
+                peak RSS growth, disconnects and stream.closed by code, every event once
   planner       plays the model (--model-listen) for --turns planner sessions answered at
                 once: emit→watcher latency per delta, deliveries/s, gaps, duplicates,
                 turns whose done never came
@@ -66,7 +69,8 @@ flags:
   --grace D             time allowed for the last deliveries (default 5s)
   --settle D            idle: wait before reading the server's RSS (default 3s)
   --payload-bytes N     approximate payload size of each event (default 100)
-  --server-pid PID      idle: read the server's RSS from /proc/PID/status
+  --server-pid PID      idle: read the server's RSS from /proc/PID/status; burst: every 10 ms
+                        from the burst's start, and the server's CPU from /proc/PID/stat
   --server-metrics URL  idle: read process_resident_memory_bytes, e.g. http://127.0.0.1:8081/metrics
   --db-cost             live: the transactions the database of --db ran during the run, beyond
                         the writer's own, per writer commit (waits 11 s before and after it
@@ -93,6 +97,12 @@ flags:
   --subject-token-url URL  planner: GET a JSON {"token"} for each sender, {subject} replaced by
                         its name, e.g. http://127.0.0.1:8080/dev/token?subject={subject}; without
                         it, --subjects 1 sends as the token's subject
+  --burst-events N      burst: events of the one transaction (default 2000)
+  --event-bytes N       burst: approximate payload size of each event (default 2048)
+  --paused K            burst: the last K subscribers stop reading their sockets before the
+                        write (default 0)
+  --pause D             burst: the paused subscribers read again D after the commit; 0: once
+                        the others have every event (default 0)
   --explicit-tx         write with BEGIN; INSERT; COMMIT instead of one INSERT statement
   --json                one JSON object per line instead of a table
   --cpuprofile FILE     write the load generator's own CPU profile (go tool pprof)
@@ -202,6 +212,8 @@ func execute(ctx context.Context, cfg *config, o *runOptions, r *report) error {
 		return b.runWriter(ctx, r)
 	case modePlanner:
 		return b.runPlanner(ctx, r)
+	case modeBurst:
+		return b.runBurst(ctx, r)
 	}
 	return nil
 }
