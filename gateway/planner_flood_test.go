@@ -15,6 +15,7 @@ import (
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/gateway/gatewaytest"
 	"github.com/ballet/gateway/internal/heaptest"
+	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/planner/provider"
 )
@@ -60,8 +61,11 @@ const (
 // a page of 100, the default limit, with a next, so that while all hold their page the live
 // heap grows by less than listHeapGrowth; the whole list would be five times as large.
 func TestSessionListingIsPaged(t *testing.T) {
+	// The listings in flight of one subject are raised too: the bound of those is
+	// TestRESTListingFlood's; this test measures what 20 pages at once hold.
 	env := gatewaytest.Start(t, &gatewaytest.Options{Postgres: true, Planner: provider.NewScripted(nil),
-		PlannerOptions: planner.Options{SessionRate: listSessions}})
+		PlannerOptions: planner.Options{SessionRate: listSessions},
+		RESTListings:   httpapi.ListingOptions{PerSubject: listClients, Replica: listClients}})
 	env.Project(t, "WEB", "alice", "member")
 	alice := env.Token(t, "alice")
 	body, _ := json.Marshal(map[string]string{"title": strings.Repeat("😀", planner.MaxTitle)})
