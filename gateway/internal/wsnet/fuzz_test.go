@@ -121,6 +121,9 @@ func FuzzReadMessages(f *testing.F) {
 		if _, err := tr.Read(context.Background()); !errors.Is(err, io.EOF) {
 			t.Fatalf("after the messages: %v, want EOF", err)
 		}
+		if n := PartialBytes(); n != 0 {
+			t.Fatalf("%d bytes still counted as partial", n)
+		}
 		pongs := bytes.Count(mc.out.Bytes(), []byte{0x8a, 1, 'p'})
 		if want := bytes.Count(in, []byte{0x89, 0x81}); pongs != want {
 			t.Fatalf("%d pongs for %d pings", pongs, want)
@@ -213,6 +216,9 @@ func FuzzReadBytes(f *testing.F) {
 		}
 		if failed == nil {
 			t.Fatal("the reading never ended")
+		}
+		if n := PartialBytes(); n != 0 {
+			t.Fatalf("%d bytes still counted as partial after the reading failed", n)
 		}
 		checkServerFrames(t, mc.out.Bytes())
 	})

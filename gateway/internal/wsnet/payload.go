@@ -3,6 +3,7 @@ package wsnet
 import (
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -14,6 +15,15 @@ import (
 // before it (between pieceMin and pieceMax bytes), then copied onto the message once whole:
 // one allocation per message, as when its length was taken on trust, and the pieces go back
 // to their pools.
+
+// partialBytes is what the process holds for payloads not yet whole: the pieces of long
+// frames, and the messages of which a fragment but not the last has arrived. Short frames of
+// one piece (under readChunk) are left out: at most readChunk each, and on the fast path.
+var partialBytes atomic.Int64
+
+// PartialBytes is the heap this process's connections hold for messages whose frames have
+// not all arrived (the gateway's ballet_gateway_partial_message_bytes).
+func PartialBytes() int64 { return partialBytes.Load() }
 
 const (
 	pieceMin = 4 << 10
@@ -61,6 +71,7 @@ func (t *Transport) readPayload(msg []byte, n int, key [4]byte) ([]byte, error) 
 	for got := 0; got < n; {
 		p := piecePools[pieceClass(got, n-got)].Get().(*[]byte)
 		pieces = append(pieces, p)
+		partialBytes.Add(int64(len(*p)))
 		b := (*p)[:min(len(*p), n-got)]
 		if err := t.cork.readFull(b); err != nil {
 			putPieces(pieces)
@@ -80,9 +91,12 @@ func (t *Transport) readPayload(msg []byte, n int, key [4]byte) ([]byte, error) 
 
 // putPieces gives pieces back to their pools.
 func putPieces(pieces []*[]byte) {
+	n := 0
 	for _, p := range pieces {
+		n += len(*p)
 		piecePools[bits.TrailingZeros(uint(len(*p)/pieceMin))].Put(p)
 	}
+	partialBytes.Add(-int64(n))
 }
 
 // growTo is b extended to n bytes: its capacity at least doubles, so that a message read in

@@ -140,7 +140,11 @@ func TestDeclaredLengthReservesNothing(t *testing.T) {
 		<-p.got
 	}
 	per := (heaptest.LiveHeap() - base) / n
-	t.Logf("%d bytes of heap more per connection after a header declaring %d bytes", per, limit)
+	t.Logf("%d bytes of heap more per connection after a header declaring %d bytes; %d bytes counted as partial",
+		per, limit, PartialBytes())
+	if got := PartialBytes(); got > n*pieceMin {
+		t.Errorf("%d bytes counted as partial, want at most %d", got, n*pieceMin)
+	}
 	if per > declaredHeap {
 		t.Fatalf("a header declaring %d bytes holds %d bytes of heap, bound %d", limit, per, declaredHeap)
 	}

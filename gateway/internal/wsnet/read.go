@@ -80,6 +80,17 @@ func (t *Transport) Read(context.Context) ([]byte, error) {
 // reads it) is told to the Owner (Framed) as its header is read. Text is checked to be UTF-8
 // fragment by fragment, a character split between two fragments left to the next.
 func (t *Transport) readMessage() ([]byte, error) {
+	var held int64 // the message's capacity counted in partialBytes while it is not whole
+	msg, err := t.readFrames(&held)
+	if held > 0 {
+		partialBytes.Add(-held)
+	}
+	return msg, err
+}
+
+// readFrames is readMessage, counting in *held the message's capacity in partialBytes while a
+// fragment but not the last has arrived.
+func (t *Transport) readFrames(held *int64) ([]byte, error) {
 	if t.rerr != nil {
 		return nil, t.rerr
 	}
@@ -142,6 +153,10 @@ func (t *Transport) readMessage() ([]byte, error) {
 		if h.fin {
 			t.readOne = true
 			return msg, nil
+		}
+		if c := int64(cap(msg)); c > *held {
+			partialBytes.Add(c - *held)
+			*held = c
 		}
 	}
 }
