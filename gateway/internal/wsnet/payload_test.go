@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/coder/websocket"
@@ -147,6 +148,29 @@ func TestDeclaredLengthReservesNothing(t *testing.T) {
 	}
 	if per > declaredHeap {
 		t.Fatalf("a header declaring %d bytes holds %d bytes of heap, bound %d", limit, per, declaredHeap)
+	}
+	// What the peers send is held, and not much more: 16 of them send all the payload but its
+	// last byte (the docs' worst case of a connection mid-way through a message).
+	const sending = 16
+	base = heaptest.LiveHeap()
+	partial := PartialBytes()
+	for _, p := range peers[:sending] {
+		if _, err := p.c.Write(make([]byte, limit-1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := partial + sending*(limit-pieceMin) // each reader has taken its last piece
+	deadline := time.Now().Add(30 * time.Second)
+	for PartialBytes() < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes counted as partial, want %d", PartialBytes(), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	sent := (heaptest.LiveHeap() - base) / sending
+	t.Logf("%d bytes of heap more per connection that sent %d bytes of the payload", sent, limit-1)
+	if sent > limit+declaredHeap {
+		t.Fatalf("%d bytes of a payload held in %d bytes of heap", limit-1, sent)
 	}
 }
 
