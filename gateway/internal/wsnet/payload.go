@@ -10,8 +10,9 @@ import (
 // A frame's header declares its length, but its payload's memory is taken as the bytes
 // arrive, not as the header declares them: a peer that sends a header declaring the read
 // limit and nothing after it makes the server hold at most pieceMin bytes more than it has
-// sent. A short payload (under readChunk), or one the message already has room for, is read
-// in place; a longer one into pooled pieces, each at most as large as what has arrived
+// sent. A short payload (under readChunk), one the message already has room for, or one no
+// longer than what the message already holds (a fragment: the message at most doubles), is
+// read in place; a longer one into pooled pieces, each at most as large as what has arrived
 // before it (between pieceMin and pieceMax bytes), then copied onto the message once whole:
 // one allocation per message, as when its length was taken on trust, and the pieces go back
 // to their pools.
@@ -54,11 +55,16 @@ func pieceClass(got, left int) int {
 	return c
 }
 
-// readPayload reads a frame's n payload bytes onto msg and unmasks them with key.
-func (t *Transport) readPayload(msg []byte, n int, key [4]byte) ([]byte, error) {
+// readPayload reads a frame's n payload bytes onto msg and unmasks them with key. Unless the
+// frame is a whole message by itself (fin, and msg empty), msg's capacity is counted in
+// partialBytes, *held of it so far.
+func (t *Transport) readPayload(msg []byte, n int, key [4]byte, fin bool, held *int64) ([]byte, error) {
 	start := len(msg)
-	if n < readChunk || n <= cap(msg)-start {
+	if n < readChunk || n <= cap(msg)-start || n <= start {
 		msg = growTo(msg, start+n)
+		if start > 0 || !fin {
+			hold(msg, held)
+		}
 		p := msg[start:]
 		if err := t.cork.readFull(p); err != nil {
 			return nil, err
@@ -66,8 +72,8 @@ func (t *Transport) readPayload(msg []byte, n int, key [4]byte) ([]byte, error) 
 		unmask(p, key)
 		return msg, nil
 	}
-	var held [32]*[]byte
-	pieces := held[:0]
+	var inHand [32]*[]byte
+	pieces := inHand[:0]
 	for got := 0; got < n; {
 		p := piecePools[pieceClass(got, n-got)].Get().(*[]byte)
 		pieces = append(pieces, p)
@@ -80,6 +86,9 @@ func (t *Transport) readPayload(msg []byte, n int, key [4]byte) ([]byte, error) 
 		got += len(b)
 	}
 	msg = growTo(msg, start+n)
+	if start > 0 || !fin {
+		hold(msg, held)
+	}
 	off := start
 	for _, p := range pieces {
 		off += copy(msg[off:], *p)
@@ -87,6 +96,14 @@ func (t *Transport) readPayload(msg []byte, n int, key [4]byte) ([]byte, error) 
 	putPieces(pieces)
 	unmask(msg[start:], key)
 	return msg, nil
+}
+
+// hold counts msg's capacity in partialBytes, *held of it counted so far.
+func hold(msg []byte, held *int64) {
+	if c := int64(cap(msg)); c > *held {
+		partialBytes.Add(c - *held)
+		*held = c
+	}
 }
 
 // putPieces gives pieces back to their pools.
@@ -99,13 +116,14 @@ func putPieces(pieces []*[]byte) {
 	partialBytes.Add(-int64(n))
 }
 
-// growTo is b extended to n bytes: its capacity at least doubles, so that a message read in
-// many fragments is copied a bounded number of times.
+// growTo is b extended to n bytes: its capacity at least doubles what it holds, so that a
+// message read in many fragments is copied a bounded number of times, and is never more than
+// twice what has arrived (and the fragment being read).
 func growTo(b []byte, n int) []byte {
 	if n <= cap(b) {
 		return b[:n]
 	}
-	nb := make([]byte, n, max(n, 2*cap(b)))
+	nb := make([]byte, n, max(n, 2*len(b)))
 	copy(nb, b)
 	return nb
 }

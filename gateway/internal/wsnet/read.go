@@ -88,8 +88,8 @@ func (t *Transport) readMessage() ([]byte, error) {
 	return msg, err
 }
 
-// readFrames is readMessage, counting in *held the message's capacity in partialBytes while a
-// fragment but not the last has arrived.
+// readFrames is readMessage, counting in *held the message's capacity in partialBytes while it
+// is not whole (readPayload).
 func (t *Transport) readFrames(held *int64) ([]byte, error) {
 	if t.rerr != nil {
 		return nil, t.rerr
@@ -141,7 +141,7 @@ func (t *Transport) readFrames(held *int64) ([]byte, error) {
 		if !h.fin && t.owner != nil {
 			t.owner.Framed()
 		}
-		if msg, err = t.readPayload(msg, int(h.n), h.key); err != nil {
+		if msg, err = t.readPayload(msg, int(h.n), h.key, h.fin, held); err != nil {
 			return nil, err
 		}
 		if op == opText {
@@ -153,10 +153,6 @@ func (t *Transport) readFrames(held *int64) ([]byte, error) {
 		if h.fin {
 			t.readOne = true
 			return msg, nil
-		}
-		if c := int64(cap(msg)); c > *held {
-			partialBytes.Add(c - *held)
-			*held = c
 		}
 	}
 }
