@@ -1,5 +1,6 @@
 // CPU budgets: what a client may make a replica compute, per connection
-// (BALLET_REQUEST_RATE, WebSocket pings included) and per subject across
+// (BALLET_REQUEST_RATE, WebSocket pings included, and every other frame
+// that is not a message at a sixteenth of a request) and per subject across
 // its connections on the replica (BALLET_SUBJECT_REQUEST_RATE,
 // BALLET_REPLAY_RATE), so that no client takes the replica's cores while
 // it stays within the other limits.
@@ -17,6 +18,7 @@ import (
 // The limit labels of the budgets (see limits.go).
 const (
 	limitPings           = "pings"
+	limitFrames          = "frames"
 	limitSubjectRequests = "subject_requests"
 	limitReplay          = "replay"
 )
@@ -188,6 +190,53 @@ func (s *session) Pinged(ctx context.Context, _ []byte) bool {
 	}
 	return false
 }
+
+// framesPerRequest is how many frames that are not messages (pongs, close frames, fragments
+// of a message before its last) the frame budget takes for one request of
+// BALLET_REQUEST_RATE: a message of the read limit in fragments of 512 bytes fits its burst.
+const framesPerRequest = 16
+
+// frameRate is the frame budget's rate per second (its burst is twice that).
+func (c *Config) frameRate() int { return framesPerRequest * c.RequestRate }
+
+// Framed runs as a WebSocket frame arrives that is neither a ping nor a
+// message's last frame (wsnet.Owner), before or after auth: a pong, a
+// close frame, a fragment of a message before its last. Each spends the
+// connection's frame budget; beyond it the frame is read all the same
+// (counted as refused), and once the refusals' budget is spent too, the
+// connection is closed 4029 and the reader reads no further (TCP holds the
+// peer back) until the session has ended or pingBound has passed.
+func (s *session) Framed() {
+	if s.conn == nil || s.closing() {
+		return // not set up yet, or a close handshake under way
+	}
+	rate := s.srv.cfg.frameRate()
+	ok, wait, _ := s.frames.take(rate)
+	if ok {
+		return
+	}
+	s.srv.metrics.LimitRejections.WithLabelValues(limitFrames).Inc()
+	if wait == 0 {
+		return
+	}
+	s.logger().Info("connection closed: WebSocket frames beyond the frame budget", "max", rate)
+	s.closeWith(StatusLimitExceeded, "too many frames")
+	t := time.NewTimer(pingBound)
+	defer t.Stop()
+	select {
+	case <-s.conn.Done():
+	case <-t.C:
+	}
+}
+
+// pingBound bounds how long the reader of a connection closed for its
+// frames waits for the session to end (the library's bound on a ping's).
+const pingBound = 5 * time.Second
+
+// authMessageBytes bounds the first message of a connection, which must be
+// an auth request (the reader reads no other before the auth is done): its
+// token fits in 64 KiB, as it must to fit a REST request's header.
+const authMessageBytes = 64 << 10
 
 // replayRefusal is -32029 for a subscribe with from_seq while the subject's
 // replay budget is overdrawn; nil when it may replay (or is not counted:

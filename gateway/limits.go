@@ -31,7 +31,7 @@ const (
 	limitQueuedBytes   = "queued_bytes"
 	// A connection closed as one of the replica's most behind (BALLET_REPLICA_QUEUE_BYTES).
 	limitReplicaQueuedBytes = "replica_queued_bytes"
-	limitRejectionsHelp     = "Requests, pings, replays, subscriptions, connections and sockets refused by a limit, by limit."
+	limitRejectionsHelp     = "Requests, pings, frames, replays, subscriptions, connections and sockets refused by a limit, by limit."
 )
 
 // limitLabels are the values of the limit label, each exported at zero from the start: the
@@ -39,7 +39,7 @@ const (
 // RESTRejected) and listings in flight (counted through RESTListingRejected). The planner's
 // are added with its observer (PlannerObserver).
 var limitLabels = []string{limitSubscriptions, limitRequests, limitSubjectConns, limitConnections, limitAddrConns,
-	limitAddrRate, limitQueuedBytes, limitReplicaQueuedBytes, limitPings, limitSubjectRequests, limitReplay, httpapi.LimitRequests,
+	limitAddrRate, limitQueuedBytes, limitReplicaQueuedBytes, limitPings, limitFrames, limitSubjectRequests, limitReplay, httpapi.LimitRequests,
 	httpapi.LimitListings, httpapi.LimitReplicaListings}
 
 // overloadRetryAfter is the Retry-After of the 503 a full replica answers:

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/gateway/internal/wsnet"
 	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/protocol"
@@ -129,6 +130,9 @@ func NewMetrics() *Metrics {
 		m.ReplayEvents, m.DeliveryLatency, m.TailerPosition, m.TailerDispatched, m.LimitRejections,
 		m.Sockets, m.SocketsEvicted, m.PresenceMembers, m.PresenceChanges, m.TailMaxLag,
 		m.OperatorActions, m.OperatorCloses, m.AdminListings, m.IssuerLoaded, m.IssuerFailures, m.RESTListings)
+	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "partial_message_bytes",
+		Help: "Heap held for WebSocket messages whose frames have not all arrived (the process's connections)."},
+		func() float64 { return float64(wsnet.PartialBytes()) }))
 	m.Planner = planner.NewMetrics(ns, func(limit string) { m.LimitRejections.WithLabelValues(limit).Inc() })
 	r.MustRegister(m.Planner.Collectors()...)
 	for _, c := range []string{"msgpack", "json"} {

@@ -46,6 +46,7 @@ type session struct {
 	state   atomic.Uint32
 	counted bool        // (mu) the principal's subject is counted against BALLET_MAX_CONNECTIONS_PER_SUBJECT
 	rate    rateLimiter // BALLET_REQUEST_RATE, WebSocket pings included (budgets.go); its own lock
+	frames  rateLimiter // the other frames that are not messages, at frameRate (budgets.go)
 
 	budget atomic.Pointer[subjectBudget] // the subject's budgets, once counted (budgets.go)
 
@@ -102,6 +103,7 @@ func (s *session) init(t *wsnet.Transport, c codec.Codec, r *http.Request, addr 
 		s.trace = &upgradeTrace{id: id}
 	}
 	t.Attach(s, c.Binary(), srv.cfg.ReadLimit)
+	t.LimitFirst(authMessageBytes) // the auth request (budgets.go)
 	s.conn = rpc.NewConn(t, c, &rpc.Options{
 		Handler:        s,
 		Hooks:          s,

@@ -1,7 +1,8 @@
 // Package wsnet is the gateway's /rpc WebSocket (RFC 6455, server side)
 // and the socket and runtime machinery under it, there so that many
 // connections cost little: the handshake (accept.go, handshake.go), the
-// client's frames read whole and refused at their header (read.go), the
+// client's frames read whole and refused at their header (read.go), their
+// payloads taken as the bytes arrive (payload.go), the
 // server's built without copies (frames.go), the closing handshake
 // (close.go), corked writes that never wait for the peer (conn.go), writes
 // by the sender when the writer is idle (direct.go), idle readers parked

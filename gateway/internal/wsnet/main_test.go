@@ -41,6 +41,8 @@ func (o *owner) CloseWith(code websocket.StatusCode, reason string) {
 
 func (o *owner) Pinged(context.Context, []byte) bool { return true }
 
+func (o *owner) Framed() {}
+
 func (o *owner) CloseCode() (websocket.StatusCode, string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -15,7 +15,8 @@ import (
 // where the header is enough to refuse it, before its payload is read: a message over the
 // read limit closes 1009 at once, a frame that is not masked, with reserved bits, of an
 // unknown opcode or out of order 1002, a data frame of the other kind than the subprotocol's
-// 1003. Text that is not UTF-8 closes 1007.
+// 1003. Text that is not UTF-8 closes 1007 at the fragment that carries it. A payload's
+// memory is taken as its bytes arrive (payload.go).
 
 // refusal is the error of a connection whose reading ended with a frame Read refused, and
 // the close code it chose.
@@ -74,16 +75,35 @@ func (t *Transport) Read(context.Context) ([]byte, error) {
 	return msg, err
 }
 
-// readMessage reads frames up to the end of a data message.
+// readMessage reads frames up to the end of a data message. Every frame but a ping (which
+// Pinged charges) and a message's last frame (the message, which its owner charges as it
+// reads it) is told to the Owner (Framed) as its header is read. Text is checked to be UTF-8
+// fragment by fragment, a character split between two fragments left to the next.
 func (t *Transport) readMessage() ([]byte, error) {
+	var held int64 // the message's capacity counted in partialBytes while it is not whole
+	msg, err := t.readFrames(&held)
+	if held > 0 {
+		partialBytes.Add(-held)
+	}
+	return msg, err
+}
+
+// readFrames is readMessage, counting in *held the message's capacity in partialBytes while it
+// is not whole (readPayload).
+func (t *Transport) readFrames(held *int64) ([]byte, error) {
 	if t.rerr != nil {
 		return nil, t.rerr
 	}
 	if err := t.peerClosed(); err != nil {
 		return nil, err
 	}
+	limit := t.limit
+	if !t.readOne && t.first > 0 {
+		limit = min(limit, t.first)
+	}
 	var msg []byte
 	var op byte // the message's opcode, once its first frame is read
+	valid := 0  // of a text message, the bytes checked to be whole characters
 	for {
 		h, err := t.readHead()
 		if err != nil {
@@ -109,7 +129,7 @@ func (t *Transport) readMessage() ([]byte, error) {
 		default:
 			return nil, t.refuseHeader(websocket.StatusProtocolError, "unknown opcode")
 		}
-		if h.n < 0 || h.n > t.limit-int64(len(msg)) {
+		if h.n < 0 || h.n > limit-int64(len(msg)) {
 			return nil, t.refuseHeader(websocket.StatusMessageTooBig, "message too big")
 		}
 		if op == 0 {
@@ -118,34 +138,23 @@ func (t *Transport) readMessage() ([]byte, error) {
 			}
 			op = h.op
 		}
-		if msg == nil && h.fin {
-			msg = make([]byte, h.n)
-		} else {
-			msg = growTo(msg, len(msg)+int(h.n))
+		if !h.fin && t.owner != nil {
+			t.owner.Framed()
 		}
-		p := msg[len(msg)-int(h.n):]
-		if err := t.cork.readFull(p); err != nil {
+		if msg, err = t.readPayload(msg, int(h.n), h.key, h.fin, held); err != nil {
 			return nil, err
 		}
-		unmask(p, h.key)
-		if !h.fin {
-			continue
+		if op == opText {
+			k, ok := utf8Prefix(msg[valid:])
+			if valid += k; !ok || (h.fin && valid != len(msg)) {
+				return nil, t.refuse(websocket.StatusInvalidFramePayloadData, "text frame is not valid UTF-8")
+			}
 		}
-		if op == opText && !utf8.Valid(msg) {
-			return nil, t.refuse(websocket.StatusInvalidFramePayloadData, "text frame is not valid UTF-8")
+		if h.fin {
+			t.readOne = true
+			return msg, nil
 		}
-		return msg, nil
 	}
-}
-
-// growTo is b extended to n bytes.
-func growTo(b []byte, n int) []byte {
-	if n <= cap(b) {
-		return b[:n]
-	}
-	nb := make([]byte, n, max(n, 2*cap(b)))
-	copy(nb, b)
-	return nb
 }
 
 // unmask unmasks a whole payload p with key (RFC 6455 §5.3), eight bytes at a time.
@@ -166,8 +175,9 @@ func unmask(p []byte, key [4]byte) {
 // pingBound bounds the OnPing callback of one ping.
 const pingBound = 5 * time.Second
 
-// readControl reads and acts on a control frame: a ping is answered (when OnPing lets it),
-// a pong ignored (the server sends no pings), and a close frame ends the reading.
+// readControl reads and acts on a control frame: a ping is answered (when Pinged lets it),
+// a pong only charged (Framed: the server sends no pings), and a close frame, charged too,
+// ends the reading.
 func (t *Transport) readControl(h frameHead) error {
 	if !h.fin || h.n < 0 || h.n > maxControl {
 		return t.refuseHeader(websocket.StatusProtocolError, "control frame fragmented or over 125 bytes")
@@ -196,7 +206,13 @@ func (t *Transport) readControl(h frameHead) error {
 		}
 		return nil
 	case opPong:
+		if t.owner != nil {
+			t.owner.Framed()
+		}
 		return nil
+	}
+	if t.owner != nil {
+		t.owner.Framed()
 	}
 	ce, err := parseClose(p)
 	switch {

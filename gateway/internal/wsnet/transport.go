@@ -20,6 +20,12 @@ type Owner interface {
 	// Pinged runs as a ping arrives, on the reader's goroutine, and reports whether it gets
 	// its pong; ctx bounds the call (5 s).
 	Pinged(ctx context.Context, payload []byte) bool
+	// Framed runs, on the reader's goroutine, as a frame arrives that is neither a ping nor
+	// the last frame of a message (the message, which the owner charges as it reads it): a
+	// pong, a close frame, a fragment of a message before its last. The owner charges it to
+	// a budget and closes the connection past it, and may hold the reader meanwhile, so that
+	// a flood of frames that ask for nothing costs no more than one that does.
+	Framed()
 }
 
 // Transport carries one JSON-RPC message per WebSocket frame, over a
@@ -30,13 +36,15 @@ type Transport struct {
 	owner  Owner     // told when the connection chooses a close code; set by Attach
 	sub    string    // the subprotocol chosen, as the server spells it
 	limit  int64     // the longest message read; set by Attach
+	first  int64     // the longest first message, when shorter; set by LimitFirst
 	binary bool      // binary frames, else text
 	fd     bool      // the socket is served by its descriptor (fdconn_linux.go)
 
 	// readMu is held by whoever reads the peer's frames: Read, or a Close with no reader.
 	// rerr, once a read failed, is every later read's error.
-	readMu sync.Mutex
-	rerr   error
+	readMu  sync.Mutex
+	rerr    error
+	readOne bool // a message was read: first no longer applies
 
 	// Parking between messages (never when pc is not pollable). cork's read buffer is
 	// looked at only by the reader, and never once closing is set: a close handshake may
@@ -60,6 +68,11 @@ var (
 func (t *Transport) Attach(owner Owner, binary bool, readLimit int64) {
 	t.owner, t.binary, t.limit = owner, binary, readLimit
 }
+
+// LimitFirst makes n bytes the longest first message t reads, when that is shorter than the
+// read limit: a session whose first message must be a short one (an auth request) holds no
+// more for a peer that has not authenticated. It is called once, before anything reads.
+func (t *Transport) LimitFirst(n int64) { t.first = n }
 
 // Subprotocol is the subprotocol the handshake chose, "" for none.
 func (t *Transport) Subprotocol() string { return t.sub }
