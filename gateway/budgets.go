@@ -211,7 +211,14 @@ func (s *session) Framed() {
 		return // not set up yet, or a close handshake under way
 	}
 	rate := s.srv.cfg.frameRate()
-	ok, wait, _ := s.frames.take(rate)
+	b := s.frames.Load()
+	if b == nil {
+		b = new(rateLimiter)
+		if !s.frames.CompareAndSwap(nil, b) {
+			b = s.frames.Load()
+		}
+	}
+	ok, wait, _ := b.take(rate)
 	if ok {
 		return
 	}

@@ -46,7 +46,9 @@ type session struct {
 	state   atomic.Uint32
 	counted bool        // (mu) the principal's subject is counted against BALLET_MAX_CONNECTIONS_PER_SUBJECT
 	rate    rateLimiter // BALLET_REQUEST_RATE, WebSocket pings included (budgets.go); its own lock
-	frames  rateLimiter // the other frames that are not messages, at frameRate (budgets.go)
+	// frames is the budget of the other frames that are not messages, at frameRate
+	// (budgets.go), made with the first such frame: most clients send none.
+	frames atomic.Pointer[rateLimiter]
 
 	budget atomic.Pointer[subjectBudget] // the subject's budgets, once counted (budgets.go)
 
