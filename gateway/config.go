@@ -33,6 +33,7 @@ type Config struct {
 	MaxConnectionsPerSubject int // BALLET_MAX_CONNECTIONS_PER_SUBJECT: authenticated connections of one subject, per replica; zero means 100
 	MaxConnections           int // BALLET_MAX_CONNECTIONS: sockets on the client port per replica, of any kind; zero means 100,000
 	MaxConnectionsPerIP      int // BALLET_MAX_CONNECTIONS_PER_IP: sockets and /rpc connections of one address not yet authenticated; zero means 64
+	MaxPendingSockets        int // BALLET_MAX_PENDING_SOCKETS: sockets not yet a session nor idle (new, or a request being read or served); zero means a sixteenth of MaxConnections, at least 1024
 	ConnectionQueueBytes     int // BALLET_CONNECTION_QUEUE_BYTES: bytes queued for one connection and not yet written; zero means 4 MiB
 	ReplicaQueueBytes        int // BALLET_REPLICA_QUEUE_BYTES: bytes queued for all connections together; zero means a quarter of the Go memory limit, or 1 GiB without one
 	// PartialMessageBytes is BALLET_PARTIAL_MESSAGE_BYTES: the memory all connections together
@@ -58,7 +59,7 @@ type Config struct {
 }
 
 // WithDefaults returns c with its zero fields set to their defaults, as NewServer applies
-// them. ReplicaQueueBytes and PartialMessageBytes stay zero (NewServer reads the memory limit), and the presence
+// them. ReplicaQueueBytes, PartialMessageBytes and MaxPendingSockets stay zero (NewServer reads the memory limit), and the presence
 // fields too (presence.New applies its defaults).
 func (c Config) WithDefaults() Config {
 	orDefault(&c.AuthTimeout, 10*time.Second)

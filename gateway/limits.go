@@ -35,7 +35,10 @@ const (
 	limitReplicaQueuedBytes = "replica_queued_bytes"
 	// A connection closed 1013 as the replica's messages not yet whole had no room for its next
 	// piece (BALLET_PARTIAL_MESSAGE_BYTES).
-	limitPartialBytes   = "partial_message_bytes"
+	limitPartialBytes = "partial_message_bytes"
+	// A socket refused 503 as the replica had BALLET_MAX_PENDING_SOCKETS sockets not yet a
+	// session nor idle.
+	limitPendingSockets = "pending_sockets"
 	limitRejectionsHelp = "Requests, pings, frames, replays, subscriptions, connections and sockets refused by a limit, by limit."
 )
 
@@ -44,7 +47,7 @@ const (
 // RESTRejected) and listings in flight (counted through RESTListingRejected). The planner's
 // are added with its observer (PlannerObserver).
 var limitLabels = []string{limitSubscriptions, limitRequests, limitSubjectConns, limitConnections, limitAddrConns,
-	limitAddrRate, limitQueuedBytes, limitReplicaQueuedBytes, limitPartialBytes, limitPings, limitFrames, limitSubjectRequests, limitReplay, httpapi.LimitRequests,
+	limitAddrRate, limitQueuedBytes, limitReplicaQueuedBytes, limitPartialBytes, limitPendingSockets, limitPings, limitFrames, limitSubjectRequests, limitReplay, httpapi.LimitRequests,
 	httpapi.LimitListings, httpapi.LimitReplicaListings}
 
 // defaultPartialMessageBytes is BALLET_PARTIAL_MESSAGE_BYTES without a Go memory limit.

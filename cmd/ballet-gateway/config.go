@@ -158,6 +158,9 @@ func (c *config) settings() []setting {
 		atLeast("BALLET_MAX_CONNECTIONS", &g.MaxConnections, 1, "sockets on the client port"),
 		atLeast("BALLET_MAX_CONNECTIONS_PER_IP", &g.MaxConnectionsPerIP, 1,
 			"unauthenticated sockets of one client address"),
+		atLeast("BALLET_MAX_PENDING_SOCKETS", &g.MaxPendingSockets, 1,
+			"sockets not yet a session nor idle, all addresses together").
+			defaultIs("a sixteenth of BALLET_MAX_CONNECTIONS, at least 1024"),
 		atLeast("BALLET_CONNECTION_QUEUE_BYTES", &g.ConnectionQueueBytes, 64<<10,
 			"bytes queued for one connection"),
 		atLeast("BALLET_REPLICA_QUEUE_BYTES", &g.ReplicaQueueBytes, 1<<20, "bytes queued for all connections").
