@@ -33,9 +33,14 @@ type Config struct {
 	MaxConnectionsPerSubject int // BALLET_MAX_CONNECTIONS_PER_SUBJECT: authenticated connections of one subject, per replica; zero means 100
 	MaxConnections           int // BALLET_MAX_CONNECTIONS: sockets on the client port per replica, of any kind; zero means 100,000
 	MaxConnectionsPerIP      int // BALLET_MAX_CONNECTIONS_PER_IP: sockets and /rpc connections of one address not yet authenticated; zero means 64
+	MaxPendingSockets        int // BALLET_MAX_PENDING_SOCKETS: sockets not yet a session nor idle (new, or a request being read or served); zero means a sixteenth of MaxConnections, at least 1024
 	ConnectionQueueBytes     int // BALLET_CONNECTION_QUEUE_BYTES: bytes queued for one connection and not yet written; zero means 4 MiB
 	ReplicaQueueBytes        int // BALLET_REPLICA_QUEUE_BYTES: bytes queued for all connections together; zero means a quarter of the Go memory limit, or 1 GiB without one
-	SocketBufferBytes        int // BALLET_SOCKET_BUFFER_BYTES: the kernel's send and receive buffers of each client socket (SO_SNDBUF, SO_RCVBUF); zero means 256 KiB
+	// PartialMessageBytes is BALLET_PARTIAL_MESSAGE_BYTES: the memory all connections together
+	// hold for WebSocket messages not yet whole; zero means an eighth of the Go memory limit, or
+	// 256 MiB without one; never less than twice ReadLimit and 64 KiB (limits.go).
+	PartialMessageBytes int64
+	SocketBufferBytes   int // BALLET_SOCKET_BUFFER_BYTES: the kernel's send and receive buffers of each client socket (SO_SNDBUF, SO_RCVBUF); zero means 256 KiB
 
 	PresenceWindow     time.Duration // BALLET_PRESENCE_WINDOW: presence changes are coalesced per stream over this; zero means presence.DefaultWindow
 	PresenceMaxMembers int           // BALLET_PRESENCE_MAX_MEMBERS: the longest member list presence reports per stream; zero means presence.DefaultMaxMembers
@@ -54,7 +59,7 @@ type Config struct {
 }
 
 // WithDefaults returns c with its zero fields set to their defaults, as NewServer applies
-// them. ReplicaQueueBytes stays zero (NewServer reads the memory limit), and the presence
+// them. ReplicaQueueBytes, PartialMessageBytes and MaxPendingSockets stay zero (NewServer reads the memory limit), and the presence
 // fields too (presence.New applies its defaults).
 func (c Config) WithDefaults() Config {
 	orDefault(&c.AuthTimeout, 10*time.Second)

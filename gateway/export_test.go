@@ -23,3 +23,11 @@ func AddrSockets(s *Server, addr string) int {
 	defer s.sockets.mu.Unlock()
 	return s.sockets.addrs[keyOf(netip.MustParseAddr(addr))]
 }
+
+// PendingSockets is how many sockets s counts against BALLET_MAX_PENDING_SOCKETS: new, or
+// with a request being read or served.
+func PendingSockets(s *Server) int {
+	s.sockets.mu.Lock()
+	defer s.sockets.mu.Unlock()
+	return s.sockets.pending
+}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"math"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/gateway/internal/wsnet"
 	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
@@ -31,7 +33,13 @@ const (
 	limitQueuedBytes   = "queued_bytes"
 	// A connection closed as one of the replica's most behind (BALLET_REPLICA_QUEUE_BYTES).
 	limitReplicaQueuedBytes = "replica_queued_bytes"
-	limitRejectionsHelp     = "Requests, pings, frames, replays, subscriptions, connections and sockets refused by a limit, by limit."
+	// A connection closed 1013 as the replica's messages not yet whole had no room for its next
+	// piece (BALLET_PARTIAL_MESSAGE_BYTES).
+	limitPartialBytes = "partial_message_bytes"
+	// A socket refused 503 as the replica had BALLET_MAX_PENDING_SOCKETS sockets not yet a
+	// session nor idle.
+	limitPendingSockets = "pending_sockets"
+	limitRejectionsHelp = "Requests, pings, frames, replays, subscriptions, connections and sockets refused by a limit, by limit."
 )
 
 // limitLabels are the values of the limit label, each exported at zero from the start: the
@@ -39,8 +47,46 @@ const (
 // RESTRejected) and listings in flight (counted through RESTListingRejected). The planner's
 // are added with its observer (PlannerObserver).
 var limitLabels = []string{limitSubscriptions, limitRequests, limitSubjectConns, limitConnections, limitAddrConns,
-	limitAddrRate, limitQueuedBytes, limitReplicaQueuedBytes, limitPings, limitFrames, limitSubjectRequests, limitReplay, httpapi.LimitRequests,
+	limitAddrRate, limitQueuedBytes, limitReplicaQueuedBytes, limitPartialBytes, limitPendingSockets, limitPings, limitFrames, limitSubjectRequests, limitReplay, httpapi.LimitRequests,
 	httpapi.LimitListings, httpapi.LimitReplicaListings}
+
+// defaultPartialMessageBytes is BALLET_PARTIAL_MESSAGE_BYTES without a Go memory limit.
+const defaultPartialMessageBytes = 256 << 20
+
+// partialMessageBytes is the replica's budget for WebSocket messages not yet whole: the
+// setting, or an eighth of the Go memory limit (GOMEMLIMIT, which serve sets from the
+// container's limit), or 256 MiB without one; never less than one connection's worst (twice
+// the read limit, and a piece of 64 KiB), so that a client alone on the replica always gets
+// its largest message through.
+func partialMessageBytes(setting, readLimit int64) int64 {
+	b := setting
+	if b <= 0 {
+		b = defaultPartialMessageBytes
+		if lim := debug.SetMemoryLimit(-1); lim > 0 && lim < math.MaxInt64 {
+			b = lim / 8
+		}
+	}
+	return max(b, 2*readLimit+64<<10)
+}
+
+// webSocketOptions are o (nil: the defaults) with the replica's budget for messages not yet
+// whole, its refusals counted.
+func (s *Server) webSocketOptions(o *wsnet.Options) *wsnet.Options {
+	var w wsnet.Options
+	if o != nil {
+		w = *o
+	}
+	w.PartialMessageBytes = partialMessageBytes(s.cfg.PartialMessageBytes, s.cfg.ReadLimit)
+	w.PartialRefused = func() { s.metrics.LimitRejections.WithLabelValues(limitPartialBytes).Inc() }
+	return &w
+}
+
+// PartialBytes is what the replica's /rpc connections hold for messages not yet whole,
+// counted against PartialBytesBudget.
+func (s *Server) PartialBytes() int64 { return s.upgrader.PartialBytes() }
+
+// PartialBytesBudget is BALLET_PARTIAL_MESSAGE_BYTES as the server applies it.
+func (s *Server) PartialBytesBudget() int64 { return s.upgrader.PartialBudget() }
 
 // overloadRetryAfter is the Retry-After of the 503 a full replica answers:
 // long enough for a load balancer to send the retry elsewhere.

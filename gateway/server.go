@@ -143,8 +143,8 @@ func NewServer(o *Options) (*Server, error) {
 	s := &Server{
 		cfg: o.Config.WithDefaults(), verifier: o.Verifier, log: o.Log, hub: o.Hub, roles: o.Roles, planner: o.Planner,
 		metrics: o.Metrics, logger: o.Logger, ready: o.Ready, api: o.API, root: o.Root, now: o.Now, restTime: o.RESTTimeout,
-		revs:     o.Revocations,
-		upgrader: wsnet.NewUpgrader(o.WebSockets), workers: rpc.NewWorkers(),
+		revs:    o.Revocations,
+		workers: rpc.NewWorkers(),
 	}
 	if o.TracerProvider != nil {
 		s.tracer = o.TracerProvider.Tracer(tracerName)
@@ -156,6 +156,7 @@ func NewServer(o *Options) (*Server, error) {
 	if s.metrics == nil {
 		s.metrics = NewMetrics()
 	}
+	s.upgrader = wsnet.NewUpgrader(s.webSocketOptions(o.WebSockets))
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}

@@ -1,8 +1,10 @@
 // Sockets on the client port: every socket counts against BALLET_MAX_CONNECTIONS from accept
 // to close, whatever it carries; the sockets of one address are bounded by
 // BALLET_MAX_CONNECTIONS_PER_IP from accept until a session authenticates on one (the count
-// passes from the socket to its /rpc session at the upgrade); and no socket is held without a
-// deadline.
+// passes from the socket to its /rpc session at the upgrade); the sockets that are not yet a
+// session nor idle (new, and active: a request being read or served), which cost several times
+// an idle session, are bounded by BALLET_MAX_PENDING_SOCKETS across all addresses; and no socket
+// is held without a deadline.
 
 package gateway
 
@@ -62,12 +64,14 @@ const maxRefusing = 64
 
 // sockets counts the client port's sockets.
 type sockets struct {
-	srv     *Server
-	max     int // BALLET_MAX_CONNECTIONS
-	maxIdle int // idle keep-alive sockets at most: the longest idle is closed past it
+	srv        *Server
+	max        int // BALLET_MAX_CONNECTIONS
+	maxIdle    int // idle keep-alive sockets at most: the longest idle is closed past it
+	maxPending int // BALLET_MAX_PENDING_SOCKETS: new sockets are refused while this many are pending
 
 	mu       sync.Mutex
 	open     int
+	pending  int             // sockets new or active (pendingState)
 	idle     list.List       // *socket, longest idle first
 	addrs    map[addrKey]int // sockets, and sessions not yet authenticated, of one address
 	state    map[string]int  // open sockets by state, for the metric
@@ -76,8 +80,27 @@ type sockets struct {
 
 func newSockets(srv *Server) *sockets {
 	return &sockets{srv: srv, max: srv.cfg.MaxConnections, maxIdle: max(srv.cfg.MaxConnections/16, 16),
-		addrs: make(map[addrKey]int)}
+		maxPending: maxPendingSockets(srv.cfg), addrs: make(map[addrKey]int)}
 }
+
+// minPendingSockets is the least default of BALLET_MAX_PENDING_SOCKETS: about 30 MB of sockets
+// before a session, whatever BALLET_MAX_CONNECTIONS.
+const minPendingSockets = 1024
+
+// maxPendingSockets is BALLET_MAX_PENDING_SOCKETS, or a sixteenth of BALLET_MAX_CONNECTIONS, at
+// least minPendingSockets: a socket before a session costs about 20–29 KB where an idle session
+// costs about 4 KB, so a replica full of sessions and a sixteenth of its places pending holds
+// about 1.3 times the memory planned for it, where all places pending held 5 to 7 times.
+func maxPendingSockets(c Config) int {
+	if c.MaxPendingSockets > 0 {
+		return c.MaxPendingSockets
+	}
+	return max(c.MaxConnections/16, minPendingSockets)
+}
+
+// pendingState reports whether a socket in st is not yet a session nor idle: it holds
+// net/http's goroutine and buffers.
+func pendingState(st sockState) bool { return st == sockNew || st == sockActive }
 
 // addrKey is a client address as the per-address limit counts it: an IPv4 address, or an
 // IPv6 address's /64 (one subscriber's network).
@@ -149,7 +172,7 @@ func (c *socket) Close() error {
 }
 
 // Listener counts the sockets ln accepts (BALLET_MAX_CONNECTIONS,
-// BALLET_MAX_CONNECTIONS_PER_IP); serve the client port with it and with HTTPServer. A
+// BALLET_MAX_CONNECTIONS_PER_IP, BALLET_MAX_PENDING_SOCKETS); serve the client port with it and with HTTPServer. A
 // socket beyond a limit is answered 503 with Retry-After and closed, except that on a full
 // replica the longest idle keep-alive socket is closed to make room first.
 func (s *Server) Listener(ln net.Listener) net.Listener {
@@ -233,6 +256,10 @@ func (r *sockets) admit(c net.Conn) (*socket, string) {
 	peer := peerAddr(c.RemoteAddr())
 	trusted := !peer.IsValid() || r.srv.trustedProxy(peer)
 	r.mu.Lock()
+	if r.pending >= r.maxPending {
+		r.mu.Unlock()
+		return nil, limitPendingSockets
+	}
 	var evict *socket
 	if !trusted {
 		sc.addr = keyOf(peer)
@@ -328,6 +355,12 @@ func (r *sockets) forget(sc *socket) {
 func (r *sockets) setStateLocked(sc *socket, st sockState) {
 	if sc.state != sockGone {
 		r.srv.metrics.Sockets.WithLabelValues(sc.state.String()).Dec()
+	}
+	if pendingState(sc.state) {
+		r.pending--
+	}
+	if pendingState(st) {
+		r.pending++
 	}
 	sc.state = st
 	if st != sockGone {

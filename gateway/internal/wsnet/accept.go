@@ -13,6 +13,14 @@ type Options struct {
 	// gone and its connection fails, rather than holding a flusher until the heartbeat rule
 	// notices (which a peer that sends but does not read never trips). Zero means 30 s.
 	FlushStall time.Duration
+	// PartialMessageBytes bounds the memory the Upgrader's connections hold together for
+	// messages not yet whole (payload.go): the pieces of long frames being read, and the
+	// messages of which a fragment but not the last has arrived. A connection whose next piece
+	// would take the total past it is closed 1013 (try again later). Zero means no bound.
+	PartialMessageBytes int64
+	// PartialRefused, when set, runs as a connection is closed for PartialMessageBytes (on its
+	// reader's goroutine).
+	PartialRefused func()
 }
 
 const defaultFlushStall = 30 * time.Second
@@ -31,8 +39,9 @@ type AcceptOptions struct {
 // Upgrader upgrades requests to WebSockets whose connections this package
 // serves; the idle readers of its connections share one poller.
 type Upgrader struct {
-	poller *idlePoller
-	stall  time.Duration
+	poller  *idlePoller
+	stall   time.Duration
+	partial partialBudget
 }
 
 // NewUpgrader returns an Upgrader with o.
@@ -41,8 +50,18 @@ func NewUpgrader(o *Options) *Upgrader {
 	if o != nil && o.FlushStall > 0 {
 		u.stall = o.FlushStall
 	}
+	if o != nil {
+		u.partial.max, u.partial.refused = max(o.PartialMessageBytes, 0), o.PartialRefused
+	}
 	return u
 }
+
+// PartialBytes is the memory the Upgrader's connections hold for messages not yet whole,
+// counted against Options.PartialMessageBytes.
+func (u *Upgrader) PartialBytes() int64 { return u.partial.held.Load() }
+
+// PartialBudget is Options.PartialMessageBytes as applied, 0 for no bound.
+func (u *Upgrader) PartialBudget() int64 { return u.partial.max }
 
 // Accept answers the opening handshake of RFC 6455 §4.2 and returns the connection's
 // Transport, which carries nothing until Attach. When the request is not a WebSocket
@@ -78,7 +97,7 @@ func (u *Upgrader) Accept(w http.ResponseWriter, r *http.Request, o *AcceptOptio
 	if err != nil {
 		return nil, err
 	}
-	t := &Transport{sub: sub}
+	t := &Transport{sub: sub, partial: &u.partial}
 	c, t.fd = own(c, u.poller, &t.pc)
 	t.cork = newCorkConn(c, u.stall)
 	t.pc = u.poller.conn(t.cork.raw)

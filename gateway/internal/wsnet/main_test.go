@@ -62,6 +62,7 @@ type accepted struct {
 // testServer upgrades every request with an Upgrader and hands each
 // connection to the test.
 type testServer struct {
+	u    *Upgrader
 	addr string // host:port
 	got  chan accepted
 }
@@ -69,7 +70,7 @@ type testServer struct {
 func newTestServer(t testing.TB, o *Options) *testServer {
 	t.Helper()
 	u := NewUpgrader(o)
-	s := &testServer{got: make(chan accepted, 8)}
+	s := &testServer{u: u, got: make(chan accepted, 8)}
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tr, err := u.Accept(w, r, nil)
 		if err != nil {

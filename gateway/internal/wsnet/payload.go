@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
+
+	"github.com/coder/websocket"
 )
 
 // A frame's header declares its length, but its payload's memory is taken as the bytes
@@ -25,6 +27,56 @@ var partialBytes atomic.Int64
 // PartialBytes is the heap this process's connections hold for messages whose frames have
 // not all arrived (the gateway's ballet_gateway_partial_message_bytes).
 func PartialBytes() int64 { return partialBytes.Load() }
+
+// partialBudget bounds what the connections of one Upgrader hold for payloads not yet whole,
+// together (Options.PartialMessageBytes): each piece, and each growth of a fragmented message,
+// is taken from it before its memory is, and a connection whose next one would take the total
+// past it is closed 1013 (try again later). A Transport without one (nil) counts only in
+// partialBytes.
+type partialBudget struct {
+	held    atomic.Int64
+	max     int64  // 0: no bound
+	refused func() // Options.PartialRefused, or nil
+}
+
+// take counts n more bytes; false, counting nothing, when they would take the total past the
+// budget.
+func (b *partialBudget) take(n int64) bool {
+	if b != nil {
+		for {
+			h := b.held.Load()
+			if b.max > 0 && h+n > b.max {
+				return false
+			}
+			if b.held.CompareAndSwap(h, h+n) {
+				break
+			}
+		}
+	}
+	partialBytes.Add(n)
+	return true
+}
+
+// give uncounts n bytes that take counted.
+func (b *partialBudget) give(n int64) {
+	if b != nil {
+		b.held.Add(-n)
+	}
+	partialBytes.Add(-n)
+}
+
+// partialBudgetReason is the reason of the close (1013) of a connection whose next piece the
+// budget has no room for.
+const partialBudgetReason = "the server holds too many unfinished messages; try again later"
+
+// refusePartial closes the connection 1013 as the budget has no room for its next piece; the
+// rest of the frame is not read.
+func (t *Transport) refusePartial() error {
+	if t.partial != nil && t.partial.refused != nil {
+		t.partial.refused()
+	}
+	return t.refuseHeader(websocket.StatusTryAgainLater, partialBudgetReason)
+}
 
 const (
 	pieceMin = 4 << 10
@@ -61,10 +113,10 @@ func pieceClass(got, left int) int {
 func (t *Transport) readPayload(msg []byte, n int, key [4]byte, fin bool, held *int64) ([]byte, error) {
 	start := len(msg)
 	if n < readChunk || n <= cap(msg)-start || n <= start {
-		msg = growTo(msg, start+n)
-		if start > 0 || !fin {
-			hold(msg, held)
+		if (start > 0 || !fin) && !t.hold(msg, start+n, held) {
+			return nil, t.refusePartial()
 		}
+		msg = growTo(msg, start+n)
 		p := msg[start:]
 		if err := t.cork.readFull(p); err != nil {
 			return nil, err
@@ -75,45 +127,61 @@ func (t *Transport) readPayload(msg []byte, n int, key [4]byte, fin bool, held *
 	var inHand [32]*[]byte
 	pieces := inHand[:0]
 	for got := 0; got < n; {
-		p := piecePools[pieceClass(got, n-got)].Get().(*[]byte)
+		c := pieceClass(got, n-got)
+		if !t.partial.take(pieceMin << c) {
+			t.putPieces(pieces)
+			return nil, t.refusePartial()
+		}
+		p := piecePools[c].Get().(*[]byte)
 		pieces = append(pieces, p)
-		partialBytes.Add(int64(len(*p)))
 		b := (*p)[:min(len(*p), n-got)]
 		if err := t.cork.readFull(b); err != nil {
-			putPieces(pieces)
+			t.putPieces(pieces)
 			return nil, err
 		}
 		got += len(b)
 	}
-	msg = growTo(msg, start+n)
-	if start > 0 || !fin {
-		hold(msg, held)
+	if (start > 0 || !fin) && !t.hold(msg, start+n, held) {
+		t.putPieces(pieces)
+		return nil, t.refusePartial()
 	}
+	msg = growTo(msg, start+n)
 	off := start
 	for _, p := range pieces {
 		off += copy(msg[off:], *p)
 	}
-	putPieces(pieces)
+	t.putPieces(pieces)
 	unmask(msg[start:], key)
 	return msg, nil
 }
 
-// hold counts msg's capacity in partialBytes, *held of it counted so far.
-func hold(msg []byte, held *int64) {
-	if c := int64(cap(msg)); c > *held {
-		partialBytes.Add(c - *held)
-		*held = c
+// hold counts the capacity of msg grown to n bytes (growTo) in the budget before it grows,
+// *held of it counted so far; false when the budget has no room for it.
+func (t *Transport) hold(msg []byte, n int, held *int64) bool {
+	c := int64(cap(msg))
+	if n > cap(msg) {
+		c = int64(max(n, 2*len(msg)))
 	}
+	if c <= *held {
+		return true
+	}
+	if !t.partial.take(c - *held) {
+		return false
+	}
+	*held = c
+	return true
 }
 
-// putPieces gives pieces back to their pools.
-func putPieces(pieces []*[]byte) {
+// putPieces gives pieces back to their pools, and their bytes to the budget.
+func (t *Transport) putPieces(pieces []*[]byte) {
 	n := 0
 	for _, p := range pieces {
 		n += len(*p)
 		piecePools[bits.TrailingZeros(uint(len(*p)/pieceMin))].Put(p)
 	}
-	partialBytes.Add(-int64(n))
+	if n > 0 {
+		t.partial.give(int64(n))
+	}
 }
 
 // growTo is b extended to n bytes: its capacity at least doubles what it holds, so that a

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -194,4 +196,37 @@ func readFrameErr(br *bufio.Reader) (byte, []byte) {
 		return 0, nil
 	}
 	return h[0] & 0x0f, p
+}
+
+// The budget of messages not yet whole (Options.PartialMessageBytes) is taken before a
+// fragmented message's buffer grows: a peer sending 1 KiB fragments (each read in place)
+// of a message it never ends is closed 1013 as the buffer would pass 64 KiB, counted once,
+// and what it held is given back.
+func TestPartialBudgetBoundsFragments(t *testing.T) {
+	t.Parallel()
+	const budget = 64 << 10
+	var refused atomic.Int32
+	s := newTestServer(t, &Options{PartialMessageBytes: budget, PartialRefused: func() { refused.Add(1) }})
+	c, br, a := s.dialRaw(t, nil)
+	a.t.Attach(a.o, false, 1<<20) // nothing reads yet
+	var frames []byte
+	frames = append(frames, part(opText, false, strings.Repeat("a", 1<<10))...)
+	for range 99 {
+		frames = append(frames, part(opContinuation, false, strings.Repeat("a", 1<<10))...)
+	}
+	got := make(chan error, 1)
+	go func() { _, err := a.t.Read(context.Background()); got <- err }()
+	go func() { _, _ = c.Write(frames) }() // the server stops reading at the refusal
+	if code := readClose(t, br); code != websocket.StatusTryAgainLater {
+		t.Fatalf("close %d, want 1013", code)
+	}
+	if err := <-got; err == nil {
+		t.Fatal("the message was read")
+	}
+	if n := refused.Load(); n != 1 {
+		t.Fatalf("%d refusals counted, want 1", n)
+	}
+	if n := s.u.PartialBytes(); n != 0 {
+		t.Fatalf("%d bytes still held after the close", n)
+	}
 }

@@ -16,7 +16,8 @@ import (
 // read limit closes 1009 at once, a frame that is not masked, with reserved bits, of an
 // unknown opcode or out of order 1002, a data frame of the other kind than the subprotocol's
 // 1003. Text that is not UTF-8 closes 1007 at the fragment that carries it. A payload's
-// memory is taken as its bytes arrive (payload.go).
+// memory is taken as its bytes arrive (payload.go), from a budget of all the Upgrader's
+// connections: one whose next piece it has no room for closes 1013.
 
 // refusal is the error of a connection whose reading ended with a frame Read refused, and
 // the close code it chose.
@@ -80,15 +81,15 @@ func (t *Transport) Read(context.Context) ([]byte, error) {
 // reads it) is told to the Owner (Framed) as its header is read. Text is checked to be UTF-8
 // fragment by fragment, a character split between two fragments left to the next.
 func (t *Transport) readMessage() ([]byte, error) {
-	var held int64 // the message's capacity counted in partialBytes while it is not whole
+	var held int64 // the message's capacity counted in the budget while it is not whole
 	msg, err := t.readFrames(&held)
 	if held > 0 {
-		partialBytes.Add(-held)
+		t.partial.give(held)
 	}
 	return msg, err
 }
 
-// readFrames is readMessage, counting in *held the message's capacity in partialBytes while it
+// readFrames is readMessage, counting in *held the message's capacity in the budget while it
 // is not whole (readPayload).
 func (t *Transport) readFrames(held *int64) ([]byte, error) {
 	if t.rerr != nil {

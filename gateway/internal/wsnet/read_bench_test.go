@@ -25,7 +25,7 @@ func (c *loopConn) Read(p []byte) (int, error) {
 func benchRead(b *testing.B, msg []byte, op byte, frag int) {
 	frames := clientFrames(msg, op, frag, [4]byte{1, 2, 3, 4})
 	lc := &loopConn{memConn: memConn{in: bytes.NewReader(frames)}, frames: frames}
-	t := &Transport{cork: newCorkConn(lc, time.Second)}
+	t := &Transport{cork: newCorkConn(lc, time.Second), partial: &partialBudget{max: 256 << 20}} // as a server's
 	t.Attach(&owner{}, op == opBinary, 1<<20)
 	b.SetBytes(int64(len(msg)))
 	b.ReportAllocs()

@@ -40,6 +40,8 @@ type Transport struct {
 	binary bool      // binary frames, else text
 	fd     bool      // the socket is served by its descriptor (fdconn_linux.go)
 
+	partial *partialBudget // the Upgrader's, for payloads not yet whole (payload.go); nil: none
+
 	// readMu is held by whoever reads the peer's frames: Read, or a Close with no reader.
 	// rerr, once a read failed, is every later read's error.
 	readMu  sync.Mutex
