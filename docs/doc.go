@@ -1,9 +1,11 @@
 // Package docs holds no code: its tests keep the descriptions of the gateway's APIs true to the
 // server and to each other.
 //
-//   - protocol.md, the realtime API for people; asyncapi.yaml, the same for programs;
+//   - protocol.md, the realtime API's reference for people (guide.md, the walkthroughs beside
+//     it); asyncapi.yaml, the same for programs;
 //   - openapi.yaml, the REST API; operations.md, configuration.md, runbooks.md, capacity.md,
-//     design.md, benchmarks.md and the run logs of benchmarks/ are prose only.
+//     design.md, identity-provider.md, internals.md (for contributors), benchmarks.md and the
+//     run logs of benchmarks/ are prose only.
 //
 // The tests compare the protocol table's methods, notifications and error codes (with rpc's),
 // and the gateway's close codes, with both descriptions of the realtime API, the fields of
