@@ -46,6 +46,12 @@ func TestReplicaShedsTheMostBehind(t *testing.T) {
 	if testing.Short() {
 		t.Skip("queues 100 MB of events")
 	}
+	if raceBuild {
+		// Under the race detector a dispatch of 10 events of 32 KiB to 25 connections takes
+		// seconds, past the 30 s a connection that reads nothing is given before its writes
+		// close it, so that the budget would go untried; make test runs this test without it.
+		t.Skip("timing-dependent: run without -race (make test does)")
+	}
 	const slowConns, events, payload = 24, 400, 32 << 10
 	const budget = 8 << 20
 	env := gatewaytest.Start(t, &gatewaytest.Options{Postgres: true, RecentBytes: 8 << 20, Config: gateway.Config{
