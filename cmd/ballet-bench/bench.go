@@ -54,6 +54,7 @@ type bench struct {
 	disconnects    atomic.Int64
 	laggingCloses  atomic.Int64
 	serverCloses   atomic.Int64 // stream.closed other than lagging
+	fanoutDone     atomic.Int64 // connections that have --fanout-events events
 
 	errMu    sync.Mutex
 	errCount int

@@ -17,6 +17,7 @@ type fanoutState struct {
 func (c *client) fanoutEvent() {
 	if c.fanout.events.Add(1) == int64(c.b.cfg.fanoutEvents) {
 		c.fanout.doneNs.Store(time.Now().UnixNano())
+		c.b.fanoutDone.Add(1)
 	}
 }
 
@@ -28,14 +29,8 @@ func (b *bench) waitFanout(ctx context.Context, r *report, cs []*client) {
 	n := int64(b.cfg.fanoutEvents)
 	b.progress("waiting up to %s for %d events of %s on every connection", b.cfg.grace, n, b.cfg.streamName)
 	deadline := time.Now().Add(b.cfg.grace)
-	for {
-		missing := 0
-		for _, c := range cs {
-			if c.fanout.events.Load() < n {
-				missing++
-			}
-		}
-		if missing == 0 || time.Now().After(deadline) || sleepUntil(ctx, time.Now().Add(5*time.Millisecond)) != nil {
+	for b.fanoutDone.Load() < int64(len(cs)) && time.Now().Before(deadline) {
+		if sleepUntil(ctx, time.Now().Add(5*time.Millisecond)) != nil {
 			break
 		}
 	}
