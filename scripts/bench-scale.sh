@@ -10,7 +10,8 @@
 #     HOLD with heartbeats running; the replica's CPU over the hold (heartbeats only), its descriptors;
 #   - one fan-out: one event of the connections' stream, inserted with plain SQL; the time from its
 #     COMMIT being sent (the database's clock, read just before it in the same session) to the first
-#     and last connection of each replica receiving it, and the connections that never did.
+#     and last connection of each replica receiving it, and the connections that never did; the CPU
+#     of each replica and of its generator from the commit to its last connection's receipt.
 #
 # Usage: scripts/bench-scale.sh
 #
@@ -71,6 +72,7 @@ PER=$(((N + REPLICAS - 1) / REPLICAS))
 # What a replica holds besides its client sockets: stdio, listeners, pollers, Postgres, logs.
 OWN_FDS=64
 DEV_PID=
+SAMPLER_PID=
 SERVE_PIDS=()
 GEN_PIDS=()
 
@@ -83,7 +85,7 @@ if [ "$HARD" != unlimited ] && [ $((PER + OWN_FDS)) -gt "$HARD" ]; then
 fi
 
 cleanup() {
-	for pid in "${GEN_PIDS[@]}" "${SERVE_PIDS[@]}" $DEV_PID; do
+	for pid in $SAMPLER_PID "${GEN_PIDS[@]}" "${SERVE_PIDS[@]}" $DEV_PID; do
 		kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
 	done
 	dropdb --if-exists --maintenance-db="$PGURL/postgres" "$DB" 2>/dev/null || true
@@ -119,7 +121,7 @@ curl -fs "$TOKEN_URL" >/dev/null || {
 for i in $(seq 0 $((REPLICAS - 1))); do
 	# shellcheck disable=SC2086 # VAR=value words, or nothing
 	env -u GOGC ${SERVE_ENV:-} \
-		BALLET_DATABASE_URL="$DBURL?pool_max_conns=2" \
+		BALLET_DATABASE_URL="$DBURL" \
 		BALLET_ADDR="127.0.0.1:$((PORT + 2 * i))" BALLET_ADMIN_ADDR="127.0.0.1:$((PORT + 2 * i + 1))" \
 		BALLET_OIDC_ISSUER="http://$DEV/dev/oidc" BALLET_OIDC_AUDIENCE=ballet-dev \
 		BALLET_MAX_CONNECTIONS=$((PER + 100)) BALLET_MAX_CONNECTIONS_PER_SUBJECT=$((PER + 100)) \
@@ -207,6 +209,22 @@ for i in $(seq 0 $((REPLICAS - 1))); do
 done
 load_hold=$(cut -d' ' -f1 /proc/loadavg)
 
+# cpu_samples writes "unix-ms" and the CPU ticks of every replica, then of every generator, every
+# 50 ms until it is stopped: the CPU each side spent on the fan-out.
+cpu_samples() {
+	while :; do
+		local line
+		line=$(date +%s%3N)
+		for pid in "${SERVE_PIDS[@]}" "${GEN_PIDS[@]}"; do
+			line="$line $(ticks "$pid" 2>/dev/null || echo null)"
+		done
+		echo "$line"
+		sleep 0.05
+	done >"$OUT/fanout-cpu.txt"
+}
+cpu_samples &
+SAMPLER_PID=$!
+
 # The fan-out: one event in an explicit transaction. The database's clock is read by the statement
 # before COMMIT and by the one after it, so the times from the first are upper bounds, and the
 # COMMIT's own time (its WAL flush) is the difference.
@@ -222,17 +240,31 @@ for i in $(seq 0 $((REPLICAS - 1))); do
 	wait "${GEN_PIDS[$i]}" || true
 done
 GEN_PIDS=()
+sleep 0.2
+kill "$SAMPLER_PID" 2>/dev/null && wait "$SAMPLER_PID" 2>/dev/null || true
+SAMPLER_PID=
+
+# fanout_cpu I COLUMN_OFFSET LAST_MS: the CPU seconds of the process in column I (+ offset) from the
+# last sample before the commit to the first sample after LAST_MS past it.
+fanout_cpu() {
+	awk -v col=$(($1 + $2 + 2)) -v c="$commit_ms" -v last="$3" -v hz="$CLK_TCK" '
+		$1 <= c && $col != "null" { a = $col }
+		$1 >= c + last && $col != "null" && b == "" { b = $col }
+		END { if (a != "" && b != "") printf "%.2f", (b - a) / hz; else print "null" }' "$OUT/fanout-cpu.txt"
+}
 
 # The report: one JSON line a replica, then the totals.
 for i in $(seq 0 $((REPLICAS - 1))); do
-	jq -c --argjson i "$i" --argjson c "$commit_ms" --argjson rss0 "${RSS0[$i]}" --argjson rss1 "${RSS1[$i]}" \
+	last=$(jq '(.fanout_last_unix_ms // 0) - '"$commit_ms"' | ceil' "$OUT/gen-$i.json")
+	jq -c --argjson i "$i" --argjson c "$commit_ms" \
+		--argjson scpu "$(fanout_cpu "$i" 0 "$last")" --argjson gcpu "$(fanout_cpu "$i" "$REPLICAS" "$last")" --argjson rss0 "${RSS0[$i]}" --argjson rss1 "${RSS1[$i]}" \
 		--argjson rss2 "${RSS2[$i]}" --argjson cpu "${CPU[$i]}" --argjson fds0 "${FDS0[$i]}" \
 		--argjson fds "${T_FDS[$i]}" \
 		'{replica: $i, ok, failures, connections, connect_s, connect_p99_ms, server_rss_start_bytes: $rss0,
 		  server_rss_connected_bytes: $rss1, server_rss_held_bytes: $rss2,
 		  per_conn_connected_bytes: (($rss1 - $rss0) / .connections), per_conn_held_bytes: (($rss2 - $rss0) / .connections),
 		  server_cpu_idle_pct: $cpu, server_fds_start: $fds0, server_fds_held: $fds, client_rss_per_conn_bytes,
-		  fanout_complete, fanout_missed,
+		  fanout_complete, fanout_missed, fanout_server_cpu_s: $scpu, fanout_generator_cpu_s: $gcpu,
 		  fanout_first_ms: (if .fanout_first_unix_ms then .fanout_first_unix_ms - $c else null end),
 		  fanout_last_ms: (if .fanout_last_unix_ms then .fanout_last_unix_ms - $c else null end)}' \
 		"$OUT/gen-$i.json"
@@ -249,6 +281,8 @@ jq -s --argjson n "$N" --argjson connect_ms $((t_connected - t_start)) --argjson
 	server_cpu_idle_pct: (map(.server_cpu_idle_pct) | add),
 	commit_took_ms: $commit_took,
 	fanout_complete: (map(.fanout_complete // 0) | add), fanout_missed: (map(.fanout_missed // 0) | add),
+	fanout_server_cpu_s: (map(.fanout_server_cpu_s // 0) | add),
+	fanout_generator_cpu_s: (map(.fanout_generator_cpu_s // 0) | add),
 	fanout_first_ms: (map(.fanout_first_ms // empty) | min), fanout_last_ms: (map(.fanout_last_ms // empty) | max)
 	}' "$OUT/replicas.jsonl" | tee "$OUT/total.json"
 log "reports and logs: $OUT"
