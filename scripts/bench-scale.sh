@@ -58,6 +58,11 @@ case $SOURCE_ADDRS in 127.*) ;; *)
 	exit 2
 	;;
 esac
+case $PGURL in postgres://*@127.* | postgres://*@localhost* | postgres://127.* | postgres://localhost*) ;; *)
+	echo "$0: PGURL must be a PostgreSQL server on loopback (postgres://USER@127.0.0.1:PORT)" >&2
+	exit 2
+	;;
+esac
 
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT/bin"
@@ -80,7 +85,7 @@ log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
 
 if [ "$HARD" != unlimited ] && [ $((PER + OWN_FDS)) -gt "$HARD" ]; then
 	echo "$0: $REPLICAS replicas of $PER connections: each needs about $((PER + OWN_FDS)) descriptors," \
-		"over this machine's limit of $HARD a process (ulimit -Hn); raise REPLICAS" >&2
+		"over this machine's limit of $HARD a process (ulimit -Hn), with a margin; raise REPLICAS" >&2
 	exit 2
 fi
 
