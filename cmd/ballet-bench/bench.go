@@ -27,6 +27,9 @@ type runOptions struct {
 	// DropDelta, when set, sees every stamped delta a watcher reads (watcher index, delta
 	// number); returning true drops it, which proves that the checks catch a loss.
 	DropDelta func(watcher, n int) bool
+	// Held, when set, is called once idle mode's connections are all subscribed (tests write
+	// the events of --fanout-events there).
+	Held func()
 }
 
 // bench is the state of one run.
@@ -51,6 +54,7 @@ type bench struct {
 	disconnects    atomic.Int64
 	laggingCloses  atomic.Int64
 	serverCloses   atomic.Int64 // stream.closed other than lagging
+	fanoutDone     atomic.Int64 // connections that have --fanout-events events
 
 	errMu    sync.Mutex
 	errCount int

@@ -345,6 +345,9 @@ func TestUsage(t *testing.T) {
 		{"burst event bytes", []string{"--token", "x", "--db", "postgres://x", "--mode", "burst", "--event-bytes", "600000"}},
 		{"burst payload", []string{"--token", "x", "--db", "postgres://x", "--mode", "burst", "--payload-bytes", "10"}},
 		{"burst metrics", []string{"--token", "x", "--db", "postgres://x", "--mode", "burst", "--server-metrics", "http://x/metrics"}},
+		{"fanout outside idle", []string{"--token", "x", "--db", "postgres://x", "--fanout-events", "1"}},
+		{"fanout negative", []string{"--token", "x", "--mode", "idle", "--fanout-events", "-1"}},
+		{"source addrs", []string{"--token", "x", "--mode", "idle", "--source-addrs", "127.0.0.9-127.0.0.2"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -44,6 +44,8 @@ type client struct {
 	// hold, when set, holds the reader before its next frame until the
 	// channel closes: the connection's socket is not read at all meanwhile.
 	hold atomic.Pointer[<-chan struct{}]
+	// fanout counts the tracked subscription's events in idle mode with --fanout-events.
+	fanout fanoutState
 	// closedCh, when set (burst mode), receives the reason of each
 	// stream.closed of the tracked subscription; it never blocks the reader.
 	closedCh chan string
@@ -118,13 +120,18 @@ func (b *bench) dialURL(ctx context.Context, idx int, u string) (*client, error)
 }
 
 // newHTTPClient is the transport for WebSocket handshakes: no proxies, no
-// pooling (every handshake is a new TCP connection anyway).
-func newHTTPClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{
+// pooling (every handshake is a new TCP connection anyway); with src, dialed
+// from its addresses in turn.
+func newHTTPClient(src *sourceDialer) *http.Client {
+	t := &http.Transport{
 		DisableKeepAlives:   true,
 		DisableCompression:  true,
 		TLSHandshakeTimeout: 10 * time.Second,
-	}}
+	}
+	if src != nil {
+		t.DialContext = src.DialContext
+	}
+	return &http.Client{Transport: t}
 }
 
 // close ends the connection without a close handshake and waits for the
@@ -207,6 +214,9 @@ func (c *client) handle(fi *frameInfo) {
 		}
 		if h := c.b.opts.DropEvent; h != nil && h(c.idx, fi.seq) {
 			return
+		}
+		if c.b.cfg.fanoutEvents > 0 {
+			c.fanoutEvent()
 		}
 		st.tr.event(fi.seq, nowNs(), c.b.latCommits, &c.b.lat, &c.b.pendingDropped)
 	case frameOutput:

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -61,7 +62,9 @@ type config struct {
 	window        int
 	cpuProfile    string
 	help          bool
-	version       bool // --version: print the build's version
+	sourceAddrs   []netip.Addr // --source-addrs: local addresses dialed from in turn
+	fanoutEvents  int          // idle: events of the stream every connection must receive after the hold
+	version       bool         // --version: print the build's version
 
 	// burst mode
 	burstEvents int           // events of the one transaction
@@ -135,6 +138,8 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	fs.IntVar(&c.burstEvents, "burst-events", 2000, "")
 	eventBytes := fs.Int("event-bytes", 2048, "")
 	fs.IntVar(&c.paused, "paused", 0, "")
+	sourceAddrs := fs.String("source-addrs", "", "")
+	fs.IntVar(&c.fanoutEvents, "fanout-events", 0, "")
 	fs.DurationVar(&c.pause, "pause", 0, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -200,6 +205,14 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 		}
 	default:
 		return nil, usageErr("--mode %q: want live, saturate, idle, replay, replay-storm, writer, burst or planner", c.mode)
+	}
+	if *sourceAddrs != "" {
+		if c.sourceAddrs, err = parseSourceAddrs(*sourceAddrs); err != nil {
+			return nil, usageErr("--source-addrs: %v", err)
+		}
+	}
+	if c.fanoutEvents < 0 || (c.fanoutEvents > 0 && c.mode != modeIdle) {
+		return nil, usageErr("--fanout-events is a positive number of events, for --mode idle")
 	}
 	if c.mode == modeSaturate && !set["batch"] {
 		c.batch = 200
@@ -343,6 +356,14 @@ func (c *config) checkBurst(set map[string]bool, eventBytes int) error {
 	return nil
 }
 
+// sourceDialer dials from --source-addrs, or is nil without them.
+func (c *config) sourceDialer() *sourceDialer {
+	if len(c.sourceAddrs) == 0 {
+		return nil
+	}
+	return &sourceDialer{addrs: c.sourceAddrs}
+}
+
 // deltasPerTurn is the number of text deltas of each answer.
 func (c *config) deltasPerTurn() int { return int(math.Round(c.outputsPerSecond * c.turnSeconds)) }
 
@@ -364,6 +385,9 @@ func (c *config) params() []field {
 			field{"duration_s", c.duration.Seconds(), "s"}, field{"payload_bytes", c.payloadBytes, ""})
 	case modeIdle:
 		fs = append(fs, field{"subscribers", c.subscribers, ""}, field{"duration_s", c.duration.Seconds(), "s"})
+		if c.fanoutEvents > 0 {
+			fs = append(fs, field{"fanout_wait_s", c.grace.Seconds(), "s"})
+		}
 	case modeReplay:
 		fs = append(fs, field{"repeat", c.repeat, ""}, field{"replay_events", c.replayEvents, ""},
 			field{"payload_bytes", c.payloadBytes, ""})
@@ -383,6 +407,9 @@ func (c *config) params() []field {
 			field{"watchers_per_session", c.watchers, ""}, field{"connections_per_replica", c.connections, ""},
 			field{"subjects", c.subjects, ""}, field{"outputs_per_second", c.outputsPerSecond, "outputs/s"}, field{"turn_seconds", c.turnSeconds, "s"},
 			field{"project", c.project, ""})
+	}
+	if len(c.sourceAddrs) > 0 {
+		fs = append(fs, field{"source_addrs", len(c.sourceAddrs), ""})
 	}
 	if c.connectRate > 0 && c.mode != modeWriter {
 		fs = append(fs, field{"connect_rate_limit", c.connectRate, "conn/s"})

@@ -33,6 +33,9 @@ func (b *bench) runIdle(ctx context.Context, r *report) error {
 	defer closeAll(cr.clients)
 	addConnect(r, cr, cfg.subscribers)
 	held := time.Now()
+	if b.opts.Held != nil {
+		b.opts.Held()
+	}
 
 	if err := sleepUntil(ctx, held.Add(cfg.settle)); err != nil {
 		return err
@@ -62,6 +65,9 @@ func (b *bench) runIdle(ctx context.Context, r *report) error {
 		}
 	}
 	r.add("held_s", time.Since(held).Seconds(), "s")
+	if cfg.fanoutEvents > 0 {
+		b.waitFanout(ctx, r, cr.clients)
+	}
 	closeAll(cr.clients)
 	b.addConnHealth(r)
 	if n := b.laggingCloses.Load() + b.serverCloses.Load(); n > 0 {

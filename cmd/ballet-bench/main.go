@@ -72,6 +72,12 @@ flags:
   --server-pid PID      idle: read the server's RSS from /proc/PID/status; burst: every 10 ms
                         from the burst's start, and the server's CPU from /proc/PID/stat
   --server-metrics URL  idle: read process_resident_memory_bytes, e.g. http://127.0.0.1:8081/metrics
+  --fanout-events N     idle: after the hold, wait up to --grace until every connection has N events
+                        of the stream that another program writes; report when the first and the
+                        last connection had them (Unix ms) and the connections that missed some
+  --source-addrs LIST   dial from these local addresses in turn, e.g. 127.0.0.2-127.0.0.9 (ranges and
+                        single addresses, separated by commas): more connections than one source
+                        address has ports for
   --db-cost             live: the transactions the database of --db ran during the run, beyond
                         the writer's own, per writer commit (waits 11 s before and after it
                         for PostgreSQL's statistics)
@@ -169,7 +175,7 @@ func runWith(ctx context.Context, args []string, o *runOptions) int {
 
 // execute runs the configured mode, filling r.
 func execute(ctx context.Context, cfg *config, o *runOptions, r *report) error {
-	b := &bench{cfg: cfg, opts: o, http: newHTTPClient(), start: time.Now()}
+	b := &bench{cfg: cfg, opts: o, http: newHTTPClient(cfg.sourceDialer()), start: time.Now()}
 	defer b.http.CloseIdleConnections()
 	if cfg.mode != modeWriter {
 		n := cfg.subscribers
