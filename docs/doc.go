@@ -4,8 +4,8 @@
 //   - protocol.md, the realtime API's reference for people (guide.md, the walkthroughs beside
 //     it); asyncapi.yaml, the same for programs;
 //   - openapi.yaml, the REST API; operations.md, configuration.md, runbooks.md, capacity.md,
-//     design.md, identity-provider.md, internals.md (for contributors), benchmarks.md and the
-//     run logs of benchmarks/ are prose only.
+//     limits-history.md, design.md, identity-provider.md, internals.md (for contributors),
+//     benchmarks.md and the run logs of benchmarks/ are prose only.
 //
 // The tests compare the protocol table's methods, notifications and error codes (with rpc's),
 // and the gateway's close codes, with both descriptions of the realtime API, the fields of
