@@ -115,6 +115,7 @@ type Conn struct {
 	ending  bool        // end has run ended
 	queue   []outFrame
 	spare   []outFrame // the writer's previous batch, reused
+	ready   []Source   // sources with frames to pull (Ready), in turn
 	tryLen  int
 	bytes   int64     // queued and not yet written: frameBytes of each
 	told    int64     // what total was last told of bytes
@@ -259,6 +260,9 @@ func (c *Conn) fail(err error) { c.end(err) }
 func (c *Conn) failPending() {
 	c.mu.Lock()
 	c.closed = true
+	if c.writer == writerIdle {
+		c.ready = nil
+	}
 	var pending map[int64]chan *codec.Message
 	var unwatch func() bool
 	if r := c.rare; r != nil {

@@ -6,7 +6,9 @@
 //
 // Entry points: NewConn wraps a Transport and a codec.Codec; Handler serves
 // incoming requests and notifications; Conn.Call, Conn.Notify, Conn.TrySend
-// and Conn.TrySendFrames send. Errors are *Error values, or any Coded error
+// and Conn.TrySendFrames push frames into the connection's queue, and
+// Conn.Ready hands the writer a Source whose frames it pulls as the transport
+// takes them (a subscription whose events wait in a shared window). Errors are *Error values, or any Coded error
 // (the realtime API's codes are package protocol's), that match by code, so
 // handlers return fmt.Errorf("...: %w", ErrInvalidParams) or
 // Errorf(protocol.ErrNotFound, "..."); rpc names only JSON-RPC's own codes.

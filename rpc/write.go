@@ -29,6 +29,7 @@ type outFrame struct {
 	done   func()
 	token  bool          // holds an OutQueue token
 	try    bool          // counted in tryLen
+	pulled bool          // pulled from a Source: counted nowhere
 	marker chan struct{} // Flush marker
 }
 
@@ -174,8 +175,8 @@ var writerMoves = [...]uint8{
 // setWriterLocked moves the writer role to to. A move the role does not have, or going idle
 // with frames queued, is a bug and panics. c.mu is held.
 func (c *Conn) setWriterLocked(to writerState) {
-	if from := c.writer; writerMoves[from]&(1<<to) == 0 || (to == writerIdle && len(c.queue) > 0) {
-		panic(fmt.Sprintf("rpc: writer cannot go from %v to %v with %d frames queued", from, to, len(c.queue)))
+	if from := c.writer; writerMoves[from]&(1<<to) == 0 || (to == writerIdle && (len(c.queue) > 0 || len(c.ready) > 0)) {
+		panic(fmt.Sprintf("rpc: writer cannot go from %v to %v with %d frames queued and %d sources ready", from, to, len(c.queue), len(c.ready)))
 	}
 	c.writer = to
 }
@@ -186,7 +187,7 @@ const FrameOverhead = 64
 
 // frameBytes is what f counts against MaxQueuedBytes.
 func frameBytes(f *outFrame) int64 {
-	if f.Data == nil && f.Params == nil { // a Flush marker, or a frame already finished
+	if f.pulled || f.Data == nil && f.Params == nil { // pulled, a Flush marker, or a frame already finished
 		return 0
 	}
 	return int64(len(f.Data)+len(f.Params)+len(f.Method)+len(f.Sub)) + FrameOverhead
@@ -243,7 +244,7 @@ func (c *Conn) enqueue(fs []outFrame, try bool, room int) bool {
 // are queued (it reports true: the caller must start writeLoop), or to
 // idle.
 func (c *Conn) handOffLocked() bool {
-	if len(c.queue) > 0 {
+	if len(c.queue) > 0 || len(c.ready) > 0 {
 		c.setWriterLocked(writerQueued)
 		return true
 	}
@@ -389,12 +390,20 @@ func (c *Conn) writeLoop() {
 	}()
 	for {
 		c.mu.Lock()
-		if len(c.queue) == 0 || c.ctx.Err() != nil {
+		if len(c.queue) == 0 && len(c.ready) > 0 && c.ctx.Err() == nil {
+			// Nothing pushed waits: the next chunk of the ready sources.
+			c.mu.Unlock()
+			c.pullChunk()
+			c.mu.Lock()
+		}
+		if len(c.queue) == 0 && len(c.ready) == 0 || c.ctx.Err() != nil {
 			rest := c.queue
 			// An idle connection keeps no queue: the next enqueue makes one.
 			c.queue, c.spare = nil, nil
 			if c.ctx.Err() != nil {
 				c.closed = true
+				clear(c.ready)
+				c.ready = nil
 			}
 			c.setWriterLocked(writerIdle)
 			c.mu.Unlock()
@@ -490,4 +499,121 @@ func (c *Conn) finish(f outFrame) {
 	if f.marker != nil {
 		close(f.marker)
 	}
+}
+
+// Source is a subscription whose frames the writer pulls when the transport can take more,
+// instead of having them queued: what waits for a slow peer is a position in its source, not
+// frames. Notification is the method and subscription id of its frames (built as a Frame's
+// Params are); Pull appends to params the next frames' params, about max bytes of them (at
+// least one when it has any), and reports whether it has more.
+type Source interface {
+	Notification() (method, sub string)
+	Pull(params [][]byte, max int) ([][]byte, bool)
+}
+
+// PullChunk is about the most bytes of frames the writer pulls from its sources for one
+// write: what a peer that stops reading holds of them, beside its socket's buffer.
+const PullChunk = 32 << 10
+
+// Ready tells the writer that src has frames to pull. The writer pulls the ready sources in
+// turn, a part of PullChunk each, after the frames queued before, until each reports no
+// more; the caller must not call Ready again for src until then. When no writer runs and
+// the transport is a TryWriter, the first chunk goes out at once on the caller's goroutine.
+// On an ended connection it does nothing.
+func (c *Conn) Ready(src Source) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.ready = append(c.ready, src)
+	if c.writer != writerIdle {
+		c.mu.Unlock()
+		return
+	}
+	c.wg.Add(1)
+	if c.tw != nil && len(c.queue) == 0 {
+		c.setWriterLocked(writerDirect)
+		c.mu.Unlock()
+		c.pullChunk()
+		c.mu.Lock()
+		fs := c.queue
+		c.queue = nil
+		if len(fs) == 0 {
+			handOff := c.handOffLocked()
+			c.mu.Unlock()
+			if handOff {
+				c.workers.run(c.writeLoop)
+			}
+			return
+		}
+		c.mu.Unlock()
+		c.writeNow(fs)
+		return
+	}
+	c.setWriterLocked(writerQueued)
+	c.mu.Unlock()
+	c.workers.run(c.writeLoop)
+}
+
+// pulled is pullChunk's scratch space.
+type pulled struct {
+	params  [][]byte
+	sources []Source
+}
+
+var pulls = sync.Pool{New: func() any { return new(pulled) }}
+
+// pullChunk pulls about PullChunk bytes of frames from the ready sources, in turn, onto the
+// queue. The caller holds the writer role, so nothing else is queued meanwhile but by
+// senders, behind.
+func (c *Conn) pullChunk() {
+	p := pulls.Get().(*pulled)
+	c.mu.Lock()
+	p.sources = append(p.sources[:0], c.ready...)
+	clear(c.ready)
+	c.ready = c.ready[:0]
+	c.mu.Unlock()
+	var fs []outFrame
+	budget := PullChunk
+	share := max(PullChunk/len(p.sources), 4<<10)
+	var more, unvisited []Source
+	for i, src := range p.sources {
+		if budget <= 0 {
+			unvisited = p.sources[i:]
+			break
+		}
+		method, sub := src.Notification()
+		var has bool
+		p.params, has = src.Pull(p.params[:0], min(share, budget))
+		for _, b := range p.params {
+			fs = append(fs, outFrame{Frame: Frame{Method: method, Sub: sub, Params: b}, pulled: true})
+			budget -= len(b) + len(method) + len(sub) + spliceRoom
+		}
+		if has {
+			more = append(more, src)
+		}
+	}
+	// The sources not reached go first next time, then the ones that have more.
+	var again []Source
+	if len(unvisited)+len(more) > 0 {
+		again = append(append(make([]Source, 0, len(unvisited)+len(more)), unvisited...), more...)
+	}
+	clear(p.params)
+	clear(p.sources)
+	p.params, p.sources = p.params[:0], p.sources[:0]
+	pulls.Put(p)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	// Sources woken meanwhile queue behind the ones that have more.
+	if len(again) > 0 {
+		c.ready = append(again, c.ready...)
+	}
+	if len(fs) > 0 {
+		c.queue = append(fs, c.queue...)
+	}
+	c.mu.Unlock()
 }
