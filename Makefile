@@ -40,7 +40,7 @@ test: vet
 # TestReplicaShedsTheMostBehind runs without the race detector, under which its fan-outs are too
 # slow for the bound it measures (it skips itself there); nootlp builds internal/tracing without
 # the OTLP exporter.
-HUB_TESTS = ^Test(DispatchRunsInOrder|RevocationInsideABatch|OnAccessLost|RunLargerThanQueueIsLagging)$$
+HUB_TESTS = ^Test(DispatchRunsInOrder|RevocationInsideABatch|OnAccessLost)$$
 
 vet:
 	$(GO) vet ./...

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -157,10 +158,19 @@ type appender struct {
 
 func (a *appender) append(t testing.TB, env *gatewaytest.Env, count int) {
 	t.Helper()
+	a.appendPadded(t, env, count, 0)
+}
+
+// appendPadded is append with a payload of about pad bytes more per event.
+func (a *appender) appendPadded(t testing.TB, env *gatewaytest.Env, count, pad int) {
+	t.Helper()
 	evs := make([]streams.NewEvent, count)
 	a.mu.Lock()
 	for i := range evs {
 		evs[i] = tick(a.next)
+		if pad > 0 {
+			evs[i].Payload = []byte(fmt.Sprintf(`{"n":%d,"pad":"%s"}`, a.next, strings.Repeat("p", pad)))
+		}
 		a.next++
 	}
 	a.mu.Unlock()

@@ -96,6 +96,9 @@ func (p *proxy) serve(ln net.Listener) {
 				_ = down.Close()
 				continue
 			}
+			// A buffer of its own size rather than one the kernel grows to megabytes: a paused
+			// connection holds back the gateway soon, as a real proxy's would.
+			_ = up.(*net.TCPConn).SetReadBuffer(64 << 10)
 			pr := &pair{down: down, up: up}
 			pr.cond = sync.NewCond(&pr.mu)
 			p.mu.Lock()

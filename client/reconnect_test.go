@@ -11,6 +11,7 @@ import (
 
 	"github.com/ballet/gateway/client"
 	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/gateway/gatewaytest"
 	"github.com/ballet/gateway/protocol"
 )
 
@@ -268,13 +269,19 @@ func TestHeartbeatSilenceReconnects(t *testing.T) {
 	checkExactlyOnce(t, col.seqs(), a.all())
 }
 
-// A subscription the server closes as lagging is resumed from the last
-// delivered seq without losing or repeating events.
+// A subscription that falls behind while its client does not read catches up once it
+// reads again, every event once, while it is at most BALLET_REPLAY_LIMIT events behind (100
+// here; the window of recent events is 64 KiB). Further behind, the server closes it lagging,
+// the client subscribes again from the last delivered seq, is answered -32010, and OnResync
+// starts it again from the seq it names: events before the close come in order, once, and
+// every event after that seq arrives.
 func TestLaggingResubscribes(t *testing.T) {
-	env := startEnv(t, true, gateway.Config{SubscriberQueue: 4})
+	env := gatewaytest.Start(t, &gatewaytest.Options{RecentBytes: 64 << 10, Config: gateway.Config{ReplayLimit: 100}})
+	env.Project(t, "WEB", "alice", "admin", "bob", "viewer")
 	p := startProxy(t, env.HTTP.Listener.Addr().String())
 	c := dial(t, p.URL(), &client.Options{Token: (&minter{env: env, subject: "alice"}).Token})
-	sub, err := c.Subscribe(context.Background(), "project:WEB", nil)
+	resynced := make(chan int64, 1)
+	sub, err := c.Subscribe(context.Background(), "project:WEB", &client.SubscribeOptions{OnResync: func(seq int64) { resynced <- seq }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,21 +289,55 @@ func TestLaggingResubscribes(t *testing.T) {
 	var a appender
 	a.append(t, env, 10)
 	waitFor(t, "the first events", 30*time.Second, func() bool { return col.len() == 10 })
-	// A client that stops reading: once the socket to it is full, its
-	// queue of four events overflows.
+
+	// 60 events of 2 KB while it does not read: more than the window, fewer than the limit.
 	p.Pause()
-	for i := 0; metric(env, "ballet_gateway_lagging_closes_total") == 0; i++ {
-		if i == 1000 {
-			t.Fatal("the server never closed the subscription as lagging")
-		}
-		a.append(t, env, 100) // one transaction: dispatched in one burst
+	for range 6 {
+		a.appendPadded(t, env, 10, 2<<10)
 	}
 	p.Resume()
-	a.append(t, env, 100)
-	n := len(a.all())
-	waitFor(t, "every event", 30*time.Second, func() bool { return col.len() == n })
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, "the catch-up", 30*time.Second, func() bool { return col.len() == 70 })
 	checkExactlyOnce(t, col.seqs(), a.all())
+	if metric(env, "ballet_gateway_lagging_closes_total") != 0 {
+		t.Fatal("closed lagging within the replay limit")
+	}
+
+	// 600 more: too far behind.
+	p.Pause()
+	for range 60 {
+		a.appendPadded(t, env, 10, 2<<10)
+	}
+	p.Resume()
+	var from int64
+	select {
+	case from = <-resynced:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no resync; lagging closes %v", metric(env, "ballet_gateway_lagging_closes_total"))
+	}
+	if metric(env, "ballet_gateway_lagging_closes_total") != 1 {
+		t.Fatalf("lagging closes %v, want 1", metric(env, "ballet_gateway_lagging_closes_total"))
+	}
+	a.append(t, env, 20)
+	all := a.all()
+	var want []int64
+	got := col.seqs()
+	for _, s := range all {
+		if s > from {
+			want = append(want, s)
+		}
+	}
+	waitFor(t, "the events after the resync", 30*time.Second, func() bool {
+		got = col.seqs()
+		return len(got) > 0 && got[len(got)-1] == all[len(all)-1]
+	})
+	time.Sleep(100 * time.Millisecond)
+	got = col.seqs()
+	for i := 1; i < len(got); i++ {
+		if got[i] <= got[i-1] {
+			t.Fatalf("events out of order or duplicated at %d: %d after %d", i, got[i], got[i-1])
+		}
+	}
+	checkExactlyOnce(t, got[len(got)-len(want):], want)
 	if sub.Err() != nil {
 		t.Fatalf("subscription ended: %v", sub.Err())
 	}

@@ -110,9 +110,9 @@ type subscribeResult struct {
 // Subscribe subscribes to stream ("project:<KEY>" or "item:<KEY>"). While
 // the client is reconnecting it waits for the next connection, up to ctx.
 // Errors from the server match protocol.ErrForbidden, protocol.ErrNotFound,
-// rpc.ErrInvalidParams or protocol.ErrResyncRequired, and protocol.ErrConflict when
-// this client already follows the stream with the same Types (a connection
-// follows each once: share that Subscription instead).
+// rpc.ErrInvalidParams or protocol.ErrResyncRequired. A client may follow one
+// stream several times, with the same Types or not: each Subscription gets
+// every event of its own.
 func (c *Client) Subscribe(ctx context.Context, stream string, opts *SubscribeOptions) (*Subscription, error) {
 	var o SubscribeOptions
 	if opts != nil {

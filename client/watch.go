@@ -67,9 +67,8 @@ type watchResult struct {
 }
 
 // PlannerWatch watches a planner session's output (planner.watch); it runs
-// until Unsubscribe. Needs tracker.read on the session's project. A client
-// watches a session once: a second watch of it fails with protocol.ErrConflict
-// until the first is unsubscribed.
+// until Unsubscribe. Needs tracker.read on the session's project. A client may
+// watch one session several times: each Watch gets every output.
 func (c *Client) PlannerWatch(ctx context.Context, session string, opts *WatchOptions) (*Watch, error) {
 	var o WatchOptions
 	if opts != nil {

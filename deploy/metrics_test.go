@@ -31,6 +31,7 @@ var registeredInCmd = map[string]metricInfo{
 	"ballet_gateway_log_head":            {kind: dto.MetricType_GAUGE},
 	"ballet_gateway_tail_lag_seconds":    {kind: dto.MetricType_GAUGE},
 	"ballet_gateway_recent_events_bytes": {kind: dto.MetricType_GAUGE},
+	"ballet_gateway_catch_ups_running":   {kind: dto.MetricType_GAUGE},
 	"ballet_gateway_queued_bytes":        {kind: dto.MetricType_GAUGE},
 	"ballet_gateway_queued_bytes_budget": {kind: dto.MetricType_GAUGE},
 }

@@ -236,6 +236,7 @@ func (k *wsClient) exchange(method string, params any) (resp *codec.Message, eve
 type replayLoop struct {
 	k        *wsClient
 	params   map[string]any
+	per      int // events each accepted replay delivers
 	accepted int // subscribes that replayed
 	events   int // stream.event received
 	refused  []limitErr
@@ -269,6 +270,14 @@ func (l *replayLoop) run(stop <-chan struct{}) {
 		}
 		l.accepted++
 		l.replays.Add(1)
+		// The replay arrives before the answer or after it: all of it before the unsubscribe.
+		for l.events < l.accepted*l.per {
+			if _, err := l.k.nextEvent(30 * time.Second); err != nil {
+				l.err = err
+				return
+			}
+			l.events++
+		}
 		m, n, err = l.k.exchange("stream.unsubscribe", map[string]any{"subscription": l.params["subscription"]})
 		l.events += n
 		if err == nil && m.Error != nil {
@@ -311,8 +320,7 @@ func TestReplayBudget(t *testing.T) {
 		k := login(t, env, c, "alice")
 		n := 0
 		for i := range subs {
-			// Filters that select every event, one each: a connection follows a stream with one
-			// filter once.
+			// Filters that select every event, one each.
 			m, got, err := k.exchange("stream.subscribe", map[string]any{"subscription": fmt.Sprint("s", i), "stream": "project:WEB",
 				"from_seq": head - behind, "types": []string{"*", fmt.Sprint("n", i)}})
 			if err != nil || m.Error != nil {
@@ -331,11 +339,11 @@ func TestReplayBudget(t *testing.T) {
 	from := head - int64(limit) + 1 // limit − 1 events to replay
 	var loops []*replayLoop
 	for i := range 5 {
-		subject, p := "alice", map[string]any{"subscription": "r", "stream": "project:WEB", "from_seq": from}
+		subject, p, per := "alice", map[string]any{"subscription": "r", "stream": "project:WEB", "from_seq": from}, limit-1
 		if i == 4 {
-			subject, p["types"] = "zoe", []string{"presence.only"}
+			subject, p["types"], per = "zoe", []string{"presence.only"}, 0
 		}
-		loops = append(loops, &replayLoop{k: login(t, env, codecs[i%2], subject), params: p})
+		loops = append(loops, &replayLoop{k: login(t, env, codecs[i%2], subject), params: p, per: per})
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

@@ -22,7 +22,7 @@ type Config struct {
 	HeartbeatInterval time.Duration // BALLET_HEARTBEAT_INTERVAL: zero means 15 s
 	DrainWindow       time.Duration // BALLET_DRAIN_WINDOW: zero means 10 s
 	ReplayLimit       int           // BALLET_REPLAY_LIMIT: zero means streams.DefaultReplayLimit (1000)
-	SubscriberQueue   int           // BALLET_SUBSCRIBER_QUEUE: zero means streams.DefaultQueueLimit (4096)
+	SubscriberQueue   int           // BALLET_SUBSCRIBER_QUEUE: planner outputs and presence changes waiting per subscription; zero means DefaultSubscriberQueue
 	ReadLimit         int64         // BALLET_READ_LIMIT: largest accepted frame in bytes; zero means 1 MiB
 	// RESTWriteStall closes a REST answer's connection once its client has taken none of it
 	// for this long (BALLET_REST_WRITE_STALL), within the answer's RESTTimeout; zero means 5 s.
@@ -58,6 +58,11 @@ type Config struct {
 	Pprof bool
 }
 
+// DefaultSubscriberQueue is Config.SubscriberQueue's default: the planner outputs or presence
+// changes one subscription may have waiting for its client before it is closed lagging.
+// (Stream events do not wait in a queue: a subscription is a position in the hub's window.)
+const DefaultSubscriberQueue = 4096
+
 // WithDefaults returns c with its zero fields set to their defaults, as NewServer applies
 // them. ReplicaQueueBytes, PartialMessageBytes and MaxPendingSockets stay zero (NewServer reads the memory limit), and the presence
 // fields too (presence.New applies its defaults).
@@ -66,7 +71,7 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.HeartbeatInterval, 15*time.Second)
 	orDefault(&c.DrainWindow, 10*time.Second)
 	orDefault(&c.ReplayLimit, streams.DefaultReplayLimit)
-	orDefault(&c.SubscriberQueue, streams.DefaultQueueLimit)
+	orDefault(&c.SubscriberQueue, DefaultSubscriberQueue)
 	orDefault(&c.ReadLimit, 1<<20)
 	orDefault(&c.RESTWriteStall, 5*time.Second)
 	orDefault(&c.MaxSubscriptions, 256)

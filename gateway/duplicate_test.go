@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/ballet/gateway/codec"
@@ -8,51 +10,80 @@ import (
 	"github.com/ballet/gateway/planner/provider"
 )
 
-// What one subscription follows, another on the same connection may not: a second
-// stream.subscribe of a stream with the same filter, or a second planner.watch of a session,
-// is refused with -32009 naming the first (it would queue every frame twice). Another filter,
-// another connection, or after stream.unsubscribe, it is accepted.
-func TestSecondSubscriptionOfTheSameIsRefused(t *testing.T) {
+// Two subscriptions of one stream on one connection, with the same filter or not, each get
+// every event of theirs once, in order, as the Realtime API allows (a subscription id is
+// unique on the connection, nothing more); so do two planner.watch of one session, each
+// every output of the turn. A third, replaying from a seq, gets its replay and then the same.
+func TestTwoSubscriptionsOfOneStream(t *testing.T) {
 	env := gatewaytest.Start(t, &gatewaytest.Options{Planner: provider.NewScripted(nil)})
 	env.Project(t, "WEB", "alice", "member")
 	session := createSession(t, env, env.Token(t, "alice"))
-	forEachCodec(t, func(t *testing.T, c codec.Codec) {
-		k := login(t, env, c, "alice")
-		sub := func(id string, extra map[string]any) map[string]any {
-			p := map[string]any{"subscription": id, "stream": "project:WEB"}
-			for k, v := range extra {
-				p[k] = v
-			}
-			return p
+	for _, c := range codecs { // one after the other: they follow one project
+		t.Run(c.Name(), func(t *testing.T) { twoOfOne(t, env, c, session) })
+	}
+}
+
+func twoOfOne(t *testing.T, env *gatewaytest.Env, c codec.Codec, session string) {
+	k := login(t, env, c, "alice")
+	var sub struct {
+		Seq int64 `json:"seq"`
+	}
+	k.mustCall("stream.subscribe", map[string]any{"subscription": "s1", "stream": "project:WEB"}, &sub)
+	k.mustCall("stream.subscribe", map[string]any{"subscription": "s2", "stream": "project:WEB"}, nil)
+	k.mustCall("stream.subscribe", map[string]any{"subscription": "f1", "stream": "project:WEB",
+		"types": []string{"item.created"}}, nil)
+	k.mustCall("stream.subscribe", map[string]any{"subscription": "f2", "stream": "project:WEB",
+		"types": []string{"item.created", "item.*"}}, nil)
+	k.mustCall("stream.subscribe", map[string]any{"subscription": "i1", "stream": "item:WEB-1"}, nil)
+
+	var want = map[string][]int64{}
+	for i := range 30 {
+		typ, key := "item.updated", fmt.Sprint("WEB-", 1+i%3)
+		if i%5 == 0 {
+			typ = "item.created"
 		}
-		refused := func(method string, params map[string]any, first string) {
-			t.Helper()
-			e := k.wantError(method, params, -32009)
-			var d struct {
-				Subscription string `json:"subscription"`
-			}
-			if err := c.Unmarshal(e.Data, &d); err != nil || d.Subscription != first {
-				t.Fatalf("%s %v: data %q (%v), want the subscription %q", method, params, e.Data, err, first)
-			}
+		seq := appendN(t, env, itemEvent("WEB", key, typ, i))
+		want["s1"], want["s2"], want["f2"] = append(want["s1"], seq), append(want["s2"], seq), append(want["f2"], seq)
+		if typ == "item.created" {
+			want["f1"] = append(want["f1"], seq)
 		}
-		k.mustCall("stream.subscribe", sub("s1", nil), nil)
-		refused("stream.subscribe", sub("s2", nil), "s1")
-		refused("stream.subscribe", sub("s2", map[string]any{"presence": true}), "s1")
-		k.mustCall("stream.subscribe", sub("f1", map[string]any{"types": []string{"item.*", "project.created"}}), nil)
-		refused("stream.subscribe", sub("f2", map[string]any{"types": []string{"project.created", "item.*", "item.*"}}), "f1")
+		if key == "WEB-1" {
+			want["i1"] = append(want["i1"], seq)
+		}
+	}
+	// A sixth, replaying the first ten from the seq the first was answered.
+	k.mustCall("stream.subscribe", map[string]any{"subscription": "r1", "stream": "project:WEB", "from_seq": sub.Seq}, nil)
+	want["r1"] = slices.Clone(want["s1"])
+	got := map[string][]int64{}
+	total := 0
+	for _, w := range want {
+		total += len(w)
+	}
+	for n := 0; n < total; n++ {
+		ev := k.mustEvent()
+		got[ev.Subscription] = append(got[ev.Subscription], ev.Seq)
+	}
+	for id, w := range want {
+		if fmt.Sprint(got[id]) != fmt.Sprint(w) {
+			t.Errorf("%s: got %v\nwant %v", id, got[id], w)
+		}
+	}
+	if ev, err := k.nextEvent(100e6); err == nil {
+		t.Fatalf("an event more: %s seq %d", ev.Subscription, ev.Seq)
+	}
 
-		k.mustCall("planner.watch", map[string]any{"subscription": "w1", "session": session}, nil)
-		refused("planner.watch", map[string]any{"subscription": "w2", "session": session}, "w1")
-
-		// Another connection may follow the same.
-		other := login(t, env, c, "alice")
-		other.mustCall("stream.subscribe", sub("s1", nil), nil)
-		other.mustCall("planner.watch", map[string]any{"subscription": "w1", "session": session}, nil)
-
-		// Once the first is gone, the same may be followed again.
-		k.mustCall("stream.unsubscribe", map[string]any{"subscription": "s1"}, nil)
-		k.mustCall("stream.subscribe", sub("s2", nil), nil)
-		k.mustCall("stream.unsubscribe", map[string]any{"subscription": "w1"}, nil)
-		k.mustCall("planner.watch", map[string]any{"subscription": "w2", "session": session}, nil)
-	})
+	k.mustCall("planner.watch", map[string]any{"subscription": "w1", "session": session}, nil)
+	k.mustCall("planner.watch", map[string]any{"subscription": "w2", "session": session}, nil)
+	k.mustCall("planner.send", map[string]any{"session": session, "text": "plan " + c.Name()}, nil)
+	a, b := k.outputs("w1"), k.outputs("w2")
+	if len(a) == 0 || len(a) != len(b) {
+		t.Fatalf("the watches saw %d and %d outputs", len(a), len(b))
+	}
+	for i := range a {
+		if a[i].Type != b[i].Type || a[i].Text != b[i].Text || a[i].Seq != b[i].Seq {
+			t.Fatalf("output %d: %+v and %+v", i, a[i], b[i])
+		}
+	}
+	k.mustCall("stream.unsubscribe", map[string]any{"subscription": "w1"}, nil)
+	k.mustCall("stream.unsubscribe", map[string]any{"subscription": "s1"}, nil)
 }

@@ -28,6 +28,7 @@ type Metrics struct {
 	RequestDuration  *prometheus.HistogramVec
 	Subscriptions    *prometheus.GaugeVec // by stream kind
 	EventsDelivered  prometheus.Counter
+	CatchUps         *prometheus.CounterVec // subscriptions that fell behind the window, by outcome (caught_up, lagging)
 	LaggingCloses    prometheus.Counter
 	ServerCloses     *prometheus.CounterVec // stream.closed by reason
 	ReplayEvents     prometheus.Histogram
@@ -86,7 +87,9 @@ func NewMetrics() *Metrics {
 		Subscriptions: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "subscriptions",
 			Help: "Active subscriptions, by kind (project, item, planner)."}, []string{"kind"}),
 		EventsDelivered: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "events_delivered_total",
-			Help: "stream.event notifications queued to clients."}),
+			Help: "stream.event notifications handed to clients' connections."}),
+		CatchUps: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "catch_ups_total",
+			Help: "Subscriptions that fell behind the window of recent events and read the log, by outcome (caught_up, lagging)."}, []string{"outcome"}),
 		LaggingCloses: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "lagging_closes_total",
 			Help: "Subscriptions closed because the client did not keep up."}),
 		ServerCloses: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "stream_closes_total",
@@ -126,7 +129,7 @@ func NewMetrics() *Metrics {
 			Help: "REST listings (pages and transcripts) being answered on this replica."}),
 	}
 	r.MustRegister(m.Connections, m.Connects, m.Closes, m.AuthFailures, m.MessagesIn, m.MessagesOut,
-		m.Requests, m.RequestDuration, m.Subscriptions, m.EventsDelivered, m.LaggingCloses, m.ServerCloses,
+		m.Requests, m.RequestDuration, m.Subscriptions, m.EventsDelivered, m.CatchUps, m.LaggingCloses, m.ServerCloses,
 		m.ReplayEvents, m.DeliveryLatency, m.TailerPosition, m.TailerDispatched, m.LimitRejections,
 		m.Sockets, m.SocketsEvicted, m.PresenceMembers, m.PresenceChanges, m.TailMaxLag,
 		m.OperatorActions, m.OperatorCloses, m.AdminListings, m.IssuerLoaded, m.IssuerFailures, m.RESTListings)
@@ -175,7 +178,29 @@ func NewMetrics() *Metrics {
 	for _, c := range closeCodeLabels() {
 		m.Closes.WithLabelValues(c)
 	}
+	for _, o := range []string{catchUpOK, catchUpLagging} {
+		m.CatchUps.WithLabelValues(o)
+	}
 	return m
+}
+
+// The outcomes of catch_ups_total.
+const (
+	catchUpOK      = "caught_up"
+	catchUpLagging = "lagging"
+)
+
+// ObserveHub sets the hooks of o through which the hub feeds these metrics: the events its
+// subscriptions' connections pull, and its catch-ups from the log.
+func (m *Metrics) ObserveHub(o *streams.HubOptions) {
+	o.OnDelivered = func(n int) { m.EventsDelivered.Add(float64(n)) }
+	o.OnCatchUp = func(ok bool) {
+		if ok {
+			m.CatchUps.WithLabelValues(catchUpOK).Inc()
+		} else {
+			m.CatchUps.WithLabelValues(catchUpLagging).Inc()
+		}
+	}
 }
 
 // authFailureLabels are the reason label's values of auth_failures_total: the verifier's

@@ -141,7 +141,7 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 	if wp.Turn != "" && wp.After == nil {
 		return nil, rpc.Errorf(rpc.ErrInvalidParams, "params.turn needs params.after")
 	}
-	cs := &clientSub{kind: "planner", target: "watch " + wp.Session}
+	cs := &clientSub{kind: "planner"}
 	if err := s.reserve(wp.Subscription, cs); err != nil {
 		return nil, err
 	}

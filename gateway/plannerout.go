@@ -172,3 +172,7 @@ func (s *session) killOutput(w *watchSink) bool {
 	w.dead = true
 	return !was
 }
+
+// frameSlices are the frames of a batch of notifications for several subscriptions: a
+// planner turn's output to its watchers, presence changes, made once and reused.
+var frameSlices = sync.Pool{New: func() any { s := make([]rpc.Frame, 0, 16); return &s }}

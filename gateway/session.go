@@ -87,7 +87,6 @@ type clientSub struct {
 	kind   string                // metrics label: project, item, planner
 	cancel func()                // ends a planner watch, or a subscription's presence
 	closed string                // why the hub closed it while subscribing; subscribe tells
-	target string                // what it follows (a stream and filter, a planner session): once per connection
 }
 
 // init sets up s, made with its server before the upgrade (which binds its ping hook).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -343,93 +345,157 @@ func TestReplayLiveSeamUnderConcurrentWrites(t *testing.T) {
 	})
 }
 
-// TestLaggingSubscriberIsClosedAlone: a client that stops reading is closed
-// with lagging while a reading client on the same stream gets every event.
-func TestLaggingSubscriberIsClosedAlone(t *testing.T) {
-	// The stalled client takes nothing until the end: on a loaded machine that
-	// can be longer than the 30 s after which a stalled peer is disconnected.
-	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{SubscriberQueue: 32},
+// TestStalledReaderCatchesUpOrLags: a client that stops reading costs the replica its
+// subscriptions' positions, not copies of events, and its connection stays open. Once it
+// reads again, a subscription that fell behind the window of recent events (1 MiB here)
+// catches up from the log while it is at most BALLET_REPLAY_LIMIT (100 here) of its stream's
+// events behind, every event once and in order; further behind, it gets stream.closed
+// lagging after what it had, as the Realtime API says, and its connection goes on. A reading
+// client of the same stream gets every event meanwhile.
+func TestStalledReaderCatchesUpOrLags(t *testing.T) {
+	env := gatewaytest.Start(t, &gatewaytest.Options{RecentBytes: 1 << 20, Config: gateway.Config{ReplayLimit: 100},
 		WebSockets: &wsnet.Options{FlushStall: 5 * time.Minute}})
 	env.Project(t, "WEB", "alice", "viewer")
 	reader := login(t, env, codec.MsgPack, "alice")
 	reader.mustCall("stream.subscribe", map[string]any{"subscription": "r", "stream": "project:WEB"}, nil)
 
-	// The stalled client reads its three responses, then never reads again.
-	stalled, err := dialRaw(t, env.URL, []string{codec.NameJSON}, nil)
+	// The stalled client, with a small receive buffer, reads its answers, then nothing until
+	// told.
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err == nil {
+			_ = c.(*net.TCPConn).SetReadBuffer(16 << 10)
+		}
+		return c, err
+	}}}
+	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stalled, _, err := websocket.Dial(dctx, env.URL, &websocket.DialOptions{Subprotocols: []string{codec.NameJSON}, HTTPClient: hc})
 	if err != nil {
 		t.Fatal(err)
+	}
+	defer stalled.CloseNow()
+	stalled.SetReadLimit(1 << 20)
+	next := func() *codec.Message {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, data, err := stalled.Read(ctx)
+		m := new(codec.Message)
+		if err == nil {
+			err = codec.JSON.Decode(data, m)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	nextEvent := func() wireEvent {
+		t.Helper()
+		m := next()
+		var ev wireEvent
+		if m.Method != "stream.event" || codec.JSON.Unmarshal(m.Params, &ev) != nil {
+			t.Fatalf("got %s %s, want stream.event", m.Method, m.Params)
+		}
+		return ev
 	}
 	for i, req := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"auth","params":{"token":"` + env.Token(t, "alice") + `"}}`,
 		`{"jsonrpc":"2.0","id":2,"method":"stream.subscribe","params":{"subscription":"x","stream":"project:WEB"}}`,
 		`{"jsonrpc":"2.0","id":3,"method":"stream.subscribe","params":{"subscription":"y","stream":"item:WEB-1"}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"stream.subscribe","params":{"subscription":"z","stream":"item:WEB-2"}}`,
 	} {
 		if err := stalled.Write(context.Background(), websocket.MessageText, []byte(req)); err != nil {
 			t.Fatal(err)
 		}
-		_, data, err := stalled.Read(context.Background())
-		if err != nil || !strings.Contains(string(data), fmt.Sprintf(`"id":%d,"result"`, i+1)) {
-			t.Fatalf("stalled client setup: %v %s", err, data)
+		if m := next(); m.ID != int64(i+1) || m.Error != nil {
+			t.Fatalf("stalled client setup %d: %+v", i, m)
 		}
+	}
+	pad := strings.Repeat("p", 32<<10)
+	commit := func(n int, key string) (seqs []int64) {
+		for i := range n {
+			ev := itemEvent("WEB", key, "item.updated", i)
+			ev.Payload = []byte(fmt.Sprintf(`{"n":%d,"pad":%q}`, i, pad))
+			seq := appendN(t, env, ev)
+			// The reader keeps up; the stalled client falls further behind.
+			if got, err := reader.nextEvent(20 * time.Second); err != nil || got.Seq != seq {
+				t.Fatalf("reader after %d events: %v %v, want seq %d", i, got, err, seq)
+			}
+			seqs = append(seqs, seq)
+		}
+		return seqs
 	}
 
-	pad := strings.Repeat("p", 32<<10)
-	const n = 600 // ~20 MB: far more than socket buffers hold
-	var last int64
-	for i := 0; i < n; i++ {
-		ev := itemEvent("WEB", "WEB-2", "item.updated", i)
-		ev.Payload = []byte(fmt.Sprintf(`{"n":%d,"pad":%q}`, i, pad))
-		last = appendN(t, env, ev)
-		// The reader keeps up (the writer waits for it, so a loaded machine
-		// cannot make it lag); the stalled client falls further behind.
-		got, err := reader.nextEvent(20 * time.Second)
-		if err != nil {
-			t.Fatalf("reader after %d events: %v", i, err)
-		}
-		if got.Seq != last {
-			t.Fatalf("reader got seq %d, want %d", got.Seq, last)
-		}
+	// 60 events of 32 KB: far more than the window and the socket buffers hold, fewer than
+	// the replay limit. Nothing is closed; once the client reads, x and z catch up.
+	seqs := commit(60, "WEB-2")
+	if c := env.Hub.Count(); c != 4 || closesWithCode(t, env.Server, "1013") != 0 {
+		t.Fatalf("while stalled: %d subscriptions, %v closes 1013; want 4 and none", c, closesWithCode(t, env.Server, "1013"))
 	}
-	// The stalled client's subscription x was closed; y (no events) was not.
-	deadline := time.Now().Add(30 * time.Second)
-	for env.Hub.Count() != 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	got := map[string][]int64{}
+	for len(got["x"]) < len(seqs) || len(got["z"]) < len(seqs) {
+		ev := nextEvent()
+		got[ev.Subscription] = append(got[ev.Subscription], ev.Seq)
 	}
-	if c := env.Hub.Count(); c != 2 {
-		t.Fatalf("hub has %d subscriptions, want 2 (reader's r and stalled y)", c)
+	if fmt.Sprint(got["x"]) != fmt.Sprint(seqs) || fmt.Sprint(got["z"]) != fmt.Sprint(seqs) || len(got["y"]) != 0 {
+		t.Fatalf("caught up: %v\nwant x and z %v", got, seqs)
 	}
-	if n := metricValue(t, env.Server, "ballet_gateway_lagging_closes_total"); n != 1 {
-		t.Fatalf("lagging closes %v", n)
+	if n := catchUps(t, env, "caught_up"); n < 2 {
+		t.Fatalf("catch-ups %v, want x's and z's at least", n)
 	}
-	// The stalled client wakes up: it gets the events that were queued, then
-	// stream.closed lagging, and resubscribing from its last seq loses nothing.
-	k := newClient(t, stalled, codec.JSON)
+
+	// 300 more, of another item, while it does not read: x is 300 behind, z and y nothing.
+	seqs = commit(300, "WEB-3")
 	var lastSeen int64
 	for {
-		m := k.mustNext()
+		m := next()
 		if m.Method == "stream.closed" {
 			var p map[string]string
-			_ = k.c.Unmarshal(m.Params, &p)
+			_ = codec.JSON.Unmarshal(m.Params, &p)
 			if p["subscription"] != "x" || p["reason"] != "lagging" {
 				t.Fatalf("closed %v", p)
 			}
 			break
 		}
 		var ev wireEvent
-		_ = k.c.Unmarshal(m.Params, &ev)
-		if ev.Subscription != "x" || (lastSeen != 0 && ev.Seq <= lastSeen) {
+		_ = codec.JSON.Unmarshal(m.Params, &ev)
+		if ev.Subscription != "x" || (lastSeen != 0 && ev.Seq <= lastSeen) || ev.Seq < seqs[0] {
 			t.Fatalf("unexpected %+v after %d", ev, lastSeen)
 		}
 		lastSeen = ev.Seq
 	}
-	k.nextID = 10
-	k.mustCall("stream.subscribe", map[string]any{"subscription": "x", "stream": "project:WEB", "from_seq": lastSeen}, nil)
-	want, _ := env.Store.ReadStream(context.Background(), streams.Stream{Kind: streams.StreamProject, Key: "WEB"}, lastSeen, last, n)
-	for _, w := range want {
-		if ev := k.mustEvent(); ev.Seq != w.Seq {
-			t.Fatalf("after resubscribe got %d want %d", ev.Seq, w.Seq)
-		}
+	if env.Hub.Count() != 3 || metricValue(t, env.Server, "ballet_gateway_lagging_closes_total") != 1 ||
+		catchUps(t, env, "lagging") != 1 {
+		t.Fatalf("after lagging: %d subscriptions, lagging closes %v", env.Hub.Count(),
+			metricValue(t, env.Server, "ballet_gateway_lagging_closes_total"))
 	}
+	// The connection goes on, as the client recipe does: from_seq that far back is -32010,
+	// a fresh subscription follows the stream live.
+	k := newClient(t, stalled, codec.JSON)
+	k.nextID = 10
+	from := seqs[0] - 1
+	if lastSeen != 0 {
+		from = lastSeen
+	}
+	k.wantError("stream.subscribe", map[string]any{"subscription": "x", "stream": "project:WEB", "from_seq": from}, -32010)
+	k.mustCall("stream.subscribe", map[string]any{"subscription": "x", "stream": "project:WEB"}, nil)
+	last := commit(1, "WEB-1")[0]
+	seen := map[string]bool{}
+	for range 2 {
+		ev := k.mustEvent()
+		if ev.Seq != last || seen[ev.Subscription] || ev.Subscription != "x" && ev.Subscription != "y" {
+			t.Fatalf("after resubscribing: %+v, want seq %d once on x and once on y", ev, last)
+		}
+		seen[ev.Subscription] = true
+	}
+}
+
+// catchUps is ballet_gateway_catch_ups_total of outcome.
+func catchUps(t *testing.T, env *gatewaytest.Env, outcome string) float64 {
+	t.Helper()
+	v, _ := labeledMetric(t, env.Server, "ballet_gateway_catch_ups_total", "outcome", outcome)
+	return v
 }
 
 func TestEventFromPsqlArrivesLive(t *testing.T) {

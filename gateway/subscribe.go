@@ -8,9 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/ballet/gateway/auth"
@@ -32,9 +29,9 @@ func checkSubID(id string) error {
 	return nil
 }
 
-// reserve claims a subscription id in the connection's namespace. What cs follows
-// (cs.target) may be followed once per connection: a second subscription to it would only
-// queue every frame twice, so it is refused with -32009 naming the first.
+// reserve claims a subscription id in the connection's namespace. Two subscriptions may
+// follow the same thing (a stream, with the same filter or not, a planner session): a
+// stream's events are held once in the hub's window whoever pulls them.
 func (s *session) reserve(id string, cs *clientSub) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -44,36 +41,12 @@ func (s *session) reserve(id string, cs *clientSub) error {
 	if _, dup := s.subs.get(id); dup {
 		return rpc.Errorf(rpc.ErrInvalidParams, "subscription %q is already in use on this connection", id)
 	}
-	if other, ok := s.subs.find(cs.target); ok {
-		return &rpc.Error{Code: int(protocol.ErrConflict), Data: alreadyData{Subscription: other},
-			Message: fmt.Sprintf("already followed on this connection by subscription %q", other)}
-	}
 	if max := s.srv.cfg.MaxSubscriptions; s.subs.len() >= max {
 		return s.srv.limitError(limitSubscriptions, max, 0)
 	}
 	s.subs.put(id, cs)
 	s.srv.metrics.Subscriptions.WithLabelValues(cs.kind).Inc()
 	return nil
-}
-
-// alreadyData is the data of the -32009 that refuses a second subscription to what one of
-// the connection's subscriptions follows.
-type alreadyData struct {
-	Subscription string `json:"subscription"`
-}
-
-// streamTarget is what a stream subscription follows: the stream and its type filter, in a
-// canonical order. Without a filter it is the stream's name as the request gave it (which
-// ParseStream accepts only in its canonical form, and whose key the subscription keeps
-// anyway): no string is made for the common case. A name has no space, unlike the other
-// targets, so none is mistaken for another.
-func streamTarget(name string, types []string) string {
-	if types == nil {
-		return name
-	}
-	sorted := slices.Clone(types)
-	slices.Sort(sorted)
-	return name + " types " + strings.Join(slices.Compact(sorted), "\x00")
 }
 
 type subscribeParams struct {
@@ -129,7 +102,7 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 		replay = s.replayGate(b, &refused)
 	}
 	kind := st.Kind.String()
-	cs := &clientSub{kind: kind, target: streamTarget(sp.Stream, sp.Types)}
+	cs := &clientSub{kind: kind}
 	if err := s.reserve(sp.Subscription, cs); err != nil {
 		return nil, err
 	}
@@ -139,9 +112,8 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 	var denied error
 	sub, head, err := s.srv.hub.Subscribe(ctx, s.srv.log, streams.SubscribeRequest{
 		ID: sp.Subscription, Subject: p.Subject, Stream: st, Codec: s.conn.Codec(), Out: s,
-		FromSeq: sp.FromSeq, Types: types, QueueLimit: s.srv.cfg.SubscriberQueue, ReplayLimit: s.srv.cfg.ReplayLimit,
-		ReplayBytes: s.srv.cfg.ConnectionQueueBytes / 4,
-		OnClosed:    s.subClosed, Replay: replay,
+		FromSeq: sp.FromSeq, Types: types, ReplayLimit: s.srv.cfg.ReplayLimit,
+		OnClosed: s.subClosed, Replay: replay, CatchUp: s.catchUp,
 		Admit: func(ctx context.Context) error {
 			denied = s.authorize(ctx, st, p, auth.PermRead)
 			return denied
@@ -258,37 +230,19 @@ func (s *session) unsubscribe(_ context.Context, req *rpc.Request, _ *auth.Princ
 	return struct{}{}, nil
 }
 
-// TrySendSpliced queues one stream.event frame for a subscription and
-// counts it (streams.Sender).
-func (s *session) TrySendSpliced(method, sub string, body []byte, done func()) bool {
-	f := [1]rpc.Frame{{Method: method, Sub: sub, Params: body}}
-	if !s.conn.TrySendFrames(f[:], 1, done) {
-		return false
-	}
-	s.srv.metrics.EventsDelivered.Inc()
-	return true
-}
-
-// TrySendSplicedBatch is TrySendSpliced for several events, all or none
+// Ready hands a subscription with events to pull to the connection's writer
 // (streams.Sender).
-func (s *session) TrySendSplicedBatch(method, sub string, bodies [][]byte, room int, done func()) bool {
-	fs := frameSlices.Get().(*[]rpc.Frame)
-	for _, b := range bodies {
-		*fs = append(*fs, rpc.Frame{Method: method, Sub: sub, Params: b})
-	}
-	ok := s.conn.TrySendFrames(*fs, room, done)
-	if cap(*fs) <= 1024 {
-		clear(*fs)
-		*fs = (*fs)[:0]
-		frameSlices.Put(fs)
-	}
-	if !ok {
-		return false
-	}
-	s.srv.metrics.EventsDelivered.Add(float64(len(bodies)))
-	return true
-}
+func (s *session) Ready(src streams.Source) { s.conn.Ready(src) }
 
-// frameSlices are TrySendSplicedBatch's frames: a fan-out makes one batch
-// per subscriber, so it allocates none.
-var frameSlices = sync.Pool{New: func() any { s := make([]rpc.Frame, 0, 16); return &s }}
+// catchUp charges the subject's replay budget what a subscription that fell behind the
+// hub's window read from the log to catch up (streams.SubscribeRequest.CatchUp), and refuses
+// while the budget is overdrawn: the subscription is then closed lagging.
+func (s *session) catchUp(read int) bool {
+	b := s.budget.Load()
+	if b == nil {
+		return true
+	}
+	ok := b.replayRetry(&s.srv.cfg) == 0
+	b.chargeReplay(&s.srv.cfg, read)
+	return ok
+}

@@ -76,24 +76,6 @@ func (t *subTable) len() int {
 	return len(t.few)
 }
 
-// find returns the id of an entry whose target is target.
-func (t *subTable) find(target string) (string, bool) {
-	if t.many != nil {
-		for id, cs := range t.many {
-			if cs.target == target {
-				return id, true
-			}
-		}
-		return "", false
-	}
-	for _, e := range t.few {
-		if e.cs.target == target {
-			return e.id, true
-		}
-	}
-	return "", false
-}
-
 // all returns a copy of the entries.
 func (t *subTable) all() []subEntry {
 	out := make([]subEntry, 0, t.len())

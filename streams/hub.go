@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"context"
 	"encoding/json"
 	"hash/maphash"
 	"runtime"
@@ -12,10 +13,12 @@ import (
 
 const hubShards = 32
 
-// Hub routes events from the tailer to the subscriptions of their streams.
-// Registration and fan-out meet only on a shard's lock, so subscribing does
-// not stall delivery to other streams. A subscription that cannot keep up is
-// closed with ReasonLagging; nobody else waits for it.
+// Hub routes events from the tailer to the subscriptions of their streams. Each dispatched
+// event goes into one window of recent events, encoded once per codec in use; a
+// subscription is a position in its stream, and Dispatch only wakes the connections of the
+// stream's subscriptions, which pull the events when their sockets can take them
+// (Subscription.Pull). Registration and fan-out meet only on a shard's lock, so subscribing
+// does not stall delivery to other streams.
 type Hub struct {
 	seed   maphash.Seed
 	shards [hubShards]hubShard
@@ -24,10 +27,23 @@ type Hub struct {
 	onEvent func(ev *Event)
 	// onAccessLost, when set, hears of every event that takes access away.
 	onAccessLost func(project, subject, reason string)
+	onDelivered  func(n int)
+	onCatchUp    func(ok bool)
 	cache        bodyCache
-	recent       recentEvents
+	win          window
+	// byCodec counts the registered subscriptions of each codec (codecIndex): Dispatch
+	// encodes the events in the codecs that have one.
+	byCodec [2]atomic.Int64
 	// dispatching is set while Dispatch runs (atomic): a second caller panics.
 	dispatching atomic.Bool
+
+	// Catch-ups (catchup.go): a token of catchUps for each that reads the log; the hub's
+	// goroutines are counted in wg and end with ctx.
+	catchUps        chan struct{}
+	catchUpsRunning atomic.Int64
+	ctx             context.Context
+	cancel          context.CancelFunc
+	wg              sync.WaitGroup
 }
 
 type hubShard struct {
@@ -48,16 +64,28 @@ type HubOptions struct {
 	// it ends (planner watches) ends at the same point of the log; it must
 	// not block.
 	OnAccessLost func(project, subject, reason string)
-	// RecentBytes bounds the memory of the recent events the hub keeps for replays
-	// (BALLET_RECENT_EVENTS_BYTES): the last 8192 events, fewer when they are larger than
-	// this, and as much again for their encoded bodies. Default DefaultRecentBytes.
+	// OnDelivered, when set, is told how many stream.event frames a pull handed to a
+	// connection. It must not block.
+	OnDelivered func(n int)
+	// OnCatchUp, when set, is told of every catch-up from the log: ok, or closed lagging.
+	OnCatchUp func(ok bool)
+	// RecentBytes bounds the memory of the window of recent events every subscription pulls
+	// from and replays read (BALLET_RECENT_EVENTS_BYTES): the events, at most 65,536, and
+	// their encoded bodies. The same again bounds the bodies cached for replays from the
+	// log. Default DefaultRecentBytes.
 	RecentBytes int
+	// CatchUps bounds the catch-ups that read the log at once (BALLET_MAX_CATCH_UPS); the
+	// others wait for their turn. Default DefaultCatchUps.
+	CatchUps int
 }
 
-// DefaultRecentBytes is HubOptions.RecentBytes' default.
-const DefaultRecentBytes = 64 << 20
+// Defaults of HubOptions.
+const (
+	DefaultRecentBytes = 64 << 20 // RecentBytes'
+	DefaultCatchUps    = 8        // CatchUps'
+)
 
-// NewHub returns an empty hub.
+// NewHub returns an empty hub. Close ends its catch-ups.
 func NewHub(opts *HubOptions) *Hub {
 	h := &Hub{seed: maphash.MakeSeed()}
 	for i := range h.cache.slots {
@@ -66,27 +94,44 @@ func NewHub(opts *HubOptions) *Hub {
 	for i := range h.shards {
 		h.shards[i].subs = make(map[Stream]map[*Subscription]struct{})
 	}
-	budget := DefaultRecentBytes
+	budget, catchUps := DefaultRecentBytes, DefaultCatchUps
 	if opts != nil {
 		h.onEvent, h.onAccessLost = opts.OnEvent, opts.OnAccessLost
+		h.onDelivered, h.onCatchUp = opts.OnDelivered, opts.OnCatchUp
 		if opts.RecentBytes > 0 {
 			budget = opts.RecentBytes
 		}
+		if opts.CatchUps > 0 {
+			catchUps = opts.CatchUps
+		}
 	}
-	h.recent.maxBytes, h.cache.maxBytes = budget, budget
+	h.win.maxBytes, h.cache.maxBytes = budget, budget
+	h.catchUps = make(chan struct{}, catchUps)
+	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h
 }
 
-// RecentBytes is the memory the recent events and their cached bodies hold now.
-func (h *Hub) RecentBytes() int {
-	return h.recent.heldBytes() + h.cache.heldBytes()
+// Close stops the catch-ups from the log and waits for them: the subscriptions catching up
+// end unannounced (their connections are closing too). Delivery from the window goes on.
+func (h *Hub) Close() {
+	h.cancel()
+	h.wg.Wait()
 }
+
+// RecentBytes is the memory the window of recent events and the cached bodies hold now.
+func (h *Hub) RecentBytes() int {
+	return h.win.heldBytes() + h.cache.heldBytes()
+}
+
+// CatchUpsRunning is the number of subscriptions catching up from the log now, reading it or
+// waiting for their turn.
+func (h *Hub) CatchUpsRunning() int { return int(h.catchUpsRunning.Load()) }
 
 func (h *Hub) shard(s Stream) *hubShard {
 	return &h.shards[maphash.String(h.seed, s.Key)%hubShards]
 }
 
-// add registers sub; events dispatched from now on reach it.
+// add registers sub; events dispatched from now on wake it.
 func (h *Hub) add(sub *Subscription) {
 	sh := h.shard(sub.stream)
 	sh.mu.Lock()
@@ -97,19 +142,27 @@ func (h *Hub) add(sub *Subscription) {
 	}
 	set[sub] = struct{}{}
 	sh.mu.Unlock()
+	h.byCodec[codecIndex(sub.codec)].Add(1)
+	h.win.retain(sub.stream)
 }
 
 // remove unregisters sub; it is a no-op when sub is not registered.
 func (h *Hub) remove(sub *Subscription) {
 	sh := h.shard(sub.stream)
 	sh.mu.Lock()
+	found := false
 	if set := sh.subs[sub.stream]; set != nil {
+		_, found = set[sub]
 		delete(set, sub)
 		if len(set) == 0 {
 			delete(sh.subs, sub.stream)
 		}
 	}
 	sh.mu.Unlock()
+	if found {
+		h.byCodec[codecIndex(sub.codec)].Add(-1)
+		h.win.release(sub.stream)
+	}
 }
 
 // Count returns the number of registered subscriptions.
@@ -126,29 +179,27 @@ func (h *Hub) Count() int {
 	return n
 }
 
-// Dispatch fans events out, in order, to the subscriptions of their streams.
-// It must be called from one goroutine at a time, with events in seq order
-// (the tailer's sink); a call made while another runs panics. A subscription gets the events of one call that are
-// its stream's together, in one write when its connection allows: a
-// gateway that falls behind catches up with fewer writes, not more.
+// Dispatch adds events, in order, to the window and wakes the subscriptions of their
+// streams. It must be called from one goroutine at a time, with events in seq order (the
+// tailer's sink); a call made while another runs panics. A subscription's connection pulls
+// the events of one call that are its stream's together, in as few writes as its socket
+// allows: a gateway that falls behind catches up with fewer writes, not more.
 func (h *Hub) Dispatch(evs []Event) {
 	if !h.dispatching.CompareAndSwap(false, true) {
 		panic("streams: Hub.Dispatch called while another Dispatch runs: it must have one caller at a time")
 	}
 	defer h.dispatching.Store(false)
-	// Recorded before the fan-out: a subscriber registered meanwhile
-	// either replays an event from here or receives it live (or both,
-	// and drops the duplicate by seq).
-	h.recent.add(evs)
-	var closed []*Subscription
+	enc := [2]bool{h.byCodec[0].Load() > 0, h.byCodec[1].Load() > 0}
 	for len(evs) > 0 {
 		// An event that takes access away ends a run: the events after
-		// it go out once the subscriptions it closes are closed.
+		// it enter the window once the subscriptions it closes are closed,
+		// so none of them can pull one.
 		n := 1
 		for n < len(evs) && !takesAccess(&evs[n-1]) {
 			n++
 		}
-		closed = h.dispatchRun(evs[:n], closed)
+		h.win.add(evs[:n], enc)
+		h.wakeRun(evs[:n])
 		for i := range n {
 			if h.onEvent != nil {
 				h.onEvent(&evs[i])
@@ -157,165 +208,101 @@ func (h *Hub) Dispatch(evs []Event) {
 		}
 		evs = evs[n:]
 	}
-	for _, sub := range closed {
-		h.remove(sub)
-		sub.notifyClosed()
-	}
 }
 
 func takesAccess(ev *Event) bool {
 	return ev.Type == "member.revoked" || ev.Type == "project.deleted"
 }
 
-// streamRun is the events of one dispatch that go to one stream.
-type streamRun struct {
-	s  Stream
-	ps []*Prepared
-}
-
-func (h *Hub) dispatchRun(evs []Event, closed []*Subscription) []*Subscription {
-	ps := make([]Prepared, len(evs))
-	var runs []streamRun
-	var index map[Stream]int // past a few streams
-	add := func(s Stream, p *Prepared) {
-		if index == nil && len(runs) > 8 {
-			index = make(map[Stream]int, 2*len(runs))
-			for i, r := range runs {
-				index[r.s] = i
+// wakeRun wakes the subscriptions of every stream that evs have an event of.
+func (h *Hub) wakeRun(evs []Event) {
+	var seen [8]Stream
+	streams := seen[:0]
+	var many map[Stream]struct{} // past a few streams
+	add := func(s Stream) {
+		if many != nil {
+			if _, ok := many[s]; ok {
+				return
+			}
+			many[s] = struct{}{}
+			streams = append(streams, s)
+			return
+		}
+		for _, t := range streams {
+			if t == s {
+				return
 			}
 		}
-		i := -1
-		if index != nil {
-			if j, ok := index[s]; ok {
-				i = j
-			}
-		} else {
-			for j := range runs {
-				if runs[j].s == s {
-					i = j
-					break
-				}
+		streams = append(streams, s)
+		if len(streams) == cap(seen) {
+			many = make(map[Stream]struct{}, 4*len(streams))
+			for _, t := range streams {
+				many[t] = struct{}{}
 			}
 		}
-		if i < 0 {
-			i = len(runs)
-			runs = append(runs, streamRun{s: s})
-			if index != nil {
-				index[s] = i
-			}
-		}
-		runs[i].ps = append(runs[i].ps, p)
 	}
 	for i := range evs {
-		p := &ps[i]
-		p.Event = &evs[i]
-		add(Stream{Kind: StreamProject, Key: p.Event.ProjectKey}, p)
-		if p.Event.EntityType == "item" && p.Event.EntityKey != "" {
-			add(Stream{Kind: StreamItem, Key: p.Event.EntityKey}, p)
+		p, s, both := streamsOf(&evs[i])
+		add(p)
+		if both {
+			add(s)
 		}
 	}
-	for _, r := range runs {
-		closed = h.deliver(r.s, r.ps, closed)
+	for _, s := range streams {
+		h.wake(s)
 	}
-	return closed
 }
 
-// fanoutChunk is the fewest subscribers worth a goroutine of their own in
-// a fan-out: a delivery is usually one write to a socket, a few
-// microseconds, so one stream's subscribers are spread over the CPUs when
-// there are many of them.
-const fanoutChunk = 128
+// wakeChunk is the fewest subscribers worth a goroutine of their own in a fan-out: a wake-up
+// is often one write to a socket, a few microseconds, so one stream's subscribers are spread
+// over the CPUs when there are many of them.
+const wakeChunk = 128
 
-var (
-	subSlices  = sync.Pool{New: func() any { s := make([]*Subscription, 0, 256); return &s }}
-	bodySlices = sync.Pool{New: func() any { s := make([][]byte, 0, 16); return &s }}
-)
+var subSlices = sync.Pool{New: func() any { s := make([]*Subscription, 0, 256); return &s }}
 
-// deliver offers the run ps of stream s to its subscriptions and adds the
-// ones that overflowed to closed.
-func (h *Hub) deliver(s Stream, ps []*Prepared, closed []*Subscription) []*Subscription {
+// wake wakes the subscriptions of stream s.
+func (h *Hub) wake(s Stream) {
 	sh := h.shard(s)
 	sh.mu.RLock()
 	set := sh.subs[s]
-	if !parallelFanout || len(set) < 2*fanoutChunk || runtime.GOMAXPROCS(0) == 1 {
-		bodies := bodySlices.Get().(*[][]byte)
+	if !parallelFanout || len(set) < 2*wakeChunk || runtime.GOMAXPROCS(0) == 1 {
 		for sub := range set {
-			if !sub.deliverRun(ps, &h.cache, bodies) {
-				closed = append(closed, sub)
-			}
+			sub.wake()
 		}
 		sh.mu.RUnlock()
-		bodySlices.Put(bodies)
-		return closed
+		return
 	}
-	// A snapshot: a subscription added after it has read a head that
-	// covers these (committed) events, one removed meanwhile is closed and
-	// takes nothing.
 	sp := subSlices.Get().(*[]*Subscription)
 	subs := (*sp)[:0]
 	for sub := range set {
 		subs = append(subs, sub)
 	}
 	sh.mu.RUnlock()
-	closed = h.deliverParallel(subs, ps, closed)
-	clear(subs)
-	*sp = subs[:0]
-	subSlices.Put(sp)
-	return closed
-}
-
-// deliverParallel offers ps to subs in up to GOMAXPROCS parts at once and
-// returns when all are done, so each subscription still sees the events
-// of one dispatch at a time, in order.
-func (h *Hub) deliverParallel(subs []*Subscription, ps []*Prepared, closed []*Subscription) []*Subscription {
-	// The bodies are encoded before the parts share ps.
-	var seen [2]bool
-	for _, sub := range subs {
-		i := codecIndex(sub.codec)
-		if !seen[i] {
-			seen[i] = true
-			for _, p := range ps {
-				_, _ = h.cache.body(p, sub.codec)
-			}
-			if seen[0] && seen[1] {
-				break
-			}
-		}
-	}
-	parts := min(runtime.GOMAXPROCS(0), len(subs)/fanoutChunk)
+	parts := min(runtime.GOMAXPROCS(0), len(subs)/wakeChunk)
 	size := (len(subs) + parts - 1) / parts
-	lost := make([][]*Subscription, parts)
 	var wg sync.WaitGroup
 	for k := 1; k < parts; k++ {
 		part := subs[k*size : min((k+1)*size, len(subs))]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			lost[k] = h.deliverAll(part, ps, nil)
+			for _, sub := range part {
+				sub.wake()
+			}
 		}()
 	}
-	lost[0] = h.deliverAll(subs[:size], ps, nil)
+	for _, sub := range subs[:size] {
+		sub.wake()
+	}
 	wg.Wait()
-	for _, l := range lost {
-		closed = append(closed, l...)
-	}
-	return closed
+	clear(subs)
+	*sp = subs[:0]
+	subSlices.Put(sp)
 }
 
-func (h *Hub) deliverAll(subs []*Subscription, ps []*Prepared, closed []*Subscription) []*Subscription {
-	bodies := bodySlices.Get().(*[][]byte)
-	for _, sub := range subs {
-		if !sub.deliverRun(ps, &h.cache, bodies) {
-			closed = append(closed, sub)
-		}
-	}
-	bodySlices.Put(bodies)
-	return closed
-}
-
-// CloseMatching closes, with reason, every subscription for which match
-// returns true, and returns how many it closed.
-func (h *Hub) CloseMatching(reason string, match func(sub *Subscription) bool) int {
+// closeAfter closes, with reason, every subscription for which match returns true, once it
+// has sent its stream's events up to seq: they leave the hub now.
+func (h *Hub) closeAfter(seq int64, reason string, match func(sub *Subscription) bool) {
 	var victims []*Subscription
 	for i := range h.shards {
 		sh := &h.shards[i]
@@ -329,15 +316,10 @@ func (h *Hub) CloseMatching(reason string, match func(sub *Subscription) bool) i
 		}
 		sh.mu.RUnlock()
 	}
-	n := 0
 	for _, sub := range victims {
-		if sub.markClosed(reason) {
-			h.remove(sub)
-			sub.notifyClosed()
-			n++
-		}
+		h.remove(sub)
+		sub.closeAfter(seq, reason)
 	}
-	return n
 }
 
 // Prepared is an event with its notification bodies encoded at most once per
@@ -412,12 +394,12 @@ func (h *Hub) applyAccessChange(ev *Event) {
 			return
 		}
 		subject, reason = p.Subject, ReasonForbidden
-		h.CloseMatching(reason, func(sub *Subscription) bool {
+		h.closeAfter(ev.Seq, reason, func(sub *Subscription) bool {
 			return sub.subject == subject && sub.stream.Project() == ev.ProjectKey
 		})
 	case "project.deleted":
 		reason = ReasonNotFound
-		h.CloseMatching(reason, func(sub *Subscription) bool {
+		h.closeAfter(ev.Seq, reason, func(sub *Subscription) bool {
 			return sub.stream.Project() == ev.ProjectKey
 		})
 	default:

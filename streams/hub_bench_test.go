@@ -11,41 +11,35 @@ import (
 	"github.com/ballet/gateway/codec"
 )
 
-// countingSender takes every frame; flush reports them written, as a
-// connection's writer would after the dispatch. The hub may call it from
-// several goroutines at once.
+// countingSender pulls every ready subscription; flush pulls them as a connection's writer
+// would after the dispatch. The hub may call it from several goroutines at once.
 type countingSender struct {
 	mu    sync.Mutex
 	n     int
-	dones []func()
+	ready []Source
+	buf   [][]byte
 }
 
-func (c *countingSender) TrySendSpliced(_, _ string, _ []byte, done func()) bool {
+func (c *countingSender) Ready(src Source) {
 	c.mu.Lock()
-	c.n++
-	c.dones = append(c.dones, done)
+	c.ready = append(c.ready, src)
 	c.mu.Unlock()
-	return true
-}
-
-func (c *countingSender) TrySendSplicedBatch(_, _ string, bodies [][]byte, _ int, done func()) bool {
-	c.mu.Lock()
-	for range bodies {
-		c.n++
-		c.dones = append(c.dones, done)
-	}
-	c.mu.Unlock()
-	return true
 }
 
 func (c *countingSender) flush() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, d := range c.dones {
-		d()
+	for len(c.ready) > 0 {
+		src := c.ready[0]
+		c.ready = c.ready[1:]
+		var more bool
+		c.buf, more = src.Pull(c.buf[:0], 32<<10)
+		c.n += len(c.buf)
+		if more {
+			c.ready = append(c.ready, src)
+		}
 	}
-	clear(c.dones)
-	c.dones = c.dones[:0]
+	c.ready = c.ready[:0:0]
 }
 
 type emptyLog struct{}

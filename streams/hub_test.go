@@ -13,15 +13,16 @@ import (
 )
 
 // recSender records the seqs each subscription is sent, and how many
-// sends it took. With hold set it keeps the frames queued (done is called
-// by release), as a connection whose writer is behind.
+// pulls it took. It pulls a subscription as soon as it is ready, as a
+// connection whose writer is idle; with hold set it only notes that it is
+// ready (release pulls), as a connection whose peer does not read.
 type recSender struct {
 	c     codec.Codec
 	mu    sync.Mutex
 	seqs  map[string][]int64
 	sends map[string]int
 	hold  bool
-	dones []func()
+	held  []Source
 	known map[*byte]int64 // seq by body: bodies are shared, decode each once
 }
 
@@ -29,41 +30,55 @@ func newRecSender(c codec.Codec) *recSender {
 	return &recSender{c: c, seqs: map[string][]int64{}, sends: map[string]int{}, known: map[*byte]int64{}}
 }
 
-func (r *recSender) TrySendSpliced(_, sub string, body []byte, done func()) bool {
-	return r.TrySendSplicedBatch("", sub, [][]byte{body}, 1, done)
-}
-
-func (r *recSender) TrySendSplicedBatch(_, sub string, bodies [][]byte, room int, done func()) bool {
-	if len(bodies) > room {
-		return false
-	}
+func (r *recSender) Ready(src Source) {
 	r.mu.Lock()
-	r.sends[sub]++
-	for _, b := range bodies {
-		seq, ok := r.known[&b[0]]
-		if !ok {
-			var ev WireEvent
-			if err := r.c.Unmarshal(b, &ev); err != nil {
-				panic(err)
-			}
-			seq = ev.Seq
-			r.known[&b[0]] = seq
-		}
-		r.seqs[sub] = append(r.seqs[sub], seq)
-	}
-	hold := r.hold
-	if hold {
-		for range bodies {
-			r.dones = append(r.dones, done)
-		}
+	if r.hold {
+		r.held = append(r.held, src)
+		r.mu.Unlock()
+		return
 	}
 	r.mu.Unlock()
-	if !hold {
-		for range bodies {
-			done()
+	r.pull(src)
+}
+
+// pull takes everything src has, a few events at a time.
+func (r *recSender) pull(src Source) {
+	_, sub := src.Notification()
+	for {
+		bodies, more := src.Pull(nil, 1<<20)
+		r.mu.Lock()
+		if len(bodies) > 0 {
+			r.sends[sub]++
+		}
+		for _, b := range bodies {
+			seq, ok := r.known[&b[0]]
+			if !ok {
+				var ev WireEvent
+				if err := r.c.Unmarshal(b, &ev); err != nil {
+					panic(err)
+				}
+				seq = ev.Seq
+				r.known[&b[0]] = seq
+			}
+			r.seqs[sub] = append(r.seqs[sub], seq)
+		}
+		r.mu.Unlock()
+		if !more {
+			return
 		}
 	}
-	return true
+}
+
+// release stops holding and pulls what is ready.
+func (r *recSender) release() {
+	r.mu.Lock()
+	r.hold = false
+	held := r.held
+	r.held = nil
+	r.mu.Unlock()
+	for _, src := range held {
+		r.pull(src)
+	}
 }
 
 func (r *recSender) got(sub string) []int64 {
@@ -99,10 +114,10 @@ func testEvent(seq int64, typ, item string, payload string) Event {
 	return ev
 }
 
-func subscribe(t *testing.T, h *Hub, id, subject string, s Stream, out Sender, c codec.Codec, limit int, closed func(*Subscription, string)) *Subscription {
+func subscribe(t *testing.T, h *Hub, id, subject string, s Stream, out Sender, c codec.Codec, closed func(*Subscription, string)) *Subscription {
 	t.Helper()
 	sub, _, err := h.Subscribe(context.Background(), emptyLog{}, SubscribeRequest{
-		ID: id, Subject: subject, Stream: s, Codec: c, Out: out, QueueLimit: limit, OnClosed: closed})
+		ID: id, Subject: subject, Stream: s, Codec: c, Out: out, OnClosed: closed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +126,7 @@ func subscribe(t *testing.T, h *Hub, id, subject string, s Stream, out Sender, c
 
 // Many subscriptions of one stream (spread over parallel parts) and a few
 // of item streams get exactly their stream's events, once, in order, with
-// one send per subscription per dispatch.
+// at most one pull with events per subscription per dispatch.
 func TestDispatchRunsInOrder(t *testing.T) {
 	h := NewHub(nil)
 	senders := map[codec.Codec]*recSender{codec.JSON: newRecSender(codec.JSON), codec.MsgPack: newRecSender(codec.MsgPack)}
@@ -121,14 +136,14 @@ func TestDispatchRunsInOrder(t *testing.T) {
 		c  codec.Codec
 	}
 	var subs []subInfo
-	for i := range 4 * fanoutChunk {
+	for i := range 4 * wakeChunk {
 		c := []codec.Codec{codec.JSON, codec.MsgPack}[i%2]
 		s := Stream{Kind: StreamProject, Key: "P"}
 		if i%50 == 0 {
 			s = Stream{Kind: StreamItem, Key: fmt.Sprintf("P-%d", i%3)}
 		}
 		id := fmt.Sprint("s", i)
-		subscribe(t, h, id, "u", s, senders[c], c, 0, nil)
+		subscribe(t, h, id, "u", s, senders[c], c, nil)
 		subs = append(subs, subInfo{id, s, c})
 	}
 	var all []Event
@@ -172,8 +187,8 @@ func TestRevocationInsideABatch(t *testing.T) {
 	r := newRecSender(codec.JSON)
 	cl := &closings{reasons: map[string]string{}}
 	p := Stream{Kind: StreamProject, Key: "P"}
-	subscribe(t, h, "alice", "alice", p, r, codec.JSON, 0, cl.record)
-	subscribe(t, h, "bob", "bob", p, r, codec.JSON, 0, cl.record)
+	subscribe(t, h, "alice", "alice", p, r, codec.JSON, cl.record)
+	subscribe(t, h, "bob", "bob", p, r, codec.JSON, cl.record)
 	h.Dispatch([]Event{
 		testEvent(1, "item.updated", "P-1", `{}`),
 		testEvent(2, "member.revoked", "", `{"subject":"alice"}`),
@@ -201,8 +216,8 @@ func TestOnAccessLost(t *testing.T) {
 		calls = append(calls, fmt.Sprintf("%s %q %s closed=%v sent=%v", project, subject, reason, cl.get(), r.got("bob")))
 	}})
 	p := Stream{Kind: StreamProject, Key: "P"}
-	subscribe(t, h, "alice", "alice", p, r, codec.JSON, 0, cl.record)
-	subscribe(t, h, "bob", "bob", p, r, codec.JSON, 0, cl.record)
+	subscribe(t, h, "alice", "alice", p, r, codec.JSON, cl.record)
+	subscribe(t, h, "bob", "bob", p, r, codec.JSON, cl.record)
 	h.Dispatch([]Event{
 		testEvent(1, "member.revoked", "", `{"subject":"alice"}`),
 		testEvent(2, "member.revoked", "", `{}`), // no subject: nothing lost
@@ -216,36 +231,6 @@ func TestOnAccessLost(t *testing.T) {
 	}
 	if fmt.Sprint(calls) != fmt.Sprint(want) {
 		t.Fatalf("OnAccessLost calls:\n%s\nwant\n%s", strings.Join(calls, "\n"), strings.Join(want, "\n"))
-	}
-}
-
-// A run of events is all or nothing against the subscription's queue: one
-// larger than the free room closes it as lagging, one that fits does not.
-func TestRunLargerThanQueueIsLagging(t *testing.T) {
-	h := NewHub(nil)
-	r := newRecSender(codec.MsgPack)
-	r.hold = true
-	cl := &closings{reasons: map[string]string{}}
-	p := Stream{Kind: StreamProject, Key: "P"}
-	subscribe(t, h, "small", "u", p, r, codec.MsgPack, 5, cl.record)
-	subscribe(t, h, "large", "u", p, r, codec.MsgPack, 8, cl.record)
-	batch := func(from int64, n int) []Event {
-		evs := make([]Event, n)
-		for i := range evs {
-			evs[i] = testEvent(from+int64(i), "item.updated", "P-1", `{}`)
-		}
-		return evs
-	}
-	h.Dispatch(batch(1, 4)) // both have room: 4 queued each
-	h.Dispatch(batch(5, 3)) // small has 1 free, large 4
-	if got := cl.get(); got["small"] != ReasonLagging || got["large"] != "" {
-		t.Errorf("closed: %v", got)
-	}
-	if got := fmt.Sprint(r.got("small")); got != "[1 2 3 4]" {
-		t.Errorf("small got %s", got)
-	}
-	if got := fmt.Sprint(r.got("large")); got != "[1 2 3 4 5 6 7]" {
-		t.Errorf("large got %s", got)
 	}
 }
 

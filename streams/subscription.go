@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ballet/gateway/codec"
-	"github.com/ballet/gateway/internal/subqueue"
 	"github.com/ballet/gateway/protocol"
 )
 
@@ -38,23 +38,23 @@ func errorf(sentinel error, format string, args ...any) error {
 	return &Error{Err: sentinel, Detail: fmt.Sprintf(format, args...)}
 }
 
-// Defaults of SubscribeRequest.
-const (
-	DefaultQueueLimit  = 4096 // QueueLimit's
-	DefaultReplayLimit = 1000 // ReplayLimit's
-)
+// DefaultReplayLimit is SubscribeRequest.ReplayLimit's default.
+const DefaultReplayLimit = 1000
 
-// Sender is the connection a subscription writes to. TrySendSpliced queues
-// the notification method with params body plus "subscription": sub (the
-// connection builds the frame, so the shared body is never copied per
-// subscriber); it must not block, and done is called once the frame is
-// written or dropped.
-//
-// TrySendSplicedBatch does the same for several bodies, all or none, and
-// none when they are more than room (the subscription's free queue space).
+// Source is a subscription as its connection's writer sees it: the writer pulls its next
+// stream.event frames when the socket can take more. Notification is the method and
+// subscription id of its frames; Pull appends to params the next events' bodies, about limit
+// bytes of them (at least one when it has any), and reports whether it has more.
+type Source interface {
+	Notification() (method, sub string)
+	Pull(params [][]byte, max int) ([][]byte, bool)
+}
+
+// Sender is the connection a subscription delivers to. Ready tells it that src has events to
+// pull: it pulls them, now on the caller's goroutine or later on its writer's, until Pull
+// reports no more, and then waits for the next Ready. Ready must not block on the peer.
 type Sender interface {
-	TrySendSpliced(method, sub string, body []byte, done func()) bool
-	TrySendSplicedBatch(method, sub string, bodies [][]byte, room int, done func()) bool
+	Ready(src Source)
 }
 
 // SubscribeRequest describes a new subscription.
@@ -69,16 +69,11 @@ type SubscribeRequest struct {
 	// Types, when set, selects the events delivered, live and replayed; the seqs
 	// delivered stay increasing, with gaps where events were left out.
 	Types *TypeFilter
-	// QueueLimit bounds frames queued for the client (zero means DefaultQueueLimit); more
-	// closes the subscription with ReasonLagging.
-	QueueLimit int
-	// ReplayBytes bounds the bytes of the replayed events queued at once (default 256 KiB,
-	// at least one event): the replay sends them in chunks, each once the one before was
-	// written, so that a replay of large events never holds more than that for a slow client.
-	ReplayBytes int
 	// ReplayLimit bounds the events replayed from FromSeq (zero means DefaultReplayLimit);
 	// more is ErrResyncRequired. With Types it counts the stream's events
-	// after FromSeq, selected or not: a replay costs reading all of them.
+	// after FromSeq, selected or not: a replay costs reading all of them. It also bounds how
+	// far behind the window a subscription may fall and still catch up from the log: further
+	// behind, it is closed with ReasonLagging.
 	ReplayLimit int
 	// OnClosed is called once when the server closes the subscription
 	// (not on Unsubscribe), after it left the hub. It must not block.
@@ -101,45 +96,58 @@ type SubscribeRequest struct {
 	// than ReplayLimit when it fails for that), before any is sent: what
 	// the replay cost.
 	Replay func(ctx context.Context) (read func(n int), err error)
+	// CatchUp, when set, is told the events a catch-up read from the log (the subscription
+	// fell behind the window; more than ReplayLimit when it is too far behind): what it cost.
+	// False closes the subscription with ReasonLagging (its subject may replay no more now).
+	CatchUp func(read int) bool
 }
 
-// Subscription is one client's interest in one stream.
+// Subscription is one client's interest in one stream: a position in the stream. Its
+// connection pulls the events after the position from the hub's window (Pull); one that fell
+// behind the window reads them from the log first.
 type Subscription struct {
 	// Set by Subscribe before the hub holds it, and read-only after.
-	id       string
-	subject  string
-	stream   Stream
-	codec    codec.Codec
-	out      Sender
-	types    *TypeFilter
-	onClosed func(*Subscription, string)
+	id          string
+	subject     string
+	stream      Stream
+	codec       codec.Codec
+	out         Sender
+	types       *TypeFilter
+	onClosed    func(*Subscription, string)
+	hub         *Hub
+	log         Log
+	replayLimit int
+	catchUp     func(int) bool
 
-	// mu guards the fields below but queue (atomic).
+	// ready is set while the subscription is in its connection's list of sources to pull
+	// (Sender.Ready was called and Pull has not yet reported that it has no more).
+	ready atomic.Bool
+
+	// mu guards the fields below.
 	mu       sync.Mutex
 	state    subState
 	source   replaySource // where the replay read; in state's padding
 	reason   string
-	last     int64 // highest seq sent (or covered by the replay)
+	last     int64 // the position: every event of the stream up to it was sent or left out
 	replayed int   // events sent from the replay
-	buffer   []buffered
-	// queue counts the frames handed to out and not yet written, at most
-	// QueueLimit; closed with the subscription. out may write a frame, and
-	// count it written, while sendLocked holds mu.
-	queue subqueue.Queue
+	// behind is events read from the log, after last, sent before the window's: a replay
+	// from the log, or a catch-up. Once they are sent the position is behindTo.
+	behind   []Event
+	behindTo int64
+	// endAt, when not 0, is the seq of the event that took the subscriber's access away
+	// (endReason): the subscription sends what it has up to it, then closes.
+	endAt     int64
+	endReason string
 }
 
 type subState uint8
 
 const (
-	subBuffering subState = iota // registered; live events wait for the replay
-	subLive
+	subStarting   subState = iota // registered; nothing is pulled until Subscribe returns
+	subLive                       // pulled from its position
+	subCatchingUp                 // behind the window: reading the log
 	subClosed
 )
-
-type buffered struct {
-	seq  int64
-	body []byte
-}
 
 // ID returns the client's subscription id.
 func (s *Subscription) ID() string { return s.id }
@@ -155,6 +163,13 @@ func (s *Subscription) Replayed() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.replayed
+}
+
+// Position returns the seq up to which the subscription has been sent its stream's events.
+func (s *Subscription) Position() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
 }
 
 // Where a replay reads its events (Subscription.ReplaySource).
@@ -186,59 +201,63 @@ func (s *Subscription) ReplaySource() string {
 // events after it, then continues live with no gap and no duplicate. It
 // returns the log head at registration: without FromSeq, exactly the events
 // after it are delivered. With Admit, nothing is delivered before it passes.
+// The replay is not sent before Subscribe returns: the connection pulls it.
 func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Subscription, int64, error) {
 	req.withDefaults()
 	sub := &Subscription{
 		id: req.ID, subject: req.Subject, stream: req.Stream, codec: req.Codec,
 		out: req.Out, types: req.Types, onClosed: req.OnClosed,
-	}
-	sub.queue.Init(req.QueueLimit)
-	if req.FromSeq != nil {
-		// The client has every event up to from_seq: none of them is sent again.
-		sub.last = *req.FromSeq
+		hub: h, log: log, replayLimit: req.ReplayLimit, catchUp: req.CatchUp,
 	}
 	// Register before reading the head: every event committed after the
-	// head is dispatched after this point and so reaches the buffer.
+	// head is dispatched after this point, and the window holds it.
 	h.add(sub)
-	head, live, err := h.catchUp(ctx, log, sub, &req)
+	head, err := h.start(ctx, log, sub, &req)
 	if err != nil {
 		// The caller is answered the error: the subscription leaves unannounced.
 		sub.markClosed("")
 		h.remove(sub)
 		return nil, head, err
 	}
-	if !live || !sub.goLive(head) {
+	sub.mu.Lock()
+	live := sub.state == subStarting
+	if live {
+		sub.state = subLive
+	}
+	sub.mu.Unlock()
+	if !live {
+		// Closed while subscribing: access lost after the check.
 		h.remove(sub)
 		sub.notifyClosed()
+		return sub, head, nil
 	}
+	sub.wake()
 	return sub, head, nil
 }
 
 func (r *SubscribeRequest) withDefaults() {
-	if r.QueueLimit <= 0 {
-		r.QueueLimit = DefaultQueueLimit
-	}
 	if r.ReplayLimit <= 0 {
 		r.ReplayLimit = DefaultReplayLimit
 	}
-	if r.ReplayBytes <= 0 {
-		r.ReplayBytes = 256 << 10
-	}
 }
 
-// catchUp reads the head, admits the registered sub and replays what it asked
-// for; live is false when the replay closed it. Subscribe undoes the
-// registration when it fails.
-func (h *Hub) catchUp(ctx context.Context, log Log, sub *Subscription, req *SubscribeRequest) (head int64, live bool, err error) {
+// start reads the head, admits the registered sub and sets its position: the head, or
+// FromSeq with what the replay needs. Subscribe undoes the registration when it fails.
+func (h *Hub) start(ctx context.Context, log Log, sub *Subscription, req *SubscribeRequest) (int64, error) {
 	// The queries are short and run on a context that is not the caller's
 	// (a long-lived connection's): the database driver registers a
 	// callback on a cancellable context, and its table of callbacks would
-	// stay for the context's life. The replay's wait for queue space does
-	// watch ctx.
+	// stay for the context's life.
 	qctx := context.WithoutCancel(ctx)
-	head, err = h.admitAt(qctx, log, req)
-	if err != nil || req.FromSeq == nil {
-		return head, true, err
+	head, err := h.admitAt(qctx, log, req)
+	if err != nil {
+		return head, err
+	}
+	if req.FromSeq == nil {
+		sub.mu.Lock()
+		sub.last = head
+		sub.mu.Unlock()
+		return head, nil
 	}
 	return h.replay(ctx, qctx, log, sub, req, head)
 }
@@ -258,7 +277,7 @@ func (h *Hub) admitAt(qctx context.Context, log Log, req *SubscribeRequest) (int
 		// standby that just restarted); events up to what was dispatched
 		// before the registration are not delivered live, so the head
 		// covers them.
-		head = max(head, h.recent.position())
+		head = max(head, h.win.position())
 	}
 	// Admitted only now, with the head known: see SubscribeRequest.Admit.
 	if req.Admit != nil {
@@ -287,75 +306,52 @@ func (h *Hub) admitAt(qctx context.Context, log Log, req *SubscribeRequest) (int
 	return from, nil
 }
 
-// replay sends sub the stream's events from FromSeq up to head; live is
-// false when sub was closed meanwhile.
-func (h *Hub) replay(ctx, qctx context.Context, log Log, sub *Subscription, req *SubscribeRequest, head int64) (int64, bool, error) {
+// replay sets sub's position to FromSeq once it has counted the stream's events from there
+// to head: in the window when it holds them all (the connection then pulls them from there),
+// otherwise read from the log and kept for the connection to pull first.
+// It returns the head, or 0 when the log failed.
+func (h *Hub) replay(ctx, qctx context.Context, log Log, sub *Subscription, req *SubscribeRequest, head int64) (int64, error) {
 	from := *req.FromSeq
 	var read func(int)
 	if req.Replay != nil {
 		var err error
 		if read, err = req.Replay(ctx); err != nil {
-			return head, false, fmt.Errorf("subscribe %s: %w", req.Stream, err)
+			return head, fmt.Errorf("subscribe %s: %w", req.Stream, err)
 		}
 	}
-	// Recent events come from memory when the hub has dispatched
-	// every event up to the head; older ones, or a tailer behind the
-	// head, read the log.
-	var err error
-	evs, ok := h.recent.read(req.Stream, from, head, req.ReplayLimit+1)
+	n, selected, inMemory := h.win.count(req.Stream, from, head, req.Types, req.ReplayLimit+1)
 	source := fromMemory
-	if !ok {
+	var evs []Event
+	var err error
+	if !inMemory {
 		source = fromDatabase
 		evs, err = log.ReadStream(qctx, req.Stream, from, head, req.ReplayLimit+1)
+		n, selected = len(evs), 0
+		for i := range evs {
+			if req.Types.Match(evs[i].Type) {
+				selected++
+			}
+		}
 	}
-	sub.mu.Lock()
-	sub.source = source
-	sub.mu.Unlock()
 	if read != nil {
-		read(len(evs))
+		read(n)
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("subscribe %s: replay: %w", req.Stream, err)
+		return 0, fmt.Errorf("subscribe %s: replay: %w", req.Stream, err)
 	}
-	if len(evs) > req.ReplayLimit {
-		return head, false, errorf(ErrResyncRequired, "subscribe %s: more than %d events after from_seq %d", req.Stream, req.ReplayLimit, from)
+	if n > req.ReplayLimit {
+		return head, errorf(ErrResyncRequired, "subscribe %s: more than %d events after from_seq %d", req.Stream, req.ReplayLimit, from)
 	}
-	// In chunks that go out together, each as large as the client's
-	// queue has room for and at most ReplayBytes, sent once the one
-	// before was written: the replay waits for the client rather
-	// than overflowing, since it is bounded by ReplayLimit and the
-	// client asked for it.
-	bodies := make([][]byte, 0, min(len(evs), replayChunk))
-	for i := 0; i < len(evs); {
-		if err := sub.queue.Wait(ctx, i > 0); err != nil {
-			return head, false, fmt.Errorf("subscribe %s: replay: %w", req.Stream, err)
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	sub.source, sub.replayed, sub.last = source, selected, from
+	if !inMemory {
+		if evs == nil {
+			evs = []Event{} // none: the position still moves to head
 		}
-		sub.mu.Lock()
-		room := min(sub.queue.Room(), replayChunk)
-		bodies = bodies[:0]
-		var last int64
-		size := 0
-		for ; i < len(evs) && len(bodies) < room && (size < req.ReplayBytes || len(bodies) == 0); i++ {
-			if !sub.types.Match(evs[i].Type) {
-				continue
-			}
-			p := Prepared{Event: &evs[i]}
-			if body, err := h.cache.body(&p, sub.codec); err == nil {
-				bodies = append(bodies, body)
-				size += len(body)
-				last = evs[i].Seq
-			}
-		}
-		ok := sub.state != subClosed && (len(bodies) == 0 || sub.sendBatchLocked(last, bodies))
-		if ok {
-			sub.replayed += len(bodies)
-		}
-		sub.mu.Unlock()
-		if !ok {
-			return head, false, nil
-		}
+		sub.behind, sub.behindTo = evs, head
 	}
-	return head, true, nil
+	return head, nil
 }
 
 // Unsubscribe removes sub without notifying the client. It reports whether
@@ -366,144 +362,153 @@ func (h *Hub) Unsubscribe(sub *Subscription) bool {
 	return open
 }
 
-// goLive sends the buffered live events after head and switches to live
-// delivery. It returns false when the subscription had to be closed.
-func (s *Subscription) goLive(head int64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.state == subClosed {
-		return s.reason == ""
+// wake puts the subscription in its connection's list of sources to pull, unless it is
+// there already.
+func (s *Subscription) wake() {
+	if s.ready.CompareAndSwap(false, true) {
+		s.out.Ready(s)
 	}
-	if head > s.last {
-		s.last = head
-	}
-	buf := s.buffer
-	s.buffer = nil
-	s.state = subLive
-	for _, b := range buf {
-		if b.seq <= s.last {
-			continue
-		}
-		if !s.sendLocked(b.seq, b.body) {
-			return false
-		}
-	}
-	return true
 }
 
-// deliver offers one dispatched event; it returns false when the
-// subscription overflowed and must be removed.
-func (s *Subscription) deliver(p *Prepared, cache *bodyCache) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	seq := p.Event.Seq
-	if s.state == subClosed || seq <= s.last || !s.types.Match(p.Event.Type) {
-		return true
-	}
-	body, err := cache.body(p, s.codec)
-	if err != nil {
-		return true
-	}
-	if s.state == subBuffering {
-		return s.bufferLocked(seq, body)
-	}
-	return s.sendLocked(seq, body)
-}
+// Notification returns the method and the subscription id of the subscription's frames
+// (Source).
+func (s *Subscription) Notification() (method, sub string) { return protocol.StreamEvent, s.id }
 
-// bufferLocked keeps a live event while the replay runs, or closes the
-// subscription as lagging when the buffer is full.
-func (s *Subscription) bufferLocked(seq int64, body []byte) bool {
-	if len(s.buffer) >= s.queue.Limit() {
-		s.closeLocked(ReasonLagging)
-		return false
-	}
-	s.buffer = append(s.buffer, buffered{seq: seq, body: body})
-	return true
-}
+// pullScan is the most events of the window one look at it takes.
+const pullScan = 512
 
-// deliverRun offers a run of dispatched events of the subscription's stream,
-// in seq order; they go out together. It returns false when the
-// subscription overflowed and must be removed. bodies is scratch space.
-func (s *Subscription) deliverRun(ps []*Prepared, cache *bodyCache, bodies *[][]byte) bool {
-	if len(ps) == 1 {
-		return s.deliver(ps[0], cache)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.state == subClosed {
-		return true
-	}
-	out := (*bodies)[:0]
+var itemSlices = sync.Pool{New: func() any { s := make([]*item, 0, pullScan); return &s }}
+
+// Pull appends to params the bodies of the next events after the subscription's position,
+// about max bytes of them, moves the position past them, and reports whether more are ready
+// (Source). A subscription behind the window starts catching up from the log instead, and is
+// woken once it has read it.
+func (s *Subscription) Pull(params [][]byte, limit int) ([][]byte, bool) {
+	h := s.hub
+	sent, ended := 0, false
 	defer func() {
-		clear(out)
-		*bodies = out[:0]
+		if sent > 0 && h.onDelivered != nil {
+			h.onDelivered(sent)
+		}
+		if ended {
+			s.notifyClosed() // after the frames pulled here, which the caller queues first
+		}
 	}()
-	last := s.last
-	for _, p := range ps {
-		seq := p.Event.Seq
-		if seq <= last || !s.types.Match(p.Event.Type) {
-			continue
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != subLive {
+		s.ready.Store(false)
+		return params, false
+	}
+	size := 0
+	for len(s.behind) > 0 {
+		if size >= limit {
+			return params, true
 		}
-		body, err := cache.body(p, s.codec)
-		if err != nil {
-			continue
+		ev := &s.behind[0]
+		if s.endAt > 0 && ev.Seq > s.endAt {
+			s.behind = s.behind[:0]
+			break
 		}
-		if s.state == subBuffering {
-			if !s.bufferLocked(seq, body) {
-				return false
+		if ev.Seq > s.last {
+			if s.types.Match(ev.Type) {
+				p := Prepared{Event: ev}
+				if body, err := h.cache.body(&p, s.codec); err == nil {
+					params = append(params, body)
+					size += len(body)
+					sent++
+				}
 			}
-			continue
+			s.last = ev.Seq
 		}
-		out = append(out, body)
-		last = seq
+		s.behind[0] = Event{}
+		s.behind = s.behind[1:]
 	}
-	if len(out) == 0 {
-		return true
+	if s.behind != nil {
+		s.behind = nil
+		s.last = max(s.last, s.behindTo)
 	}
-	return s.sendBatchLocked(last, out)
+	sp := itemSlices.Get().(*[]*item)
+	defer func() {
+		clear(*sp)
+		*sp = (*sp)[:0]
+		itemSlices.Put(sp)
+	}()
+	for {
+		items, more, gap, floor := h.win.next(s.stream, s.last, (*sp)[:0], pullScan)
+		*sp = items
+		if gap {
+			if s.endAt > 0 {
+				// Closing: what fell out of the window before the end is not read again.
+				ended = s.endLocked()
+				return params, false
+			}
+			s.startCatchUpLocked(floor)
+			return params, false
+		}
+		for _, it := range items {
+			if size >= limit {
+				return params, true
+			}
+			if s.endAt > 0 && it.ev.Seq > s.endAt {
+				more = false
+				break
+			}
+			if s.types.Match(it.ev.Type) {
+				if body, err := h.win.body(it, s.codec); err == nil {
+					params = append(params, body)
+					size += len(body)
+					sent++
+				}
+			}
+			s.last = it.ev.Seq
+		}
+		if !more {
+			break
+		}
+	}
+	// Nothing more: leave the connection's list, unless an event came meanwhile and its
+	// wake-up found the subscription still there.
+	s.ready.Store(false)
+	if s.endAt > 0 {
+		ended = s.endLocked()
+		return params, false
+	}
+	if h.win.has(s.stream, s.last) && s.ready.CompareAndSwap(false, true) {
+		return params, true
+	}
+	return params, false
 }
 
-// sendBatchLocked queues event frames together, the last of seq last, or
-// closes the subscription as lagging when its queue has no room for all.
-func (s *Subscription) sendBatchLocked(last int64, bodies [][]byte) bool {
-	if len(bodies) == 1 {
-		return s.sendLocked(last, bodies[0])
-	}
-	if s.state == subClosed {
-		return false
-	}
-	room, ok := s.queue.Reserve(len(bodies))
-	if !ok {
-		s.closeLocked(ReasonLagging)
-		return false
-	}
-	if !s.out.TrySendSplicedBatch(protocol.StreamEvent, s.id, bodies, room, s.queue.Written()) {
-		s.queue.Unreserve(len(bodies))
-		s.closeLocked(ReasonLagging)
-		return false
-	}
-	s.last = last
+// endLocked closes a subscription that has sent what it had up to endAt; it reports true.
+func (s *Subscription) endLocked() bool {
+	s.closeLocked(s.endReason)
 	return true
 }
 
-// replayChunk is the most replayed events sent together.
-const replayChunk = 256
-
-// sendLocked queues one event frame, or closes the subscription as lagging.
-func (s *Subscription) sendLocked(seq int64, body []byte) bool {
-	if s.state == subClosed {
+// closeAfter closes the subscription with reason once it has sent its events up to seq, the
+// event that took its access away; it reports whether it was open. One still starting closes
+// now: Subscribe tells its caller.
+func (s *Subscription) closeAfter(seq int64, reason string) bool {
+	s.mu.Lock()
+	switch {
+	case s.state == subClosed || s.endAt > 0:
+		s.mu.Unlock()
 		return false
+	case s.state == subStarting:
+		s.closeLocked(reason)
+		s.mu.Unlock()
+		return true
+	case s.state == subCatchingUp:
+		// Its catch-up reads beyond seq: what it misses before seq is not read again.
+		s.closeLocked(reason)
+		s.mu.Unlock()
+		s.notifyClosed()
+		return true
 	}
-	if _, ok := s.queue.Reserve(1); !ok {
-		s.closeLocked(ReasonLagging)
-		return false
-	}
-	if !s.out.TrySendSpliced(protocol.StreamEvent, s.id, body, s.queue.Written()) {
-		s.queue.Unreserve(1)
-		s.closeLocked(ReasonLagging)
-		return false
-	}
-	s.last = seq
+	s.endAt, s.endReason = seq, reason
+	s.mu.Unlock()
+	s.wake() // its connection pulls what is left up to seq, and Pull closes it there
 	return true
 }
 
@@ -519,11 +524,9 @@ func (s *Subscription) markClosed(reason string) bool {
 	return true
 }
 
-// closeLocked is every move to subClosed: the queue closes with it, which ends
-// a replay's wait for room.
+// closeLocked is every move to subClosed: what it held from the log goes with it.
 func (s *Subscription) closeLocked(reason string) {
-	s.state, s.reason, s.buffer = subClosed, reason, nil
-	s.queue.Close()
+	s.state, s.reason, s.behind = subClosed, reason, nil
 }
 
 // notifyClosed tells the owner why the server closed the subscription.

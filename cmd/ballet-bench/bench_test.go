@@ -26,10 +26,17 @@ type benchEnv struct {
 
 func startBench(t *testing.T, cfg *gateway.Config) *benchEnv {
 	t.Helper()
-	o := &gatewaytest.Options{Postgres: true}
+	o := &gatewaytest.Options{}
 	if cfg != nil {
 		o.Config = *cfg
 	}
+	return startBenchWith(t, o)
+}
+
+// startBenchWith is startBench with the server's options (Postgres is always on).
+func startBenchWith(t *testing.T, o *gatewaytest.Options) *benchEnv {
+	t.Helper()
+	o.Postgres = true
 	// Every connection of the tool is one subject: the subject's budgets
 	// must not stand in for the many clients it models.
 	o.Config.SubjectRequestRate = max(o.Config.SubjectRequestRate, 1_000_000)
@@ -409,10 +416,9 @@ func stallFirst(d time.Duration) func(int, int64) bool {
 }
 
 func TestLaggingIsReported(t *testing.T) {
-	// A queue of one event overflows as soon as the socket to the stalled
-	// client is full: the 4 KB events of one window are far more than the
-	// socket buffers hold.
-	be := startBench(t, &gateway.Config{SubscriberQueue: 1})
+	// The stalled client falls out of a window of 64 KiB of recent events once the socket
+	// to it is full, and is more than 20 events behind: lagging.
+	be := startBenchWith(t, &gatewaytest.Options{RecentBytes: 64 << 10, Config: gateway.Config{ReplayLimit: 20}})
 	t.Run("saturate", func(t *testing.T) {
 		o := be.run(t, stallFirst(time.Second), "--mode", "saturate", "--subscribers", "3", "--batch", "50",
 			"--payload-bytes", "4000", "--duration", "1s")

@@ -86,11 +86,16 @@ func (a *app) run(ctx context.Context) error {
 		gateway.ApplySubjectEvent(a.revs, metrics, server.Load(), ev)
 	}
 	hubOpts.OnAccessLost = a.closeWatches
+	metrics.ObserveHub(&hubOpts)
 	hub := streams.NewHub(&hubOpts)
+	defer hub.Close()
 	metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ballet_gateway_recent_events_bytes",
-		Help: "Memory of the recent events kept for replays and of their encoded bodies (BALLET_RECENT_EVENTS_BYTES bounds each).",
-	}, func() float64 { return float64(hub.RecentBytes()) }))
+		Help: "Memory of the window of recent events every subscription reads, and of the bodies cached for replays from the log (BALLET_RECENT_EVENTS_BYTES bounds each).",
+	}, func() float64 { return float64(hub.RecentBytes()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ballet_gateway_catch_ups_running",
+		Help: "Subscriptions catching up from the log now, reading it or waiting for their turn (BALLET_MAX_CATCH_UPS read at once).",
+	}, func() float64 { return float64(hub.CatchUpsRunning()) }))
 	tailer := streams.NewTailer(a.store, func(evs []streams.Event) {
 		hub.Dispatch(evs)
 		metrics.TailerDispatched.Add(float64(len(evs)))

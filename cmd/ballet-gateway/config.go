@@ -45,7 +45,7 @@ type config struct {
 	tracker tracker.Options
 	// planner holds the planner's settings; plannerOptions adds its model, logger and observer.
 	planner planner.Options
-	hub     streams.HubOptions    // RecentBytes (BALLET_RECENT_EVENTS_BYTES)
+	hub     streams.HubOptions    // RecentBytes (BALLET_RECENT_EVENTS_BYTES), CatchUps (BALLET_MAX_CATCH_UPS)
 	tailer  streams.TailerOptions // Coalesce (BALLET_STREAM_COALESCE)
 	rest    httpapi.RateOptions   // Rate (BALLET_REST_RATE): one budget per subject for every REST surface
 	// listingsREST bound the REST listings in flight and a page's bytes, for every surface.
@@ -148,7 +148,7 @@ func (c *config) settings() []setting {
 		duration("BALLET_AUTH_TIMEOUT", &g.AuthTimeout, "time from connect to the first auth"),
 		duration("BALLET_HEARTBEAT_INTERVAL", &g.HeartbeatInterval, "heartbeat period"),
 		atLeast("BALLET_REPLAY_LIMIT", &g.ReplayLimit, 1, "most events one subscribe replays"),
-		atLeast("BALLET_SUBSCRIBER_QUEUE", &g.SubscriberQueue, 1, "events queued per subscription"),
+		atLeast("BALLET_SUBSCRIBER_QUEUE", &g.SubscriberQueue, 1, "planner outputs or presence changes waiting per subscription"),
 		duration("BALLET_DRAIN_WINDOW", &g.DrainWindow, "on SIGTERM, connections close over this window"),
 		atLeast("BALLET_READ_LIMIT", &g.ReadLimit, 1024, "largest accepted message, in bytes"),
 		atLeast("BALLET_MAX_SUBSCRIPTIONS", &g.MaxSubscriptions, 1, "subscriptions and watches per connection"),
@@ -169,7 +169,10 @@ func (c *config) settings() []setting {
 			"memory of WebSocket messages not yet whole, all connections together").
 			defaultIs("an eighth of the Go memory limit, 256 MiB without one"),
 		atLeast("BALLET_SOCKET_BUFFER_BYTES", &g.SocketBufferBytes, 4<<10, "kernel buffers of each client socket"),
-		atLeast("BALLET_RECENT_EVENTS_BYTES", &c.hub.RecentBytes, 1<<20, "memory of the events kept for replays"),
+		atLeast("BALLET_RECENT_EVENTS_BYTES", &c.hub.RecentBytes, 1<<20,
+			"memory of the window of recent events subscriptions read and replays use"),
+		atLeast("BALLET_MAX_CATCH_UPS", &c.hub.CatchUps, 1,
+			"subscriptions behind the window that read the log at once"),
 		custom("BALLET_STREAM_COALESCE", &c.tailer.Coalesce, "the tailer waits this long after a wake-up before it reads; 0: none",
 			func(v string) string {
 				d, err := time.ParseDuration(v)

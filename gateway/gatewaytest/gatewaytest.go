@@ -310,7 +310,9 @@ func Start(t testing.TB, o *Options) *Env {
 	hubOpts.OnEvent = func(ev *streams.Event) {
 		gateway.ApplySubjectEvent(env.Revocations, metrics, server.Load(), ev)
 	}
+	metrics.ObserveHub(&hubOpts)
 	env.Hub = streams.NewHub(&hubOpts)
+	t.Cleanup(env.Hub.Close)
 	env.Tailer = streams.NewTailer(env.Store, env.Hub.Dispatch, nil)
 	if err := env.Tailer.Start(ctx); err != nil {
 		t.Fatal(err)

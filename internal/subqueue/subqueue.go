@@ -1,9 +1,6 @@
 package subqueue
 
-import (
-	"context"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // Queue counts a subscription's frames that its connection holds unwritten, up to a bound.
 // Its state is one word changed atomically, the count and whether it is closed, so that
@@ -16,9 +13,6 @@ type Queue struct {
 	state atomic.Int64
 	// written is bound once so that queuing a frame does not allocate a closure.
 	written func()
-	// drained is signalled when a frame was written and on Close, for Wait; made by the
-	// first Wait that has to wait.
-	drained atomic.Pointer[chan struct{}]
 }
 
 // closedBit marks a closed queue's state; the count stays in the bits below it.
@@ -66,19 +60,7 @@ func (q *Queue) Unreserve(n int) { q.state.Add(-int64(n)) }
 // dropped; it may run on any goroutine, also while Reserve's caller holds its locks.
 func (q *Queue) Written() func() { return q.written }
 
-func (q *Queue) frameWritten() {
-	q.state.Add(-1)
-	q.signal()
-}
-
-func (q *Queue) signal() {
-	if drained := q.drained.Load(); drained != nil {
-		select {
-		case *drained <- struct{}{}:
-		default:
-		}
-	}
-}
+func (q *Queue) frameWritten() { q.state.Add(-1) }
 
 // Len returns the frames queued.
 func (q *Queue) Len() int { return int(q.state.Load() &^ closedBit) }
@@ -89,7 +71,7 @@ func (q *Queue) Limit() int { return int(q.limit) }
 // Room returns how many more frames fit now.
 func (q *Queue) Room() int { return int(q.limit) - q.Len() }
 
-// Close makes every later Reserve fail and ends Wait; the frames queued still count down
+// Close makes every later Reserve fail; the frames queued still count down
 // as they are written. It reports whether q was open.
 func (q *Queue) Close() bool {
 	for {
@@ -98,7 +80,6 @@ func (q *Queue) Close() bool {
 			return false
 		}
 		if q.state.CompareAndSwap(st, st|closedBit) {
-			q.signal()
 			return true
 		}
 	}
@@ -106,29 +87,3 @@ func (q *Queue) Close() bool {
 
 // Closed reports whether Close was called.
 func (q *Queue) Closed() bool { return q.state.Load()&closedBit != 0 }
-
-// Wait waits until the queue has room for one more frame, or, with all, until it is empty;
-// it returns at once when the queue is closed, and ctx's error when ctx ends first. One
-// goroutine at a time may wait.
-func (q *Queue) Wait(ctx context.Context, all bool) error {
-	for {
-		st := q.state.Load()
-		n := st &^ closedBit
-		if st&closedBit != 0 || (n < q.limit && (!all || n == 0)) {
-			return nil
-		}
-		drained := q.drained.Load()
-		if drained == nil {
-			// Published before the state is read again: a frame written after that
-			// read finds it and signals.
-			ch := make(chan struct{}, 1)
-			q.drained.CompareAndSwap(nil, &ch)
-			continue
-		}
-		select {
-		case <-*drained:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}

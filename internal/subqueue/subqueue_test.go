@@ -1,7 +1,6 @@
 package subqueue
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -103,38 +102,6 @@ func TestCloseRefusesAndDrains(t *testing.T) {
 	if q.Len() != 0 || !q.Closed() {
 		t.Fatalf("len %d closed %v after the frames were written, want 0 and closed", q.Len(), q.Closed())
 	}
-}
-
-// Wait returns once there is room (or, with all, once the queue is empty), at Close, or
-// with the context's error.
-func TestWait(t *testing.T) {
-	ctx := context.Background()
-	q := New(2)
-	q.Reserve(2)
-	waited := make(chan error, 1)
-	go func() { waited <- q.Wait(ctx, false) }()
-	expectBlocked(t, waited)
-	q.Written()()
-	expectReturned(t, waited, nil)
-
-	go func() { waited <- q.Wait(ctx, true) }()
-	expectBlocked(t, waited)
-	q.Written()()
-	expectReturned(t, waited, nil)
-
-	q.Reserve(2)
-	go func() { waited <- q.Wait(ctx, false) }()
-	expectBlocked(t, waited)
-	q.Close()
-	expectReturned(t, waited, nil)
-
-	q = New(1)
-	q.Reserve(1)
-	cctx, cancel := context.WithCancel(ctx)
-	go func() { waited <- q.Wait(cctx, false) }()
-	expectBlocked(t, waited)
-	cancel()
-	expectReturned(t, waited, context.Canceled)
 }
 
 func expectBlocked(t *testing.T, waited chan error) {

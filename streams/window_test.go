@@ -15,7 +15,7 @@ import (
 // gaps and a reset log.
 func TestRecentEventsMatchesTheLog(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	var r recentEvents
+	r := window{events: bodyCacheSize}
 	var all []Event
 	seq := int64(100)
 	projects := []string{"A", "B"}
@@ -71,7 +71,7 @@ func TestRecentEventsMatchesTheLog(t *testing.T) {
 				batch[i].EntityType, batch[i].EntityKey = "project", ""
 			}
 		}
-		r.add(batch)
+		r.add(batch, [2]bool{})
 		all = append(all, batch...)
 		check()
 	}
@@ -100,19 +100,10 @@ func (l *sliceLog) ReadStream(_ context.Context, s Stream, after, upto int64, li
 	return out, nil
 }
 
+// nullSender never pulls.
 type nullSender struct{}
 
-func (nullSender) TrySendSpliced(_, _ string, _ []byte, done func()) bool {
-	go done()
-	return true
-}
-
-func (nullSender) TrySendSplicedBatch(_, _ string, bodies [][]byte, _ int, done func()) bool {
-	for range bodies {
-		go done()
-	}
-	return true
-}
+func (nullSender) Ready(Source) {}
 
 // A replay of events the hub has dispatched comes from memory; one from
 // before them reads the log; both replay the same events.
@@ -123,6 +114,7 @@ func TestReplayOfRecentEventsSkipsTheLog(t *testing.T) {
 			EntityID: fmt.Sprint(i), EntityKey: "P-1", OccurredAt: time.Unix(0, int64(i)), ActorKind: "human", ActorSubject: "a", Payload: []byte(`{}`)})
 	}
 	h := NewHub(nil)
+	h.win.events = bodyCacheSize
 	// The first 300 were committed before the hub started tailing.
 	for i := 300; i < len(l.evs); i += 1000 {
 		h.Dispatch(l.evs[i:min(i+1000, len(l.evs))])
@@ -159,15 +151,15 @@ func TestReplayOfRecentEventsSkipsTheLog(t *testing.T) {
 // not held at all, and bodies beyond the budget are not cached.
 func TestRecentEventsBoundedInBytes(t *testing.T) {
 	const budget = 64 << 10
-	r := recentEvents{maxBytes: budget}
+	r := window{maxBytes: budget}
 	big := make([]byte, 10<<10)
 	var evs []Event
 	for seq := int64(1); seq <= 100; seq++ {
 		evs = append(evs, Event{Seq: seq, ProjectKey: "A", Type: "t", Payload: big})
 	}
-	r.add(evs)
-	if r.bytes > budget || r.n == 0 || r.n > budget/len(big) {
-		t.Fatalf("%d events of %d bytes held in %d bytes, budget %d", r.n, len(big), r.bytes, budget)
+	r.add(evs, [2]bool{})
+	if r.heldBytes() > budget || r.n == 0 || r.n > budget/len(big) {
+		t.Fatalf("%d events of %d bytes held in %d bytes, budget %d", r.n, len(big), r.heldBytes(), budget)
 	}
 	a := Stream{Kind: StreamProject, Key: "A"}
 	if _, ok := r.read(a, 0, 100, 1000); ok {
@@ -176,11 +168,11 @@ func TestRecentEventsBoundedInBytes(t *testing.T) {
 	if got, ok := r.read(a, r.floor, 100, 1000); !ok || len(got) != r.n {
 		t.Fatalf("the held range: %d events, %v", len(got), ok)
 	}
-	r.add([]Event{{Seq: 101, ProjectKey: "A", Payload: make([]byte, 2*budget)}})
-	if _, ok := r.read(a, 100, 101, 10); ok || r.bytes > budget {
-		t.Fatalf("an event larger than the budget is held (%d bytes)", r.bytes)
+	r.add([]Event{{Seq: 101, ProjectKey: "A", Payload: make([]byte, 2*budget)}}, [2]bool{})
+	if _, ok := r.read(a, 100, 101, 10); ok || r.heldBytes() > budget {
+		t.Fatalf("an event larger than the budget is held (%d bytes)", r.heldBytes())
 	}
-	r.add([]Event{{Seq: 102, ProjectKey: "A", Payload: []byte("{}")}})
+	r.add([]Event{{Seq: 102, ProjectKey: "A", Payload: []byte("{}")}}, [2]bool{})
 	if got, ok := r.read(a, 101, 102, 10); !ok || len(got) != 1 {
 		t.Fatalf("after the large event: %v, %v", got, ok)
 	}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package streams
+
+const raceBuild = false
