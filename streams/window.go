@@ -215,11 +215,13 @@ func (w *window) add(evs []Event, enc [2]bool) {
 	if len(evs) == 0 {
 		return
 	}
-	items := make([]item, len(evs))
+	// One allocation each, not one for the run: an item the window lets go is collected
+	// without waiting for the rest of its run.
+	items := make([]*item, len(evs))
 	size := make([]int, len(evs))
 	for i := range evs {
-		it := &items[i]
-		it.ev = evs[i]
+		it := &item{ev: evs[i]}
+		items[i] = it
 		size[i] = eventBytes(&it.ev) + itemOverhead
 		for c, on := range enc {
 			if !on {
@@ -259,8 +261,8 @@ func (w *window) add(evs []Event, enc [2]bool) {
 	if budget <= 0 {
 		budget = DefaultRecentBytes
 	}
-	for i := range items {
-		it, b := &items[i], int64(size[i])
+	for i, it := range items {
+		b := int64(size[i])
 		for w.n > 0 && (w.n == len(w.ring) || w.bytes.Load()+b > budget) {
 			w.dropOldestLocked()
 		}
