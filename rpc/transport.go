@@ -40,3 +40,13 @@ type Batcher interface {
 type TryWriter interface {
 	TryWrite(frames [][]byte) (bool, error)
 }
+
+// Drainer is implemented by transports that send what they accepted in the background (what
+// a TryWrite left): Busy reports whether some of it is still unsent, and Drain returns once it
+// is sent, or with the error that ended the sending. The writer drains before it builds its
+// next write or pulls more from its sources, so that a peer that stops reading holds at most
+// what the transport accepted, not a further write waiting behind it.
+type Drainer interface {
+	Busy() bool
+	Drain() error
+}

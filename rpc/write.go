@@ -390,6 +390,15 @@ func (c *Conn) writeLoop() {
 	}()
 	for {
 		c.mu.Lock()
+		if d, ok := c.t.(Drainer); ok && c.ctx.Err() == nil && d.Busy() {
+			// The next write, pushed or pulled, is built once the transport has sent what
+			// it holds: a peer that stops reading holds back one write, not two.
+			c.mu.Unlock()
+			if err := d.Drain(); err != nil {
+				c.fail(fmt.Errorf("rpc: write: %w", err))
+			}
+			c.mu.Lock()
+		}
 		if len(c.queue) == 0 && len(c.ready) > 0 && c.ctx.Err() == nil {
 			// Nothing pushed waits: the next chunk of the ready sources.
 			c.mu.Unlock()
@@ -532,7 +541,7 @@ func (c *Conn) Ready(src Source) {
 		return
 	}
 	c.wg.Add(1)
-	if c.tw != nil && len(c.queue) == 0 {
+	if d, ok := c.t.(Drainer); c.tw != nil && len(c.queue) == 0 && (!ok || !d.Busy()) {
 		c.setWriterLocked(writerDirect)
 		c.mu.Unlock()
 		c.pullChunk()

@@ -359,12 +359,20 @@ func (c *corkConn) sendLocked(p []byte) error {
 		return err
 	}
 	if n < len(p) {
-		c.out = corkBufs.Get().(*[]byte)
+		c.out = remainder(len(p) - n)
 		*c.out = append(*c.out, p[n:]...)
 		c.flushing = true
 		go c.flush()
 	}
 	return nil
+}
+
+// remainder returns a buffer for n bytes a socket did not take, of that size rather than a
+// pooled one of any size: a peer that stops reading keeps it until it reads again, and many
+// such peers would each keep the largest buffer the pool had.
+func remainder(n int) *[]byte {
+	b := make([]byte, 0, n)
+	return &b
 }
 
 // sendFramesLocked sends frames of opcode op, each after its header, as sendLocked sends
@@ -397,8 +405,7 @@ func (c *corkConn) sendFramesLocked(op byte, frames [][]byte) error {
 		}
 		frames = frames[k:]
 		if n < total {
-			c.out = corkBufs.Get().(*[]byte)
-			*c.out = slices.Grow(*c.out, total-n+framesLen(frames))
+			c.out = remainder(total - n + framesLen(frames))
 			*c.out = appendParts(*c.out, g.parts, n)
 			*c.out = appendFrames(*c.out, op, frames)
 			c.flushing = true
@@ -451,7 +458,7 @@ func (c *corkConn) flush() {
 			return
 		}
 		b := c.out
-		c.out = corkBufs.Get().(*[]byte)
+		c.out = remainder(0) // what is sent meanwhile: grown as it comes
 		c.mu.Unlock()
 		err := c.writeAll(*b)
 		putBuf(b)
