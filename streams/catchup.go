@@ -16,10 +16,11 @@ import (
 // Catch-ups read the log at most HubOptions.CatchUps at a time for the replica, and each keeps
 // at most catchUpPage events: a long way behind is caught up a page at a time, each page read
 // once the one before was sent, so that what a catch-up holds does not grow with the
-// distance, nor with readers that stop again.
+// distance, nor with readers that stop again. A Log that is a Counter is asked how far behind
+// the subscription is first, so that only a page is ever read.
 
-// catchUpPage is the most events one catch-up keeps for its connection to pull.
-const catchUpPage = 256
+// catchUpPage is the most events one catch-up reads and keeps for its connection to pull.
+const catchUpPage = 64
 
 // catchUpTimeout bounds one catch-up's reads of the log.
 const catchUpTimeout = 10 * time.Second
@@ -46,7 +47,7 @@ func (h *Hub) catchUp(s *Subscription, from, to int64) {
 		h.endCatchUp(s, "")
 		return
 	}
-	evs, err := h.readBehind(s, from, to)
+	evs, behind, err := h.readBehind(s, from, to)
 	<-h.catchUps
 	reason := ""
 	switch {
@@ -56,9 +57,9 @@ func (h *Hub) catchUp(s *Subscription, from, to int64) {
 			return
 		}
 		reason = ReasonLagging
-	case s.catchUp != nil && !s.catchUp(len(evs)):
+	case s.catchUp != nil && !s.catchUp(behind):
 		reason = ReasonLagging
-	case len(evs) > s.replayLimit:
+	case behind > s.replayLimit:
 		reason = ReasonLagging
 	}
 	if h.onCatchUp != nil {
@@ -73,9 +74,11 @@ func (h *Hub) catchUp(s *Subscription, from, to int64) {
 		evs = []Event{} // none: the position still moves to upto
 	}
 	if len(evs) > catchUpPage {
-		// The rest is read again once this page is sent.
-		upto = evs[catchUpPage-1].Seq
 		evs = evs[:catchUpPage:catchUpPage]
+	}
+	if len(evs) > 0 && len(evs) < behind {
+		// The rest is read again once this page is sent.
+		upto = evs[len(evs)-1].Seq
 	}
 	s.mu.Lock()
 	if s.state != subCatchingUp {
@@ -87,27 +90,36 @@ func (h *Hub) catchUp(s *Subscription, from, to int64) {
 	s.wake()
 }
 
-// readBehind reads the stream's events in (from, to], at most one more than ReplayLimit,
-// once the log shows every event up to to (a log read from a standby may lag what the
-// tailer dispatched).
-func (h *Hub) readBehind(s *Subscription, from, to int64) ([]Event, error) {
+// readBehind returns how many of the stream's events lie in (from, to] (up to one more than
+// ReplayLimit) and, unless that is too many, the first of them, once the log shows every event
+// up to to (a log read from a standby may lag what the tailer dispatched).
+func (h *Hub) readBehind(s *Subscription, from, to int64) (evs []Event, behind int, err error) {
 	ctx, cancel := context.WithTimeout(h.ctx, catchUpTimeout)
 	defer cancel()
 	for {
 		head, err := s.log.Head(ctx)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if head >= to {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, 0, ctx.Err()
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	return s.log.ReadStream(ctx, s.stream, from, to, s.replayLimit+1)
+	c, ok := s.log.(Counter)
+	if !ok {
+		evs, err = s.log.ReadStream(ctx, s.stream, from, to, s.replayLimit+1)
+		return evs, len(evs), err
+	}
+	if behind, err = c.CountStream(ctx, s.stream, from, to, s.replayLimit+1); err != nil || behind > s.replayLimit {
+		return nil, behind, err
+	}
+	evs, err = s.log.ReadStream(ctx, s.stream, from, to, catchUpPage)
+	return evs, behind, err
 }
 
 // endCatchUp closes s with reason ("" when the hub is closing: nobody is told).

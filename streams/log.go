@@ -32,6 +32,13 @@ type Follower interface {
 	PrimaryHead(ctx context.Context) (int64, error)
 }
 
+// Counter is implemented by a Log that counts a stream's events with after < seq <= upto, at
+// most limit of them, without reading them: a subscription catching up from the log asks how
+// far behind it is before it reads a page of events.
+type Counter interface {
+	CountStream(ctx context.Context, s Stream, after, upto int64, limit int) (int, error)
+}
+
 // Appender appends events in one transaction: all or none. It returns the seq of the last one
 // (0 when evs is empty). Real writers insert with SQL in their own transaction instead.
 type Appender interface {

@@ -36,6 +36,14 @@ func (l *lockedLog) Head(context.Context) (int64, error) {
 	return l.evs[len(l.evs)-1].Seq, nil
 }
 
+// countingLog is a lockedLog that is also a Counter.
+type countingLog struct{ *lockedLog }
+
+func (l countingLog) CountStream(ctx context.Context, s Stream, after, upto int64, limit int) (int, error) {
+	evs, err := l.ReadStream(ctx, s, after, upto, limit)
+	return len(evs), err
+}
+
 func (l *lockedLog) ReadAfter(context.Context, int64, int) ([]Event, error) { panic("not tailed") }
 func (l *lockedLog) Wait(context.Context, int64) error                      { panic("not tailed") }
 
@@ -113,7 +121,11 @@ func positionsRun(t *testing.T, seed uint64, seen *positionsSeen) {
 	}})
 	defer h.Close()
 	h.win.events = 8 + rng.IntN(200)
-	log := &lockedLog{}
+	ll := &lockedLog{}
+	var log Log = ll
+	if rng.IntN(2) == 0 {
+		log = countingLog{ll} // catch-ups count first, then read a page
+	}
 	replayLimit := 5 + rng.IntN(300)
 	streamsOf := []Stream{{StreamProject, "P"}, {StreamItem, "P-1"}, {StreamItem, "P-2"}, {StreamProject, "Q"}}
 	types := []string{"item.updated", "item.created", "project.renamed"}
@@ -140,7 +152,7 @@ func positionsRun(t *testing.T, seed uint64, seen *positionsSeen) {
 	}
 	dispatch := func() {
 		evs := newBatch()
-		log.append(evs)
+		ll.append(evs)
 		h.Dispatch(evs)
 	}
 	for range 3 {
@@ -234,9 +246,9 @@ func positionsRun(t *testing.T, seed uint64, seen *positionsSeen) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	log.mu.Lock()
-	all := slices.Clone(log.evs)
-	log.mu.Unlock()
+	ll.mu.Lock()
+	all := slices.Clone(ll.evs)
+	ll.mu.Unlock()
 	reasons := cl.get()
 	for _, si := range subs {
 		var want []int64

@@ -145,6 +145,7 @@ func testStreamProject(t *testing.T, l streams.Log, a streams.Appender) {
 		if !slices.Equal(ids(evs), tc.want) && !(len(evs) == 0 && len(tc.want) == 0) {
 			t.Fatalf("%s: ids %v, want %v", s, ids(evs), tc.want)
 		}
+		checkCount(t, l, s, head, len(tc.want))
 		for i := range evs {
 			if !s.Matches(&evs[i]) {
 				t.Fatalf("%s returned non-matching %+v", s, evs[i])
@@ -174,6 +175,7 @@ func testStreamItem(t *testing.T, l streams.Log, a streams.Appender) {
 		if !slices.Equal(ids(evs), tc.want) && !(len(evs) == 0 && len(tc.want) == 0) {
 			t.Fatalf("%s: ids %v, want %v", s, ids(evs), tc.want)
 		}
+		checkCount(t, l, s, head, len(tc.want))
 		for i := range evs {
 			if !s.Matches(&evs[i]) {
 				t.Fatalf("%s returned non-matching %+v", s, evs[i])
@@ -228,5 +230,23 @@ func testBadLimit(t *testing.T, l streams.Log, _ streams.Appender) {
 	s := streams.Stream{Kind: streams.StreamProject, Key: "WEB"}
 	if _, err := l.ReadStream(ctx, s, 0, 10, -1); !errors.Is(err, streams.ErrInvalid) {
 		t.Fatalf("ReadStream limit -1 = %v, want ErrInvalid", err)
+	}
+}
+
+// checkCount checks a Counter's count of the stream's events up to head, whole and capped.
+func checkCount(t *testing.T, l streams.Log, s streams.Stream, head int64, want int) {
+	t.Helper()
+	c, ok := l.(streams.Counter)
+	if !ok {
+		return
+	}
+	for _, limit := range []int{100, 1} {
+		n, err := c.CountStream(ctxT(t), s, 0, head, limit)
+		if err != nil || n != min(want, limit) {
+			t.Fatalf("%s: CountStream(limit %d) = %d, %v; want %d", s, limit, n, err, min(want, limit))
+		}
+	}
+	if n, err := c.CountStream(ctxT(t), s, head, head, 100); err != nil || n != 0 {
+		t.Fatalf("%s: CountStream of an empty range = %d, %v", s, n, err)
 	}
 }

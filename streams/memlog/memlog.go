@@ -105,6 +105,13 @@ func (l *Log) ReadAfter(ctx context.Context, after int64, limit int) ([]streams.
 }
 
 // ReadStream returns at most limit events of s with after < seq <= upto, in seq order.
+// CountStream counts the stream's events with after < seq <= upto, at most limit of them
+// (streams.Counter).
+func (l *Log) CountStream(ctx context.Context, s streams.Stream, after, upto int64, limit int) (int, error) {
+	evs, err := l.ReadStream(ctx, s, after, upto, max(limit, 1))
+	return len(evs), err
+}
+
 func (l *Log) ReadStream(ctx context.Context, s streams.Stream, after, upto int64, limit int) ([]streams.Event, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("memlog: read %s: limit %d: %w", s, limit, streams.ErrInvalid)

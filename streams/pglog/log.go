@@ -196,6 +196,34 @@ func (l *Log) ReadStream(ctx context.Context, s streams.Stream, after, upto int6
 	return evs, nil
 }
 
+// CountStream counts the stream's events with after < seq <= upto, at most limit of them
+// (streams.Counter), on the database ReadStream reads.
+func (l *Log) CountStream(ctx context.Context, s streams.Stream, after, upto int64, limit int) (int, error) {
+	var where string
+	switch s.Kind {
+	case streams.StreamProject:
+		where = "project_key = $1"
+	case streams.StreamItem:
+		where = "entity_type = 'item' AND entity_key = $1"
+	default:
+		return 0, fmt.Errorf("pglog: count %s: %w", s, streams.ErrBadStream)
+	}
+	if upto <= after || limit <= 0 {
+		return 0, nil
+	}
+	pool := l.pool
+	if l.tail != nil {
+		pool = l.tail.pool
+	}
+	var n int
+	err := pool.QueryRow(ctx, "SELECT count(*) FROM (SELECT 1 FROM events WHERE "+where+
+		" AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4) e", s.Key, after, upto, limit).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("pglog: count %s: %w", s, err)
+	}
+	return n, nil
+}
+
 func (l *Log) query(ctx context.Context, pool *pgxpool.Pool, q string, args ...any) ([]streams.Event, error) {
 	rows, err := pool.Query(ctx, q, args...)
 	if err != nil {
