@@ -57,7 +57,7 @@ func (h *Hub) catchUp(s *Subscription, from, to int64) {
 			return
 		}
 		reason = ReasonLagging
-	case s.catchUp != nil && !s.catchUp(behind):
+	case s.catchUp != nil && !s.catchUp(len(evs)):
 		reason = ReasonLagging
 	case behind > s.replayLimit:
 		reason = ReasonLagging

@@ -97,8 +97,8 @@ type SubscribeRequest struct {
 	// the replay cost.
 	Replay func(ctx context.Context) (read func(n int), err error)
 	// CatchUp, when set, is told the events a catch-up read from the log (the subscription
-	// fell behind the window; more than ReplayLimit when it is too far behind): what it cost.
-	// False closes the subscription with ReasonLagging (its subject may replay no more now).
+	// fell behind the window, or a replay goes on past its first page): what it cost. False
+	// closes the subscription with ReasonLagging (its subject may replay no more now).
 	CatchUp func(read int) bool
 }
 
@@ -158,7 +158,8 @@ func (s *Subscription) Subject() string { return s.subject }
 // Stream returns the subscribed stream.
 func (s *Subscription) Stream() Stream { return s.stream }
 
-// Replayed returns how many events the subscription replayed from FromSeq.
+// Replayed returns how many events the subscription replayed from FromSeq (with Types and a
+// replay from the log, those of its first page).
 func (s *Subscription) Replayed() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -325,11 +326,24 @@ func (h *Hub) replay(ctx, qctx context.Context, log Log, sub *Subscription, req 
 	var err error
 	if !inMemory {
 		source = fromDatabase
-		evs, err = log.ReadStream(qctx, req.Stream, from, head, req.ReplayLimit+1)
-		n, selected = len(evs), 0
-		for i := range evs {
-			if req.Types.Match(evs[i].Type) {
-				selected++
+		if c, ok := log.(Counter); ok {
+			// Counted first; the first page read now, the rest as the client takes it
+			// (catchup.go), so that a replay of large events holds a page, not the distance.
+			n, err = c.CountStream(qctx, req.Stream, from, head, req.ReplayLimit+1)
+			if err == nil && n <= req.ReplayLimit {
+				evs, err = log.ReadStream(qctx, req.Stream, from, head, catchUpPage)
+			}
+		} else {
+			evs, err = log.ReadStream(qctx, req.Stream, from, head, req.ReplayLimit+1)
+			n = len(evs)
+		}
+		selected = n
+		if req.Types != nil {
+			selected = 0 // of the events read now
+			for i := range evs {
+				if req.Types.Match(evs[i].Type) {
+					selected++
+				}
 			}
 		}
 	}
@@ -350,6 +364,9 @@ func (h *Hub) replay(ctx, qctx context.Context, log Log, sub *Subscription, req 
 			evs = []Event{} // none: the position still moves to head
 		}
 		sub.behind, sub.behindTo = evs, head
+		if len(evs) > 0 && len(evs) < n {
+			sub.behindTo = evs[len(evs)-1].Seq // the rest is read once this page is sent
+		}
 	}
 	return head, nil
 }
