@@ -85,7 +85,8 @@ func TestBurstResumes(t *testing.T) {
 	})
 	t.Run("lagging", func(t *testing.T) {
 		be := startBenchWith(t, &gatewaytest.Options{RecentBytes: 64 << 10, Config: gateway.Config{ReplayLimit: 50}})
-		o := be.run(t, nil, burstArgs("json")...)
+		// Events the resynced readers never get are waited for no longer than this.
+		o := be.run(t, nil, burstArgs("json", "--grace", "3s")...)
 		closed, _ := o.report["paused_stream_closed"].(map[string]any)
 		// (A fast reader that the race detector slows may lag too.)
 		if closed["lagging"] == nil || o.num(t, "paused_resubscribed") < 1 || o.num(t, "paused_resyncs") < 1 ||
