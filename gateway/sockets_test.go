@@ -477,32 +477,55 @@ func TestOneAddressCannotFillAReplica(t *testing.T) {
 		MaxConnections: places, MaxConnectionsPerIP: perAddr, AuthTimeout: time.Second, DrainWindow: 10 * time.Millisecond,
 	}})
 	u, _ := url.Parse(env.URL)
-	stop := make(chan struct{})
 	var attackers sync.WaitGroup
 	var refused, opened atomic.Int64
+	// The attacker's open sockets; nil once the test is over, when the attacker closes them
+	// rather than wait out the server's deadline.
+	var mu sync.Mutex
+	held := map[net.Conn]bool{}
 	for range places + 20 { // more than every place, from 127.0.0.1
 		attackers.Go(func() {
 			for {
-				select {
-				case <-stop:
+				mu.Lock()
+				over := held == nil
+				mu.Unlock()
+				if over {
 					return
-				default:
 				}
 				c, err := net.Dial("tcp", u.Host)
 				if err != nil {
 					continue
 				}
+				mu.Lock()
+				if held == nil {
+					mu.Unlock()
+					c.Close()
+					return
+				}
+				held[c] = true
+				mu.Unlock()
 				opened.Add(1)
 				// Silent until the server closes it, by deadline or at once as refused.
 				_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
 				if n, _ := c.Read(make([]byte, 1)); n > 0 {
 					refused.Add(1)
 				}
+				mu.Lock()
+				delete(held, c)
+				mu.Unlock()
 				c.Close()
 			}
 		})
 	}
-	defer func() { close(stop); attackers.Wait() }()
+	defer func() {
+		mu.Lock()
+		for c := range held {
+			c.Close()
+		}
+		held = nil
+		mu.Unlock()
+		attackers.Wait()
+	}()
 	waitSockets(t, env, perAddr)
 	// Clients from another address of the loopback range.
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
