@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/ballet/gateway/auth"
 )
@@ -14,7 +15,9 @@ import (
 // known reason.
 func FuzzVerify(f *testing.F) {
 	iss := startIssuer(f, nil)
-	v := newVerifier(f, iss.URL(), nil)
+	// A token naming a key the set lacks (or none) waits for the refresh interval's end, and
+	// is refused after the fetch then: a short interval, not the default 10 s for each such input.
+	v := newVerifier(f, iss.URL(), &auth.VerifierOptions{KeyRefreshInterval: 50 * time.Millisecond})
 	valid := iss.mint(f, "alice", auth.TokenOptions{ClientID: "web-ui"})
 	f.Add(valid)
 	f.Add(valid[:len(valid)-2])

@@ -33,6 +33,35 @@ func forEachCodec(t *testing.T, f func(t *testing.T, c codec.Codec)) {
 	}
 }
 
+// subtest is one of together's: a name and a test.
+type subtest struct {
+	name string
+	run  func(t *testing.T)
+}
+
+// together runs the subtests all at once, however few parallel tests -parallel allows: for
+// subtests that spend their time waiting out the server's deadlines on sockets of their own
+// rather than on the CPU. (t.Run may be called from several goroutines, and a subtest that
+// does not call t.Parallel takes no place among the parallel tests.)
+func together(t *testing.T, subtests ...subtest) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, s := range subtests {
+		wg.Go(func() { t.Run(s.name, s.run) })
+	}
+	wg.Wait()
+}
+
+// togetherCases is together for a table: run(t, c) for every case, named name(c).
+func togetherCases[C any](t *testing.T, cases []C, name func(C) string, run func(*testing.T, C)) {
+	t.Helper()
+	subtests := make([]subtest, len(cases))
+	for i, c := range cases {
+		subtests[i] = subtest{name(c), func(t *testing.T) { run(t, c) }}
+	}
+	together(t, subtests...)
+}
+
 // wsClient is a bare protocol client: raw frames in, decoded messages out.
 type wsClient struct {
 	t      testing.TB

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -273,12 +274,54 @@ func TestEarlyAndPipelinedFrames(t *testing.T) {
 // Many connections share the server's heartbeat timer: each gets its own
 // heartbeats, silent ones close with 4000 after three intervals while the
 // others stay, and tokens expiring at different times close each
-// connection at its own expiry.
+// connection at its own expiry. (The tokens count down while the heartbeats
+// are tried.)
 func TestHeartbeatsOfManyConnections(t *testing.T) {
+	t.Parallel() // it waits on heartbeat intervals and tokens' lives, on a server of its own
 	// Long enough that a loaded machine's pauses (of the goroutine that talks, of the
 	// server's timers) do not add up to the three intervals of silence that close one.
 	const interval = time.Second
 	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{HeartbeatInterval: interval}})
+
+	// Tokens expiring 2 s apart close their connections in that order. (Expiry has second
+	// resolution: the first lives 2 to 3 s, time for the three to authenticate.)
+	exp := make([]*wsClient, 3)
+	for i := range exp {
+		exp[i] = dial(t, env.URL, codec.JSON)
+		tok := authtest.Mint(t, env.Issuer, "alice", auth.TokenOptions{Audience: []string{gatewaytest.Audience}, TTL: time.Duration(2*i+3) * time.Second})
+		exp[i].mustCall("auth", map[string]string{"token": tok}, nil)
+	}
+	closedAt := make([]time.Time, len(exp))
+	var closes sync.WaitGroup
+	for i, k := range exp {
+		closes.Go(func() {
+			select {
+			case <-k.done:
+				closedAt[i] = time.Now()
+			case <-time.After(30 * time.Second):
+			}
+		})
+	}
+	talk := make(chan struct{})
+	talked := make(chan struct{})
+	go func() { // keep them talking, so only expiry can close them
+		defer close(talked)
+		for {
+			for _, k := range exp {
+				_ = k.ws.Write(context.Background(), websocket.MessageText, []byte(`{"jsonrpc":"2.0","method":"$/heartbeat","params":{"time":1}}`))
+			}
+			select {
+			case <-talk:
+				return
+			case <-time.After(interval / 2):
+			}
+		}
+	}()
+	defer func() {
+		close(talk)
+		<-talked
+	}()
+
 	const n = 40
 	ks := make([]*wsClient, n)
 	// Half stay talkative, each from its login on; the other half fall silent.
@@ -345,43 +388,16 @@ func TestHeartbeatsOfManyConnections(t *testing.T) {
 		k.mustCall("system.ping", nil, nil)
 	}
 
-	// Tokens expiring 2 s apart close their connections in that order. (Expiry has second
-	// resolution: the first lives 2 to 3 s, time for the three to authenticate.)
-	exp := make([]*wsClient, 3)
-	for i := range exp {
-		exp[i] = dial(t, env.URL, codec.JSON)
-		tok := authtest.Mint(t, env.Issuer, "alice", auth.TokenOptions{Audience: []string{gatewaytest.Audience}, TTL: time.Duration(2*i+3) * time.Second})
-		exp[i].mustCall("auth", map[string]string{"token": tok}, nil)
-	}
-	talk := make(chan struct{})
-	talked := make(chan struct{})
-	go func() { // keep them talking, so only expiry can close them
-		defer close(talked)
-		for {
-			for _, k := range exp {
-				_ = k.ws.Write(context.Background(), websocket.MessageText, []byte(`{"jsonrpc":"2.0","method":"$/heartbeat","params":{"time":1}}`))
-			}
-			select {
-			case <-talk:
-				return
-			case <-time.After(interval / 2):
-			}
-		}
-	}()
-	defer func() {
-		close(talk)
-		<-talked
-	}()
 	for i, k := range exp {
 		if code := k.waitClose(20 * time.Second); code != gateway.StatusUnauthenticated {
 			t.Fatalf("client %d: close %d, want 4001", i, code)
 		}
-		if i > 0 {
-			select {
-			case <-exp[i-1].done:
-			default:
-				t.Fatalf("token %d expired before token %d", i, i-1)
-			}
+	}
+	closes.Wait()
+	for i := 1; i < len(exp); i++ {
+		if !closedAt[i-1].Before(closedAt[i]) {
+			t.Fatalf("token %d expired at %v, token %d at %v: not in the order of their expiry",
+				i, closedAt[i].Format(time.StampMilli), i-1, closedAt[i-1].Format(time.StampMilli))
 		}
 	}
 }

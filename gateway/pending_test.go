@@ -23,6 +23,7 @@ import (
 // authenticated session keeps being served meanwhile (sessions are not pending), and a new
 // client gets in once the request-header deadline frees the places.
 func TestPendingSocketsBoundedAcrossAddresses(t *testing.T) {
+	t.Parallel() // it waits out the request-header deadline, on a server of its own
 	const max, addrs, perAddr = 32, 39, 2
 	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{
 		MaxPendingSockets: max, AuthTimeout: time.Minute, DrainWindow: 10 * time.Millisecond,

@@ -208,7 +208,8 @@ func TestRefresh(t *testing.T) {
 	// before they expire, on a loaded machine too.
 	const ttl = 4 * time.Second
 	forEachCodec(t, func(t *testing.T, c codec.Codec) {
-		t.Run("same subject extends", func(t *testing.T) {
+		// Each waits out a token's life: at once.
+		together(t, subtest{"same subject extends", func(t *testing.T) {
 			k := dial(t, env.URL, c)
 			var first authResult
 			k.mustCall("auth", map[string]string{"token": authtest.Mint(t, env.Issuer, "alice", auth.TokenOptions{Audience: aud, TTL: ttl})}, &first)
@@ -219,8 +220,7 @@ func TestRefresh(t *testing.T) {
 			}
 			time.Sleep(time.Until(time.Unix(first.ExpiresAt, 0)) + time.Second)
 			k.mustCall("system.ping", nil, nil) // still open past the first token's expiry
-		})
-		t.Run("other subject refused, old token stays until it expires", func(t *testing.T) {
+		}}, subtest{"other subject refused, old token stays until it expires", func(t *testing.T) {
 			k := dial(t, env.URL, c)
 			k.mustCall("auth", map[string]string{"token": authtest.Mint(t, env.Issuer, "alice", auth.TokenOptions{Audience: aud, TTL: ttl})}, nil)
 			k.wantError("auth.refresh", map[string]string{"token": env.Token(t, "mallory")}, -32001)
@@ -235,7 +235,7 @@ func TestRefresh(t *testing.T) {
 			if code := k.waitClose(5 * time.Second); code != gateway.StatusUnauthenticated {
 				t.Fatalf("close %d", code)
 			}
-		})
+		}})
 	})
 }
 
@@ -245,7 +245,8 @@ func TestHeartbeats(t *testing.T) {
 	// loaded machine do not add up to three of them.
 	slow := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{HeartbeatInterval: time.Second}})
 	forEachCodec(t, func(t *testing.T, c codec.Codec) {
-		t.Run("server sends them", func(t *testing.T) {
+		// Each waits on heartbeat intervals, on a connection of its own: at once.
+		together(t, subtest{"server sends them", func(t *testing.T) {
 			k := login(t, env, c, "alice")
 			// The client talks meanwhile, so that a late heartbeat finds it alive.
 			talk := time.NewTicker(50 * time.Millisecond)
@@ -269,16 +270,14 @@ func TestHeartbeats(t *testing.T) {
 					t.Fatal("no heartbeats from the server")
 				}
 			}
-		})
-		t.Run("client heartbeats keep it open", func(t *testing.T) {
+		}}, subtest{"client heartbeats keep it open", func(t *testing.T) {
 			k := login(t, slow, c, "alice")
 			for i := 0; i < 16; i++ { // 4 s, four intervals: more than the three of silence that close it
 				time.Sleep(250 * time.Millisecond)
 				k.notify("$/heartbeat", map[string]int64{"time": time.Now().UnixMilli()})
 			}
 			k.mustCall("system.ping", nil, nil)
-		})
-		t.Run("silence closes 4000", func(t *testing.T) {
+		}}, subtest{"silence closes 4000", func(t *testing.T) {
 			start := time.Now() // before the auth, which the silence is counted from
 			k := login(t, env, c, "alice")
 			if code := k.waitClose(5 * time.Second); code != gateway.StatusHeartbeatTimeout {
@@ -287,7 +286,7 @@ func TestHeartbeats(t *testing.T) {
 			if el := time.Since(start); el < 550*time.Millisecond {
 				t.Fatalf("closed after %v, before three intervals", el)
 			}
-		})
+		}})
 	})
 }
 

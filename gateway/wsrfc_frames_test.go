@@ -248,39 +248,38 @@ func TestRFC6455ClientClose(t *testing.T) {
 // the close grace (2 s).
 func TestRFC6455ServerClose(t *testing.T) {
 	env := gatewaytest.Start(t, &gatewaytest.Options{Config: gateway.Config{AuthTimeout: 300 * time.Millisecond}})
-	for _, tc := range []struct {
+	type closeCase struct {
 		name  string
 		send  []byte // what makes the server close 4001; nothing: the auth timeout
 		reply bool
 		bound time.Duration
-	}{
+	}
+	// Each waits out the close grace, or the auth timeout and the close grace: at once.
+	togetherCases(t, []closeCase{
 		{"the auth timeout, answered", nil, true, wsnet.CloseGrace},
 		{"the auth timeout, not answered", nil, false, closeBound},
 		{"an invalid token, answered", textFrame(`{"jsonrpc":"2.0","id":1,"method":"auth","params":{"token":"bad"}}`), true, wsnet.CloseGrace},
 		{"an invalid token, not answered", textFrame(`{"jsonrpc":"2.0","id":1,"method":"auth","params":{"token":"bad"}}`), false, closeBound},
 		{"a first request that is not auth, not answered", textFrame(pingRequest(1, "")), false, closeBound},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			h := rfcOpen(t, env, "ballet.v1.json", false)
-			if tc.send != nil {
-				h.send(t, tc.send)
-			}
-			f := h.frame(t, 10*time.Second)
-			if f.opcode() == 1 { // the error response to the request, first
-				f = h.frame(t, 10*time.Second)
-			}
-			if f.opcode() != 8 || f.closeCode() != int(gateway.StatusUnauthenticated) {
-				t.Fatalf("frame opcode %d %q, want a close with 4001", f.opcode(), f.payload)
-			}
-			start := time.Now()
-			if tc.reply {
-				h.send(t, clientFrame(8, f.payload))
-			}
-			if err := h.eof(tc.bound); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("TCP closed %v after the server's close frame", time.Since(start))
-		})
-	}
+	}, func(tc closeCase) string { return tc.name }, func(t *testing.T, tc closeCase) {
+		h := rfcOpen(t, env, "ballet.v1.json", false)
+		if tc.send != nil {
+			h.send(t, tc.send)
+		}
+		f := h.frame(t, 10*time.Second)
+		if f.opcode() == 1 { // the error response to the request, first
+			f = h.frame(t, 10*time.Second)
+		}
+		if f.opcode() != 8 || f.closeCode() != int(gateway.StatusUnauthenticated) {
+			t.Fatalf("frame opcode %d %q, want a close with 4001", f.opcode(), f.payload)
+		}
+		start := time.Now()
+		if tc.reply {
+			h.send(t, clientFrame(8, f.payload))
+		}
+		if err := h.eof(tc.bound); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("TCP closed %v after the server's close frame", time.Since(start))
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -212,7 +213,9 @@ func handshake(t *testing.T, env *gatewaytest.Env, method string, set map[string
 
 // The opening handshake (RFC 6455 §4.2): a valid request is switched with the key's accept
 // value and the server's choice of the offered subprotocols, and no extension; an invalid
-// one is refused with the status the RFC and net/http give it.
+// one is refused with the status the RFC and net/http give it. (A refusal of a request with a
+// body waits out the body's grace, and a connection without a subprotocol the close grace:
+// the refusals and those connections run at once, each on a socket of its own.)
 func TestRFC6455Handshake(t *testing.T) {
 	env := gatewaytest.Start(t, nil)
 	u, _ := url.Parse(env.URL)
@@ -256,15 +259,16 @@ func TestRFC6455Handshake(t *testing.T) {
 		}
 	})
 
-	t.Run("refused", func(t *testing.T) {
-		for _, tc := range []struct {
-			name   string
-			method string
-			set    map[string]string
-			add    []string
-			status int
-			closes bool // the socket is closed after the answer, rather than kept alive (a refused handshake; the 405 is the router's)
-		}{
+	type refusal struct {
+		name   string
+		method string
+		set    map[string]string
+		add    []string
+		status int
+		closes bool // the socket is closed after the answer, rather than kept alive (a refused handshake; the 405 is the router's)
+	}
+	refused := subtest{"refused", func(t *testing.T) {
+		togetherCases(t, []refusal{
 			{"no Upgrade", "GET", map[string]string{"Upgrade": ""}, nil, http.StatusUpgradeRequired, true},
 			{"Upgrade: h2c", "GET", map[string]string{"Upgrade": "h2c"}, nil, http.StatusUpgradeRequired, true},
 			{"no Connection", "GET", map[string]string{"Connection": ""}, nil, http.StatusUpgradeRequired, true},
@@ -281,45 +285,44 @@ func TestRFC6455Handshake(t *testing.T) {
 			{"a key of 17 bytes", "GET", map[string]string{"Sec-WebSocket-Key": "AQIDBAUGBwgJCgsMDQ4PEBE="}, nil, http.StatusBadRequest, true},
 			{"a key not base64", "GET", map[string]string{"Sec-WebSocket-Key": "!!!!!!!!!!!!!!!!!!!!!!=="}, nil, http.StatusBadRequest, true},
 			{"a foreign origin", "GET", nil, []string{"Origin: https://evil.example"}, http.StatusForbidden, true},
-		} {
-			t.Run(tc.name, func(t *testing.T) {
-				h, resp := handshake(t, env, tc.method, tc.set, tc.add...)
-				if resp.StatusCode != tc.status {
-					t.Fatalf("status %s, want %d", resp.Status, tc.status)
+		}, func(tc refusal) string { return tc.name }, func(t *testing.T, tc refusal) {
+			h, resp := handshake(t, env, tc.method, tc.set, tc.add...)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %s, want %d", resp.Status, tc.status)
+			}
+			if got := resp.Header.Values("Sec-WebSocket-Accept"); len(got) != 0 {
+				t.Errorf("a refusal with Sec-WebSocket-Accept %q", got)
+			}
+			// A 426 names the protocol to upgrade to (RFC 9110 §15.5.22).
+			if got := resp.Header.Get("Upgrade"); tc.status == http.StatusUpgradeRequired && !strings.EqualFold(got, "websocket") {
+				t.Errorf("426 with Upgrade %q, want websocket", got)
+			}
+			if tc.status == http.StatusBadRequest && strings.Contains(tc.name, "version") {
+				if got := resp.Header.Values("Sec-WebSocket-Version"); len(got) != 1 || got[0] != "13" {
+					t.Errorf("Sec-WebSocket-Version: %q, want 13", got)
 				}
-				if got := resp.Header.Values("Sec-WebSocket-Accept"); len(got) != 0 {
-					t.Errorf("a refusal with Sec-WebSocket-Accept %q", got)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			if tc.closes {
+				if err := h.closedWithin(closeBound); err != nil {
+					t.Error(err)
 				}
-				// A 426 names the protocol to upgrade to (RFC 9110 §15.5.22).
-				if got := resp.Header.Get("Upgrade"); tc.status == http.StatusUpgradeRequired && !strings.EqualFold(got, "websocket") {
-					t.Errorf("426 with Upgrade %q, want websocket", got)
-				}
-				if tc.status == http.StatusBadRequest && strings.Contains(tc.name, "version") {
-					if got := resp.Header.Values("Sec-WebSocket-Version"); len(got) != 1 || got[0] != "13" {
-						t.Errorf("Sec-WebSocket-Version: %q, want 13", got)
-					}
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				if tc.closes {
-					if err := h.closedWithin(closeBound); err != nil {
-						t.Error(err)
-					}
-				}
-			})
-		}
-	})
+			}
+		})
+	}}
 
 	// No subprotocol of the gateway's offered: switched, then closed 1008 at once.
-	t.Run("no subprotocol", func(t *testing.T) {
-		for _, offer := range []string{"", "graphql-ws"} {
+	noSubprotocol := subtest{"no subprotocol", func(t *testing.T) {
+		togetherCases(t, []string{"", "graphql-ws"}, func(offer string) string { return "offer " + strconv.Quote(offer) }, func(t *testing.T, offer string) {
 			h, resp := handshake(t, env, "GET", map[string]string{"Sec-WebSocket-Protocol": offer})
 			if resp.StatusCode != http.StatusSwitchingProtocols {
-				t.Fatalf("offer %q: status %s, want 101", offer, resp.Status)
+				t.Fatalf("status %s, want 101", resp.Status)
 			}
 			if got := resp.Header.Values("Sec-WebSocket-Protocol"); len(got) != 0 {
-				t.Errorf("offer %q: Sec-WebSocket-Protocol %q, want none", offer, got)
+				t.Errorf("Sec-WebSocket-Protocol %q, want none", got)
 			}
 			h.wantClose(t, 1008)
-		}
-	})
+		})
+	}}
+	together(t, refused, noSubprotocol)
 }

@@ -14,8 +14,9 @@ import (
 
 func TestMain(m *testing.M) { leaktest.Main(m) }
 
+// The suite, each test on a database of its own, in parallel.
 func TestStore(t *testing.T) {
-	trackertest.Run(t, func(t *testing.T) (tracker.Store, streams.Log) {
+	trackertest.RunParallel(t, func(t *testing.T) (tracker.Store, streams.Log) {
 		pool := pgtest.Pool(t)
 		l, err := pglog.Open(t.Context(), pool, nil)
 		if err != nil {

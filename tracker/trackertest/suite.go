@@ -25,9 +25,15 @@ var (
 	Bot   = tracker.Actor{Kind: tracker.ActorService, Subject: "bot"} // a service, member of WEB
 )
 
-// Run runs the suite; each subtest opens its own store. When the log is also a
-// streams.ProjectStore, projects made through it are checked too.
-func Run(t *testing.T, open Open) {
+// Run runs the suite, one test after another; each subtest opens its own store. When the log
+// is also a streams.ProjectStore, projects made through it are checked too.
+func Run(t *testing.T, open Open) { run(t, open, false) }
+
+// RunParallel is Run with the tests in parallel, for stores that share nothing and take most of
+// a test's time to open (pgstore's, each on a database of its own).
+func RunParallel(t *testing.T, open Open) { run(t, open, true) }
+
+func run(t *testing.T, open Open, parallel bool) {
 	tests := []struct {
 		name string
 		f    func(t *testing.T, h *harness)
@@ -53,6 +59,9 @@ func Run(t *testing.T, open Open) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			if parallel {
+				t.Parallel()
+			}
 			store, log := open(t)
 			h := &harness{t: t, store: store, log: log, svc: tracker.NewService(store, &tracker.Options{AdminSubjects: []string{Admin}})}
 			tc.f(t, h)
