@@ -73,11 +73,10 @@ func (h *Hub) catchUp(s *Subscription, from, to int64) {
 	if evs == nil {
 		evs = []Event{} // none: the position still moves to upto
 	}
-	if len(evs) > catchUpPage {
+	if len(evs) >= catchUpPage {
+		// A full page: the rest is read again once it is sent. (Not the count: a count
+		// made on a standby behind the one read may be short.)
 		evs = evs[:catchUpPage:catchUpPage]
-	}
-	if len(evs) > 0 && len(evs) < behind {
-		// The rest is read again once this page is sent.
 		upto = evs[len(evs)-1].Seq
 	}
 	s.mu.Lock()

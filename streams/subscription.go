@@ -364,8 +364,10 @@ func (h *Hub) replay(ctx, qctx context.Context, log Log, sub *Subscription, req 
 			evs = []Event{} // none: the position still moves to head
 		}
 		sub.behind, sub.behindTo = evs, head
-		if len(evs) > 0 && len(evs) < n {
-			sub.behindTo = evs[len(evs)-1].Seq // the rest is read once this page is sent
+		if _, paged := log.(Counter); paged && len(evs) >= catchUpPage {
+			// A full page: the rest is read once it is sent. (Not the count: a count made
+			// on a standby behind the one read may be short.)
+			sub.behindTo = evs[len(evs)-1].Seq
 		}
 	}
 	return head, nil
