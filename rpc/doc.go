@@ -13,7 +13,7 @@
 // handlers return fmt.Errorf("...: %w", ErrInvalidParams) or
 // Errorf(protocol.ErrNotFound, "..."); rpc names only JSON-RPC's own codes.
 // Files by concern: conn.go (life), read.go (the reader), dispatch.go
-// (handlers, responses, calls), write.go (queues and the writer role),
+// (handlers, responses, calls), write.go (queues and the writer role), pull.go (sources the writer pulls),
 // params.go (decoding params), workers.go (the loops' goroutines).
 //
 // Caveat: Transport.Read must return when its context is cancelled, or,

@@ -170,13 +170,8 @@ func (l *Log) ReadStream(ctx context.Context, s streams.Stream, after, upto int6
 	if limit <= 0 {
 		return nil, fmt.Errorf("pglog: read %s: limit %d: %w", s, limit, streams.ErrInvalid)
 	}
-	var where string
-	switch s.Kind {
-	case streams.StreamProject:
-		where = "project_key = $1"
-	case streams.StreamItem:
-		where = "entity_type = 'item' AND entity_key = $1"
-	default:
+	where, ok := streamWhere(s)
+	if !ok {
 		return nil, fmt.Errorf("pglog: read %s: %w", s, streams.ErrBadStream)
 	}
 	if upto <= after {
@@ -196,16 +191,22 @@ func (l *Log) ReadStream(ctx context.Context, s streams.Stream, after, upto int6
 	return evs, nil
 }
 
+// streamWhere is the condition on events of stream s, its key the query's $1.
+func streamWhere(s streams.Stream) (string, bool) {
+	switch s.Kind {
+	case streams.StreamProject:
+		return "project_key = $1", true
+	case streams.StreamItem:
+		return "entity_type = 'item' AND entity_key = $1", true
+	}
+	return "", false
+}
+
 // CountStream counts the stream's events with after < seq <= upto, at most limit of them
 // (streams.Counter), on the database ReadStream reads.
 func (l *Log) CountStream(ctx context.Context, s streams.Stream, after, upto int64, limit int) (int, error) {
-	var where string
-	switch s.Kind {
-	case streams.StreamProject:
-		where = "project_key = $1"
-	case streams.StreamItem:
-		where = "entity_type = 'item' AND entity_key = $1"
-	default:
+	where, ok := streamWhere(s)
+	if !ok {
 		return 0, fmt.Errorf("pglog: count %s: %w", s, streams.ErrBadStream)
 	}
 	if upto <= after || limit <= 0 {
