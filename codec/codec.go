@@ -20,6 +20,12 @@ type Codec interface {
 	// Splice appends a notification for method whose params are the encoded
 	// object body with "subscription": subscription added as its first field.
 	Splice(dst []byte, method, subscription string, body []byte) ([]byte, error)
+	// SpliceHead is Splice in three parts, for a writer that sends body's bytes where they
+	// are (an encoded event shared by many connections) rather than copying them: it appends
+	// to dst the notification up to where body's own fields begin and returns that, with
+	// rest, the part of body that follows (a subslice of it), and tail, what ends the
+	// notification (a constant, never to be changed). Splice's result is head+rest+tail.
+	SpliceHead(dst []byte, method, subscription string, body []byte) (head, rest, tail []byte, err error)
 }
 
 // The two codecs of the realtime API.

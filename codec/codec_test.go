@@ -421,3 +421,41 @@ func TestJSONMarshalIsUTF8(t *testing.T) {
 		t.Fatalf("valid UTF-8 changed: %s", b)
 	}
 }
+
+// SpliceHead's three parts are Splice's frame, and the middle one is the body's own bytes,
+// not a copy: a writer sends it where it is.
+func TestSpliceHead(t *testing.T) {
+	for _, c := range codecs {
+		full, _ := c.Marshal(map[string]any{"seq": 7, "type": "item.created"})
+		empty, _ := c.Marshal(map[string]any{})
+		for _, body := range [][]byte{full, empty, []byte("{ \n}")} {
+			if !c.Binary() && body[0] != '{' || c.Binary() && body[0] == '{' {
+				continue
+			}
+			want, err := c.Splice([]byte("x"), "stream.event", "s1", body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			head, rest, tail, err := c.SpliceHead([]byte("x"), "stream.event", "s1", body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := append(append(append([]byte(nil), head...), rest...), tail...)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%s: %q, want %q", c.Name(), got, want)
+			}
+			if len(rest) > 0 {
+				own := false
+				for i := range body {
+					own = own || &body[i] == &rest[0]
+				}
+				if !own {
+					t.Fatalf("%s: rest is not the body's own bytes", c.Name())
+				}
+			}
+		}
+		if _, _, _, err := c.SpliceHead(nil, "m", "s", []byte("[1]")); !errors.Is(err, ErrNotObject) {
+			t.Fatalf("%s: want ErrNotObject, got %v", c.Name(), err)
+		}
+	}
+}

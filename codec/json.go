@@ -141,9 +141,20 @@ func (jsonCodec) decodeError(raw []byte) (*Error, error) {
 	return &e, nil
 }
 
-func (jsonCodec) Splice(dst []byte, method, subscription string, body []byte) ([]byte, error) {
+func (c jsonCodec) Splice(dst []byte, method, subscription string, body []byte) ([]byte, error) {
+	head, rest, tail, err := c.SpliceHead(dst, method, subscription, body)
+	if err != nil {
+		return dst, err
+	}
+	return append(append(head, rest...), tail...), nil
+}
+
+// jsonTail ends a spliced JSON notification: its params, then the envelope.
+var jsonTail = []byte("}}")
+
+func (jsonCodec) SpliceHead(dst []byte, method, subscription string, body []byte) (head, rest, tail []byte, err error) {
 	if len(body) < 2 || body[0] != '{' || body[len(body)-1] != '}' {
-		return dst, ErrNotObject
+		return dst, nil, nil, ErrNotObject
 	}
 	dst = append(dst, `{"jsonrpc":"2.0","method":`...)
 	dst = appendJSONString(dst, method)
@@ -151,9 +162,9 @@ func (jsonCodec) Splice(dst []byte, method, subscription string, body []byte) ([
 	dst = appendJSONString(dst, subscription)
 	if inner := bytes.TrimSpace(body[1 : len(body)-1]); len(inner) > 0 {
 		dst = append(dst, ',')
-		dst = append(dst, inner...)
+		rest = inner
 	}
-	return append(dst, "}}"...), nil
+	return dst, rest, jsonTail[:len(jsonTail):len(jsonTail)], nil
 }
 
 // fail builds an invalid-request error carrying the id when it is usable.

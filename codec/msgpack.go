@@ -309,10 +309,19 @@ func (msgpackCodec) decodeError(raw []byte) (*Error, error) {
 	return &e, nil
 }
 
-func (msgpackCodec) Splice(dst []byte, method, subscription string, body []byte) ([]byte, error) {
+func (c msgpackCodec) Splice(dst []byte, method, subscription string, body []byte) ([]byte, error) {
+	head, rest, _, err := c.SpliceHead(dst, method, subscription, body)
+	if err != nil {
+		return dst, err
+	}
+	return append(head, rest...), nil
+}
+
+// SpliceHead's tail is empty: a MessagePack map ends with its last entry.
+func (msgpackCodec) SpliceHead(dst []byte, method, subscription string, body []byte) (head, rest, tail []byte, err error) {
 	n, hdr, ok := mapHeader(body)
 	if !ok {
-		return dst, ErrNotObject
+		return dst, nil, nil, ErrNotObject
 	}
 	dst = appendMapHeader(dst, 3)
 	dst = appendStr(dst, "jsonrpc")
@@ -323,7 +332,7 @@ func (msgpackCodec) Splice(dst []byte, method, subscription string, body []byte)
 	dst = appendMapHeader(dst, n+1)
 	dst = appendStr(dst, "subscription")
 	dst = appendStr(dst, subscription)
-	return append(dst, body[hdr:]...), nil
+	return dst, body[hdr:], nil, nil
 }
 
 func isMap(c byte) bool { return msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32 }

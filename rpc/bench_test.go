@@ -16,7 +16,7 @@ func (sinkEnd) Write(context.Context, []byte) error      { return nil }
 
 type trySinkEnd struct{ sinkEnd }
 
-func (trySinkEnd) TryWrite([][]byte) (bool, error) { return true, nil }
+func (trySinkEnd) TryWrite([]Out) (bool, error) { return true, nil }
 
 func benchConn(b *testing.B, t Transport) *Conn {
 	c := NewConn(t, codec.JSON, nil)

@@ -38,7 +38,26 @@ type Batcher interface {
 // sender's goroutine, without a hand-off to a writer (a fan-out to many
 // connections makes no goroutine switch per connection).
 type TryWriter interface {
-	TryWrite(frames [][]byte) (bool, error)
+	TryWrite(frames []Out) (bool, error)
+}
+
+// Out is one message as a transport sends it, in one frame: Head, then Body, then Tail. Head
+// and Tail are short (a notification's envelope, and what closes it), Body the rest. A Body
+// that is Keep stays unchanged for as long as anyone holds it (an event's encoded body, shared
+// by every connection that sends it): a transport that leaves part of a write for later may
+// keep it where it is, and copies the rest of what it keeps. Nothing else is kept after the
+// call returns.
+type Out struct {
+	Head, Body, Tail []byte
+	Keep             bool
+}
+
+// FramesWriter is implemented by transports that send several messages in one vectored write,
+// their bodies where they are: WriteFrames sends frames after what the transport holds and
+// returns once the peer has taken them, as a Batcher's Uncork does. The writer uses it rather
+// than Cork, Write and Uncork.
+type FramesWriter interface {
+	WriteFrames(frames []Out) error
 }
 
 // Drainer is implemented by transports that send what they accepted in the background (what

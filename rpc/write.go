@@ -253,24 +253,23 @@ func (c *Conn) handOffLocked() bool {
 	return false
 }
 
-// direct is writeNow's buffers: the spliced frames one after another, and
-// the frames to write.
-type direct struct {
-	data   []byte
-	ends   []int // per frame: end of its splice in data, -1 when none
-	frames [][]byte
+// outs is a batch's messages as the transport sends them: the envelopes spliced one after
+// another in data, and the messages, whose Heads are cut from it.
+type outs struct {
+	data []byte
+	ends []int // per message: end of its Head in data
+	msgs []Out
 }
 
-var directs = sync.Pool{New: func() any { return new(direct) }}
+var outBufs = sync.Pool{New: func() any { return new(outs) }}
 
 const (
 	// spliceRoom is what a spliced frame takes beside its params, method and subscription
 	// (the envelope's keys and quotes), so that a batch's buffer is sized once; escapes that
 	// need more grow it.
 	spliceRoom = 64
-	// keepBuffer is the largest buffer of spliced frames kept for reuse: a batch of a few
-	// hundred events in either codec, so that a large fan-out reuses its buffers too.
-	keepBuffer = 256 << 10
+	// keepBuffer is the largest buffer of envelopes kept for reuse.
+	keepBuffer = 64 << 10
 )
 
 // spliceSize is about the bytes the frame f's Params make.
@@ -278,53 +277,67 @@ func spliceSize(f *outFrame) int {
 	return len(f.Params) + len(f.Method) + len(f.Sub) + spliceRoom
 }
 
-// writeNow writes fs on the caller's goroutine if the transport takes them
-// without waiting, and otherwise hands them to a writer goroutine. The
-// caller holds the writer role in the direct state (see enqueue).
+// build makes o's messages for fs: a notification's envelope spliced into o.data, its params'
+// own fields where they are (Keep when pulled from a Source, whose bodies never change), an
+// encoded frame as it is. A frame that cannot be made is logged and dropped.
+func (c *Conn) build(o *outs, fs []outFrame) {
+	need := 0
+	for i := range fs {
+		if fs[i].Params != nil {
+			need += len(fs[i].Method) + len(fs[i].Sub) + spliceRoom
+		}
+	}
+	o.data = slices.Grow(o.data[:0], need)
+	o.ends, o.msgs = o.ends[:0], o.msgs[:0]
+	for i := range fs {
+		f := &fs[i]
+		switch {
+		case f.Params != nil:
+			head, rest, tail, err := c.codec.SpliceHead(o.data, f.Method, f.Sub, f.Params)
+			if err != nil {
+				c.log.Error("rpc: splice failed", "method", f.Method, "err", err)
+				continue
+			}
+			o.data = head
+			o.msgs = append(o.msgs, Out{Body: rest, Tail: tail, Keep: f.pulled})
+		case f.Data != nil:
+			o.msgs = append(o.msgs, Out{Body: f.Data})
+		default:
+			continue
+		}
+		o.ends = append(o.ends, len(o.data))
+	}
+	start := 0
+	for i, end := range o.ends {
+		o.msgs[i].Head = o.data[start:end:end]
+		start = end
+	}
+}
+
+// put returns o to the pool, holding no frame.
+func (o *outs) put() {
+	clear(o.msgs)
+	if cap(o.data) <= keepBuffer && cap(o.msgs) <= 1024 {
+		o.data, o.ends, o.msgs = o.data[:0], o.ends[:0], o.msgs[:0]
+		outBufs.Put(o)
+	}
+}
+
+// writeNow writes fs on the caller's goroutine if the transport takes them without waiting,
+// and otherwise hands them to a writer goroutine. The caller holds the writer role in the
+// direct state (see enqueue).
 func (c *Conn) writeNow(fs []outFrame) {
 	written := false
 	var err error
 	if c.ctx.Err() == nil {
-		d := directs.Get().(*direct)
-		need := 0
-		for i := range fs {
-			if fs[i].Params != nil {
-				need += spliceSize(&fs[i])
-			}
-		}
-		d.data = slices.Grow(d.data[:0], need)
-		for i := range fs {
-			f := &fs[i]
-			end := -1
-			if f.Params != nil {
-				var ok bool
-				if d.data, ok = c.splice(d.data, f); ok {
-					end = len(d.data)
-				}
-			}
-			d.ends = append(d.ends, end)
-		}
-		start := 0
-		for i := range fs {
-			switch {
-			case d.ends[i] >= 0:
-				d.frames = append(d.frames, d.data[start:d.ends[i]])
-				start = d.ends[i]
-			case fs[i].Params == nil && fs[i].Data != nil:
-				d.frames = append(d.frames, fs[i].Data)
-			}
-		}
-		if len(d.frames) == 0 {
+		o := outBufs.Get().(*outs)
+		c.build(o, fs)
+		if len(o.msgs) == 0 {
 			written = true
 		} else {
-			written, err = c.tw.TryWrite(d.frames)
+			written, err = c.tw.TryWrite(o.msgs)
 		}
-		clear(d.frames)
-		d.frames, d.ends = d.frames[:0], d.ends[:0]
-		if cap(d.data) <= keepBuffer && cap(d.frames) <= 1024 {
-			d.data = d.data[:0]
-			directs.Put(d)
-		}
+		o.put()
 	}
 	c.mu.Lock()
 	if !written {
@@ -447,6 +460,22 @@ func (c *Conn) writeLoop() {
 // writeBatch writes the frames of batch in order, finishing each written one.
 // On error the written ones are already finished and zeroed.
 func (c *Conn) writeBatch(batch []outFrame, batcher Batcher, scratch *[]byte) (err error) {
+	if fw, ok := c.t.(FramesWriter); ok {
+		o := outBufs.Get().(*outs)
+		c.build(o, batch)
+		if len(o.msgs) > 0 {
+			err = fw.WriteFrames(o.msgs)
+		}
+		o.put()
+		if err != nil {
+			return err
+		}
+		for i := range batch {
+			c.finish(batch[i])
+			batch[i] = outFrame{}
+		}
+		return nil
+	}
 	if batcher != nil {
 		// Also for one frame: its header and payload go out in one write.
 		batcher.Cork()

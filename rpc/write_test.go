@@ -52,14 +52,14 @@ func (e *stressEnd) Write(_ context.Context, frame []byte) error {
 	return nil
 }
 
-func (e *stressEnd) TryWrite(frames [][]byte) (bool, error) {
+func (e *stressEnd) TryWrite(frames []Out) (bool, error) {
 	if e.chance(3) {
 		return false, nil
 	}
 	e.enter()
 	defer e.leave()
 	for _, f := range frames {
-		e.record(f)
+		e.record(joined(f))
 	}
 	return true, nil
 }
@@ -100,8 +100,42 @@ func (e *stressEnd) count() int {
 // and in its order, and Flush returns only once the sender's earlier
 // frames were written.
 func TestWriterRoleStress(t *testing.T) {
+	t.Run("cork", func(t *testing.T) { writerRoleStress(t, &stressEnd{t: t}) })
+	// The writer's batches in vectored writes of messages (FramesWriter), as over a socket.
+	t.Run("frames", func(t *testing.T) { writerRoleStress(t, &stressFramesEnd{stressEnd{t: t}}) })
+}
+
+// stressFramesEnd is a stressEnd that also takes the writer's batches whole (FramesWriter).
+type stressFramesEnd struct{ stressEnd }
+
+func (e *stressFramesEnd) WriteFrames(frames []Out) error {
+	e.enter()
+	defer e.leave()
+	if e.chance(16) {
+		time.Sleep(50 * time.Microsecond)
+	}
+	for _, f := range frames {
+		e.record(joined(f))
+	}
+	return nil
+}
+
+// recorder is what writerRoleStress reads of its transport.
+type recorder interface {
+	Transport
+	count() int
+	has(sub string, n int) bool
+	frames() []string
+}
+
+func (e *stressEnd) frames() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.got...)
+}
+
+func writerRoleStress(t *testing.T, e recorder) {
 	const senders, perSender = 8, 600
-	e := &stressEnd{t: t}
 	conn := NewConn(e, codec.JSON, &Options{MaxTrySend: senders * perSender})
 	conn.Start(context.Background())
 	var wg sync.WaitGroup
@@ -168,7 +202,7 @@ func TestWriterRoleStress(t *testing.T) {
 		t.Fatalf("%d frames written, want %d", n, senders*perSender)
 	}
 	next := map[string]int{}
-	for _, f := range e.got {
+	for _, f := range e.frames() {
 		parts := strings.Split(f, "/")
 		seq, _ := strconv.Atoi(parts[2])
 		if seq != next[parts[1]] {
@@ -263,14 +297,14 @@ type tryEnd struct {
 	tries  atomic.Int64 // TryWrite calls that wrote
 }
 
-func (e *tryEnd) TryWrite(frames [][]byte) (bool, error) {
+func (e *tryEnd) TryWrite(frames []Out) (bool, error) {
 	if !e.accept.Load() {
 		return false, nil
 	}
 	e.tries.Add(1)
 	for _, f := range frames {
 		// The pipe keeps the slice: the caller reuses its buffer.
-		if err := e.PipeEnd.Write(context.Background(), append([]byte(nil), f...)); err != nil {
+		if err := e.PipeEnd.Write(context.Background(), joined(f)); err != nil {
 			return true, err
 		}
 	}
@@ -458,4 +492,9 @@ func TestSpliceFailureDropsTheFrame(t *testing.T) {
 			b.Close()
 		}
 	})
+}
+
+// joined is the frame a message makes: a copy of its Head, Body and Tail, one after another.
+func joined(o Out) []byte {
+	return append(append(append([]byte(nil), o.Head...), o.Body...), o.Tail...)
 }

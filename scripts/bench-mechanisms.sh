@@ -76,6 +76,8 @@
 #   SERVE_ENV  more VAR=value settings for every serve, e.g. BALLET_HEARTBEAT_INTERVAL=1s
 #   PROFILE    seconds of a CPU profile of each serve, taken from 4 s into its run, kept as
 #              OUT/NAME.pprof (default none; serve runs with BALLET_PPROF=true)
+#   HEAPS      seconds to take a heap profile of each serve every second of, kept as
+#              OUT/NAME-heap-N.pprof: where a peak of memory goes (default none)
 #   BURSTS     the burst runs (default "1 2 3"); BURST_CODECS their codecs (default "msgpack json")
 #   BURST_PAUSE  how long burst3's subscribers stop reading after the commit (default 10s)
 #   BURST_DIV  divides the bursts' subscribers and events, for a quick try (default 1)
@@ -300,6 +302,12 @@ run() {
 	t0=$(ticks "$SERVE_PID")
 	if [ -n "${PROFILE:-}" ]; then
 		(sleep 4 && curl -fs "http://$ADMIN/debug/pprof/profile?seconds=$PROFILE" -o "$OUT/$name.pprof") &
+		PROF_PID=$!
+	elif [ -n "${HEAPS:-}" ]; then
+		(for i in $(seq 1 "$HEAPS"); do
+			curl -fs "http://$ADMIN/debug/pprof/heap" -o "$OUT/$name-heap-$i.pprof" || true
+			sleep 1
+		done) &
 		PROF_PID=$!
 	fi
 	case $target in

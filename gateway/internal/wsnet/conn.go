@@ -4,12 +4,12 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/ballet/gateway/rpc"
 )
 
 // corkConn is the hijacked connection a Transport frames its messages on. It can
@@ -27,7 +27,7 @@ type corkConn struct {
 	corked   bool
 	flushing bool          // a flusher goroutine sends out
 	buf      *[]byte       // gathered while corked
-	out      *[]byte       // accepted, not yet sent: the flusher's (non-nil while flushing)
+	out      *pending      // accepted, not yet sent: the flusher's (non-nil while flushing)
 	werr     error         // a write failed: so does every later one
 	ctrl     int           // bytes of control frames in out
 	closed   bool          // the close frame is written: nothing follows it
@@ -190,7 +190,7 @@ func (c *corkConn) writeControl(op byte, payload []byte) error {
 			_ = c.Conn.Close()
 		}
 	}
-	fs := [1][]byte{payload}
+	fs := [1]rpc.Out{{Body: payload}}
 	return c.sendFramesLocked(op, fs[:])
 }
 
@@ -273,7 +273,7 @@ func (c *corkConn) writeFrame(op byte, frame []byte) error {
 		*c.buf = append(*c.buf, frame...)
 		return nil
 	}
-	fs := [1][]byte{frame}
+	fs := [1]rpc.Out{{Body: frame}}
 	return c.sendFramesLocked(op, fs[:])
 }
 
@@ -313,7 +313,7 @@ func (c *corkConn) backlog() int {
 	if c.out == nil {
 		return 0
 	}
-	return len(*c.out)
+	return c.out.n
 }
 
 // wait returns once every accepted byte has been sent, or with the error
@@ -334,156 +334,6 @@ func (c *corkConn) wait() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.werr
-}
-
-// sendLocked sends p after the bytes already accepted. What the socket does
-// not take at once is copied to out and a flusher sends it, so that the
-// caller never waits for the peer.
-// Without a raw connection the write waits.
-func (c *corkConn) sendLocked(p []byte) error {
-	if c.werr != nil {
-		return c.werr
-	}
-	if c.flushing {
-		*c.out = append(*c.out, p...)
-		return nil
-	}
-	if c.raw == nil {
-		_, err := c.Conn.Write(p)
-		c.werr = err
-		return err
-	}
-	n, err := c.trySend(p)
-	if err != nil {
-		c.werr = err
-		return err
-	}
-	if n < len(p) {
-		c.out = remainder(len(p) - n)
-		*c.out = append(*c.out, p[n:]...)
-		c.flushing = true
-		go c.flush()
-	}
-	return nil
-}
-
-// remainder returns a buffer for n bytes a socket did not take, of that size rather than a
-// pooled one of any size: a peer that stops reading keeps it until it reads again, and many
-// such peers would each keep the largest buffer the pool had.
-func remainder(n int) *[]byte {
-	b := make([]byte, 0, n)
-	return &b
-}
-
-// sendFramesLocked sends frames of opcode op, each after its header, as sendLocked sends
-// bytes: on a raw connection in vectored writes of the frames as they are, with no copy
-// unless the socket leaves some of them to the flusher.
-func (c *corkConn) sendFramesLocked(op byte, frames [][]byte) error {
-	if c.werr != nil {
-		return c.werr
-	}
-	if c.flushing {
-		*c.out = appendFrames(*c.out, op, frames)
-		return nil
-	}
-	if c.raw == nil {
-		b := corkBufs.Get().(*[]byte)
-		*b = appendFrames(slices.Grow(*b, framesLen(frames)), op, frames)
-		err := c.sendLocked(*b)
-		putBuf(b)
-		return err
-	}
-	g := gathers.Get().(*gather)
-	defer g.put()
-	for len(frames) > 0 {
-		k := min(len(frames), maxGatherFrames)
-		total := g.build(op, frames[:k])
-		n, err := c.trySendv(g)
-		if err != nil {
-			c.werr = err
-			return err
-		}
-		frames = frames[k:]
-		if n < total {
-			c.out = remainder(total - n + framesLen(frames))
-			*c.out = appendParts(*c.out, g.parts, n)
-			*c.out = appendFrames(*c.out, op, frames)
-			c.flushing = true
-			go c.flush()
-			return nil
-		}
-	}
-	return nil
-}
-
-// trySend writes as much of p as the socket takes now.
-func (c *corkConn) trySend(p []byte) (int, error) {
-	g := gathers.Get().(*gather)
-	defer g.put()
-	g.parts = append(g.parts[:0], p)
-	return c.trySendv(g)
-}
-
-// sent is the outcome of a write that does not wait: n bytes sent, the system call's err
-// (EAGAIN: the socket took no more) and the raw connection's rerr.
-func (c *corkConn) sent(n int, err, rerr error) (int, error) {
-	if err == syscall.EAGAIN {
-		err = nil
-	}
-	if rerr != nil {
-		return n, rerr
-	}
-	if err != nil {
-		return n, &net.OpError{Op: "write", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("write", err)}
-	}
-	return n, nil
-}
-
-// flush sends out until it is empty or a write fails (the connection was
-// closed: then the rest is dropped). It is the only writer to the socket
-// while it runs.
-func (c *corkConn) flush() {
-	for {
-		c.mu.Lock()
-		if c.werr != nil || len(*c.out) == 0 {
-			putBuf(c.out)
-			c.out = nil
-			c.flushing = false
-			c.ctrl = 0
-			if c.drained != nil {
-				close(c.drained)
-				c.drained = nil
-			}
-			c.mu.Unlock()
-			return
-		}
-		b := c.out
-		c.out = remainder(0) // what is sent meanwhile: grown as it comes
-		c.mu.Unlock()
-		err := c.writeAll(*b)
-		putBuf(b)
-		if err != nil {
-			c.mu.Lock()
-			c.werr = err
-			c.mu.Unlock()
-		}
-	}
-}
-
-// writeAll writes p in chunks, each of which the peer must take within
-// c.stall: a slow peer that keeps reading is served, a stalled one fails.
-func (c *corkConn) writeAll(p []byte) error {
-	for len(p) > 0 {
-		n := min(len(p), flushChunk)
-		if err := c.Conn.SetWriteDeadline(time.Now().Add(c.stall)); err != nil {
-			return err
-		}
-		if _, err := c.Conn.Write(p[:n]); err != nil {
-			return err
-		}
-		p = p[n:]
-	}
-	return nil
 }
 
 func putBuf(b *[]byte) {

@@ -22,15 +22,23 @@ func rawConnOf(c net.Conn) syscall.RawConn {
 // vectored is a gather's state for trySendv: its vector and the write function given to the
 // raw connection, made once for the pooled gather rather than once a write.
 type vectored struct {
-	iov []syscall.Iovec
-	n   int
-	err error
-	fn  func(fd uintptr) bool
+	iov    []syscall.Iovec
+	n      int
+	err    error
+	fn     func(fd uintptr) bool
+	waitFn func(fd uintptr) bool
 }
 
 func (v *vectored) write(fd uintptr) bool {
 	v.n, v.err = writevNonblocking(fd, v.iov)
 	return true
+}
+
+// writeOrWait is write, but asks the raw connection to wait for the socket, and call it
+// again, while the socket takes nothing.
+func (v *vectored) writeOrWait(fd uintptr) bool {
+	v.n, v.err = writevNonblocking(fd, v.iov)
+	return v.err != syscall.EAGAIN
 }
 
 // trySendv writes as much of g's pieces, in order, as the socket takes now, in one writev.
@@ -39,13 +47,29 @@ func (c *corkConn) trySendv(g *gather) (int, error) {
 	if v.fn == nil {
 		v.fn = v.write
 	}
+	return c.sendv(g, v.fn)
+}
+
+// sendvWait writes as much of g's pieces, in order, as the socket takes in one writev, waiting
+// for the socket while it takes nothing (until the connection's write deadline).
+func (c *corkConn) sendvWait(g *gather) (int, error) {
+	v := &g.vectored
+	if v.waitFn == nil {
+		v.waitFn = v.writeOrWait
+	}
+	return c.sendv(g, v.waitFn)
+}
+
+// sendv is one writev of g's pieces through fn.
+func (c *corkConn) sendv(g *gather, fn func(fd uintptr) bool) (int, error) {
+	v := &g.vectored
 	v.iov = v.iov[:0]
 	for _, p := range g.parts {
 		iv := syscall.Iovec{Base: unsafe.SliceData(p)}
 		iv.SetLen(len(p))
 		v.iov = append(v.iov, iv)
 	}
-	rerr := c.raw.Write(v.fn)
+	rerr := c.raw.Write(fn)
 	clear(v.iov) // holds no frame
 	n, err := v.n, v.err
 	v.n, v.err = 0, nil

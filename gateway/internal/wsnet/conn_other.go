@@ -17,3 +17,6 @@ type vectored struct{}
 
 // trySendv is not called: without a raw connection every write waits.
 func (*corkConn) trySendv(*gather) (int, error) { return 0, errors.ErrUnsupported }
+
+// sendvWait is not called: without a raw connection every write waits.
+func (*corkConn) sendvWait(*gather) (int, error) { return 0, errors.ErrUnsupported }

@@ -27,12 +27,12 @@ func (t *Transport) Drain() error { return t.cork.wait() }
 // does not take are sent by the connection's flusher, and the next Uncork
 // waits for them. It reports false, having written nothing, when it cannot
 // (also once the close frame has gone: the connection's writer then fails).
-func (t *Transport) TryWrite(frames [][]byte) (bool, error) {
+func (t *Transport) TryWrite(frames []rpc.Out) (bool, error) {
 	return t.cork.tryFrames(t.opcode(), frames)
 }
 
 // tryFrames is TryWrite on the connection.
-func (c *corkConn) tryFrames(op byte, frames [][]byte) (bool, error) {
+func (c *corkConn) tryFrames(op byte, frames []rpc.Out) (bool, error) {
 	if c.raw == nil {
 		return false, nil
 	}

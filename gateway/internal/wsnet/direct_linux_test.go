@@ -35,13 +35,14 @@ func BenchmarkTryWrite(b *testing.B) {
 			for i := range frames {
 				frames[i] = numbered(i, 338)
 			}
+			outs := bodies(frames...)
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			b.ReportAllocs()
 			b.SetBytes(int64(338 * batch))
 			cpu := threadCPU(b)
 			for b.Loop() {
-				ok, err := a.t.TryWrite(frames)
+				ok, err := a.t.TryWrite(outs)
 				if !ok {
 					a.t.Cork()
 					for _, f := range frames {

@@ -6,9 +6,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ballet/gateway/rpc"
 )
 
 // TryWrite's frames are read by coder/websocket's client as the messages they carry, at
@@ -17,7 +20,7 @@ func TestDirectFramesReadByTheLibrary(t *testing.T) {
 	s := newTestServer(t, nil)
 	ws, a := s.dial(t, "")
 	msgs := everyLength(ws)
-	if ok, err := a.t.TryWrite(msgs); !ok || err != nil {
+	if ok, err := a.t.TryWrite(bodies(msgs...)); !ok || err != nil {
 		t.Fatalf("TryWrite: %v, %v", ok, err)
 	}
 	readMessages(t, ws, msgs)
@@ -26,13 +29,13 @@ func TestDirectFramesReadByTheLibrary(t *testing.T) {
 // TryWrite declines once the close frame has gone.
 func TestDirectFramesStopAtTheCloseFrame(t *testing.T) {
 	cc, _ := tcpPair(t)
-	if ok, err := cc.tryFrames(opText, [][]byte{[]byte("data")}); !ok || err != nil {
+	if ok, err := cc.tryFrames(opText, bodies([]byte("data"))); !ok || err != nil {
 		t.Fatalf("before the close frame: TryWrite %v, %v", ok, err)
 	}
 	if err := cc.writeControl(opClose, []byte{0x03, 0xe9}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := cc.tryFrames(opText, [][]byte{[]byte("late")}); ok {
+	if ok, _ := cc.tryFrames(opText, bodies([]byte("late"))); ok {
 		t.Fatal("TryWrite wrote after the close frame")
 	}
 }
@@ -63,7 +66,7 @@ func TestFramesBetweenPongs(t *testing.T) {
 	go func() {
 		for i := range frames {
 			f := [][]byte{numbered(i, 40+i%200)}
-			ok, err := a.t.TryWrite(f)
+			ok, err := a.t.TryWrite(bodies(f...))
 			if !ok { // as the rpc connection's writer does
 				a.t.Cork()
 				err = a.t.Write(context.Background(), f[0])
@@ -112,7 +115,7 @@ func TestFramesKeptForSlowPeer(t *testing.T) {
 		for i := range fs {
 			fs[i] = numbered(b*per+i, 200)
 		}
-		ok, err := cc.tryFrames(opBinary, fs)
+		ok, err := cc.tryFrames(opBinary, bodies(fs...))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,6 +135,100 @@ func TestFramesKeptForSlowPeer(t *testing.T) {
 		}
 	}
 	if err := cc.wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A message whose body stays unchanged (rpc.Out.Keep: an event's body, shared by many
+// connections) is kept by reference when the socket leaves it for later: what a peer that
+// does not read holds is a copy of the envelopes and headers, not of the bodies. The peer
+// reads every frame whole and in order once it reads.
+func TestKeptBodiesAreNotCopied(t *testing.T) {
+	cc, cli := tcpPair(t)
+	body := bytes.Repeat([]byte("b"), 2048)
+	const frames = 4000 // 8 MB: more than the socket buffers take
+	next, left := 0, false
+	for next < frames && !left {
+		fs := make([]rpc.Out, 100)
+		for i := range fs {
+			fs[i] = rpc.Out{Head: []byte(fmt.Sprintf("h%05d:", next+i)), Body: body, Tail: []byte("}"), Keep: true}
+		}
+		ok, err := cc.tryFrames(opBinary, fs)
+		if err != nil || !ok {
+			t.Fatalf("TryWrite: %v, %v", ok, err)
+		}
+		next += len(fs)
+		cc.mu.Lock()
+		if cc.out != nil {
+			left = true
+			copied, shared := 0, 0
+			for _, p := range cc.out.parts {
+				if len(p) > 0 && &p[len(p)-1] == &body[len(body)-1] {
+					shared++
+				} else {
+					copied += len(p)
+				}
+			}
+			// At most one body is cut (a write ended inside it) and copied; every other is
+			// where it was. The copies are the envelopes: 8 bytes, a header and a tail each.
+			if shared == 0 || copied > (shared+1)*(8+maxHeader+1)+len(body) {
+				t.Errorf("left for later: %d bodies by reference, %d bytes copied", shared, copied)
+			}
+		}
+		cc.mu.Unlock()
+	}
+	if !left {
+		t.Fatalf("the socket took %d frames of 2 KB from a peer that does not read", next)
+	}
+	br := bufio.NewReader(cli)
+	_ = cli.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for i := range next {
+		want := append(append([]byte(fmt.Sprintf("h%05d:", i)), body...), '}')
+		if b0, p := readAnyFrame(t, br); b0 != 0x82 || !bytes.Equal(p, want) {
+			t.Fatalf("frame %d: %x %q", i, b0, p[:10])
+		}
+	}
+	if err := cc.wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WriteFrames returns once the peer has taken every frame, having sent what the socket did
+// not take at once on its own goroutine (no flusher of its own), after what a TryWrite left.
+func TestWriteFramesWaitsForThePeer(t *testing.T) {
+	cc, cli := tcpPair(t)
+	body := bytes.Repeat([]byte("w"), 4096)
+	const frames = 2000 // 8 MB
+	fs := make([]rpc.Out, frames)
+	for i := range fs {
+		fs[i] = rpc.Out{Head: []byte(fmt.Sprintf("%05d", i)), Body: body, Keep: i%2 == 0}
+	}
+	read := make(chan error, 1)
+	go func() {
+		br := bufio.NewReader(cli)
+		_ = cli.SetReadDeadline(time.Now().Add(30 * time.Second))
+		for i := range 2 * frames {
+			want := append([]byte(fmt.Sprintf("%05d", i%frames)), body...)
+			if b0, p := readAnyFrame(t, br); b0 != 0x82 || !bytes.Equal(p, want) {
+				read <- fmt.Errorf("frame %d: %x %q", i, b0, p[:10])
+				return
+			}
+			if i == frames/2 {
+				time.Sleep(50 * time.Millisecond) // the writer waits meanwhile
+			}
+		}
+		read <- nil
+	}()
+	if ok, err := cc.tryFrames(opBinary, fs); !ok || err != nil {
+		t.Fatalf("TryWrite: %v, %v", ok, err)
+	}
+	if err := cc.writeFrames(opBinary, fs); err != nil {
+		t.Fatal(err)
+	}
+	if n := cc.backlog(); n != 0 {
+		t.Fatalf("WriteFrames returned with %d bytes unsent", n)
+	}
+	if err := <-read; err != nil {
 		t.Fatal(err)
 	}
 }

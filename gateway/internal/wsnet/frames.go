@@ -2,7 +2,10 @@ package wsnet
 
 import (
 	"encoding/binary"
+	"slices"
 	"sync"
+
+	"github.com/ballet/gateway/rpc"
 )
 
 // The server's frames are framed here: each is final, unmasked and uncompressed (the
@@ -66,73 +69,100 @@ func appendHeader(b []byte, op byte, n int) []byte {
 	return binary.BigEndian.AppendUint64(b, uint64(n))
 }
 
-// appendFrames appends frames, each after its header.
-func appendFrames(b []byte, op byte, frames [][]byte) []byte {
-	for _, f := range frames {
-		b = appendHeader(b, op, len(f))
-		b = append(b, f...)
-	}
-	return b
-}
-
-// framesLen is the bytes frames take with their headers.
-func framesLen(frames [][]byte) int {
-	n := 0
-	for _, f := range frames {
-		n += headerLen(len(f)) + len(f)
-	}
-	return n
-}
-
-// gather is a pooled scratch for one vectored write: the frames' headers one after another,
-// the pieces (header, frame, header, …) the write sends, and the system call's state.
+// gather is a pooled scratch for one vectored write of frames: their own bytes one after
+// another in own (each frame's header and Head, the Tail of the one before), the pieces the
+// write sends (own bytes, a Body, own bytes, …), whether each may be kept where it is if the
+// write leaves it for later (keep), and the system call's state.
 type gather struct {
-	hdr   []byte
+	own   []byte
 	parts [][]byte
+	keep  []bool
 	vectored
 }
 
-var gathers = sync.Pool{New: func() any { return &gather{hdr: make([]byte, 0, 64), parts: make([][]byte, 0, 16)} }}
+var gathers = sync.Pool{New: func() any {
+	return &gather{own: make([]byte, 0, 64), parts: make([][]byte, 0, 16), keep: make([]bool, 0, 16)}
+}}
 
-// build makes g's pieces for frames and returns their bytes.
-func (g *gather) build(op byte, frames [][]byte) int {
-	g.hdr, g.parts = g.hdr[:0], g.parts[:0]
-	for _, f := range frames {
-		g.hdr = appendHeader(g.hdr, op, len(f))
+// maxHeader is the longest frame header.
+const maxHeader = 10
+
+// build makes g's pieces for frames and returns their bytes. A frame's Head and Tail are
+// copied (they are short); its Body is a piece of its own, not copied.
+func (g *gather) build(op byte, frames []rpc.Out) int {
+	need := 0
+	for i := range frames {
+		need += maxHeader + len(frames[i].Head) + len(frames[i].Tail)
 	}
-	off, n := 0, 0
-	for _, f := range frames {
-		h := headerLen(len(f))
-		g.parts = append(g.parts, g.hdr[off:off+h:off+h])
-		if len(f) > 0 {
-			g.parts = append(g.parts, f)
+	// Grown once, so that the pieces cut from it stay where they are.
+	g.own = slices.Grow(g.own[:0], need)
+	g.parts, g.keep = g.parts[:0], g.keep[:0]
+	start, n := 0, 0
+	for i := range frames {
+		f := &frames[i]
+		size := len(f.Head) + len(f.Body) + len(f.Tail)
+		g.own = appendHeader(g.own, op, size)
+		g.own = append(g.own, f.Head...)
+		n += headerLen(size) + size
+		if len(f.Body) > 0 {
+			g.parts = append(g.parts, g.own[start:len(g.own):len(g.own)], f.Body)
+			g.keep = append(g.keep, false, f.Keep)
+			start = len(g.own)
 		}
-		off += h
-		n += h + len(f)
+		g.own = append(g.own, f.Tail...)
+	}
+	if start < len(g.own) {
+		g.parts = append(g.parts, g.own[start:len(g.own):len(g.own)])
+		g.keep = append(g.keep, false)
 	}
 	return n
 }
 
-// appendParts appends the bytes of parts after their first skip.
-func appendParts(b []byte, parts [][]byte, skip int) []byte {
-	for _, p := range parts {
-		if skip >= len(p) {
-			skip -= len(p)
+// rest is what is left of g's pieces after their first skip bytes, for a later write: the
+// pieces that may be kept, where they are; a copy of the others, in one buffer of their size.
+func (g *gather) rest(skip int) *pending {
+	p := &pending{}
+	copied := 0
+	s := skip
+	for i, part := range g.parts {
+		if s >= len(part) {
+			s -= len(part)
 			continue
 		}
-		b = append(b, p[skip:]...)
-		skip = 0
+		if !g.keep[i] {
+			copied += len(part) - s
+		}
+		s = 0
 	}
-	return b
+	buf := make([]byte, 0, copied)
+	for i, part := range g.parts {
+		if skip >= len(part) {
+			skip -= len(part)
+			continue
+		}
+		part = part[skip:]
+		skip = 0
+		if !g.keep[i] {
+			at := len(buf)
+			buf = append(buf, part...)
+			part = buf[at:len(buf):len(buf)]
+		}
+		p.parts = append(p.parts, part)
+		p.n += len(part)
+	}
+	return p
 }
 
 func (g *gather) put() {
 	clear(g.parts) // holds no frame
-	if cap(g.hdr) <= 4<<10 && cap(g.parts) <= 2*maxGatherFrames {
+	if cap(g.own) <= 16<<10 && cap(g.parts) <= 2*maxGatherParts {
 		gathers.Put(g)
 	}
 }
 
-// maxGatherFrames is the most frames one vectored write sends (two pieces each; Linux takes
-// up to 1024).
-const maxGatherFrames = 256
+// maxGatherFrames is the most frames one vectored write sends (up to two pieces each, and one
+// more), and maxGatherParts the most pieces: Linux takes up to 1024.
+const (
+	maxGatherFrames = 256
+	maxGatherParts  = 2*maxGatherFrames + 1
+)

@@ -16,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ballet/gateway/internal/leaktest"
+	"github.com/ballet/gateway/rpc"
 )
 
 // TestMain fails when a goroutine of this package outlives the tests: a
@@ -164,4 +165,13 @@ func readClose(t *testing.T, br *bufio.Reader) websocket.StatusCode {
 			return websocket.StatusCode(binary.BigEndian.Uint16(p))
 		}
 	}
+}
+
+// bodies makes messages of frames, each its Body.
+func bodies(frames ...[]byte) []rpc.Out {
+	out := make([]rpc.Out, len(frames))
+	for i, f := range frames {
+		out[i] = rpc.Out{Body: f}
+	}
+	return out
 }

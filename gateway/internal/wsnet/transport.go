@@ -62,6 +62,8 @@ var (
 	_ rpc.Transport = (*Transport)(nil)
 	_ rpc.Batcher   = (*Transport)(nil)
 	_ rpc.Parker    = (*Transport)(nil)
+
+	_ rpc.FramesWriter = (*Transport)(nil)
 )
 
 // Attach makes t carry owner's messages, in binary frames or text frames,
@@ -144,4 +146,11 @@ func (t *Transport) Uncork() error {
 // it never waits for the peer (Uncork does), and closing the transport ends the wait.
 func (t *Transport) Write(_ context.Context, frame []byte) error {
 	return t.cork.writeFrame(t.opcode(), frame)
+}
+
+// WriteFrames sends frames in vectored writes, their bodies where they are, after the bytes a
+// TryWrite left, and waits until the peer has taken them, like Uncork: what the socket does
+// not take at once is sent on the caller's goroutine.
+func (t *Transport) WriteFrames(frames []rpc.Out) error {
+	return t.cork.writeFrames(t.opcode(), frames)
 }
