@@ -74,8 +74,11 @@ func (c *Conn) pullChunk() {
 	p.sources = append(p.sources[:0], c.ready...)
 	clear(c.ready)
 	c.ready = c.ready[:0]
+	// The frames go in the writer's spare batch when it has one: a connection that pulls
+	// chunk after chunk reuses two arrays of frames rather than growing one a chunk.
+	fs := c.spare[:0]
+	c.spare = nil
 	c.mu.Unlock()
-	var fs []outFrame
 	budget := PullChunk
 	share := max(PullChunk/len(p.sources), 4<<10)
 	var more, unvisited []Source
@@ -113,7 +116,12 @@ func (c *Conn) pullChunk() {
 	if len(again) > 0 {
 		c.ready = append(again, c.ready...)
 	}
-	if len(fs) > 0 {
+	switch {
+	case len(fs) == 0:
+		c.spare = fs
+	case len(c.queue) == 0:
+		c.queue = fs
+	default:
 		c.queue = append(fs, c.queue...)
 	}
 	c.mu.Unlock()
