@@ -53,10 +53,12 @@ type Out struct {
 }
 
 // FramesWriter is implemented by transports that send several messages in one vectored write,
-// their bodies where they are: WriteFrames sends frames after what the transport holds and
-// returns once the peer has taken them, as a Batcher's Uncork does. The writer uses it rather
-// than Cork, Write and Uncork.
+// their bodies where they are: WriteFrames sends frames after what the transport holds, as much
+// as the socket takes now, and keeps the rest, which the caller's Drain then sends and waits for
+// (on the caller's goroutine). The writer uses it rather than Cork, Write and Uncork, and drains
+// at once, as Uncork would wait: frames count as written once the peer has taken them.
 type FramesWriter interface {
+	Drainer
 	WriteFrames(frames []Out) error
 }
 

@@ -466,7 +466,10 @@ func (c *Conn) writeBatch(batch []outFrame, batcher Batcher, scratch *[]byte) (e
 		if len(o.msgs) > 0 {
 			err = fw.WriteFrames(o.msgs)
 		}
-		o.put()
+		o.put() // the transport keeps none of it: what it holds is its own, or kept bodies
+		if err == nil {
+			err = fw.Drain()
+		}
 		if err != nil {
 			return err
 		}

@@ -102,11 +102,29 @@ func (e *stressEnd) count() int {
 func TestWriterRoleStress(t *testing.T) {
 	t.Run("cork", func(t *testing.T) { writerRoleStress(t, &stressEnd{t: t}) })
 	// The writer's batches in vectored writes of messages (FramesWriter), as over a socket.
-	t.Run("frames", func(t *testing.T) { writerRoleStress(t, &stressFramesEnd{stressEnd{t: t}}) })
+	t.Run("frames", func(t *testing.T) {
+		e := &stressFramesEnd{stressEnd: stressEnd{t: t}}
+		writerRoleStress(t, e)
+		if e.writes.Load() == 0 {
+			t.Fatal("the writer never wrote a batch with WriteFrames")
+		}
+	})
 }
 
-// stressFramesEnd is a stressEnd that also takes the writer's batches whole (FramesWriter).
-type stressFramesEnd struct{ stressEnd }
+// stressFramesEnd is a stressEnd that also takes the writer's batches whole (FramesWriter),
+// leaving each for the writer's Drain to finish.
+type stressFramesEnd struct {
+	stressEnd
+	owed   atomic.Bool
+	writes atomic.Int64 // WriteFrames calls
+}
+
+func (e *stressFramesEnd) Busy() bool { return e.owed.Load() }
+
+func (e *stressFramesEnd) Drain() error {
+	e.owed.Store(false)
+	return nil
+}
 
 func (e *stressFramesEnd) WriteFrames(frames []Out) error {
 	e.enter()
@@ -117,6 +135,8 @@ func (e *stressFramesEnd) WriteFrames(frames []Out) error {
 	for _, f := range frames {
 		e.record(joined(f))
 	}
+	e.owed.Store(true)
+	e.writes.Add(1)
 	return nil
 }
 

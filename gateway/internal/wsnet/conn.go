@@ -25,7 +25,8 @@ type corkConn struct {
 
 	mu       sync.Mutex
 	corked   bool
-	flushing bool          // a flusher goroutine sends out
+	flushing bool          // out holds bytes to send: a flusher sends them
+	flusher  bool          // a flusher runs; while flushing without one, the next wait is the flusher
 	buf      *[]byte       // gathered while corked
 	out      *pending      // accepted, not yet sent: the flusher's (non-nil while flushing)
 	werr     error         // a write failed: so does every later one
@@ -191,7 +192,14 @@ func (c *corkConn) writeControl(op byte, payload []byte) error {
 		}
 	}
 	fs := [1]rpc.Out{{Body: payload}}
-	return c.sendFramesLocked(op, fs[:])
+	err := c.sendFramesLocked(op, fs[:])
+	if c.flushing && !c.flusher {
+		// Between a writeFrames and its writer's wait: a pong, or the close frame, does not
+		// wait for the writer.
+		c.flusher = true
+		go c.flush()
+	}
+	return err
 }
 
 // Close closes the socket. After a frame was refused at its header, the peer may still be
@@ -324,6 +332,15 @@ func (c *corkConn) wait() error {
 		err := c.werr
 		c.mu.Unlock()
 		return err
+	}
+	if !c.flusher {
+		// The bytes a writeFrames left: sent on this goroutine.
+		c.flusher = true
+		c.mu.Unlock()
+		c.flush()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.werr
 	}
 	if c.drained == nil {
 		c.drained = make(chan struct{})

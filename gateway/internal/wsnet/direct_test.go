@@ -193,8 +193,8 @@ func TestKeptBodiesAreNotCopied(t *testing.T) {
 	}
 }
 
-// WriteFrames returns once the peer has taken every frame, having sent what the socket did
-// not take at once on its own goroutine (no flusher of its own), after what a TryWrite left.
+// WriteFrames sends after what a TryWrite left and keeps what the socket does not take, with
+// no flusher of its own: the caller's wait sends it, on the caller's goroutine.
 func TestWriteFramesWaitsForThePeer(t *testing.T) {
 	cc, cli := tcpPair(t)
 	body := bytes.Repeat([]byte("w"), 4096)
@@ -225,8 +225,17 @@ func TestWriteFramesWaitsForThePeer(t *testing.T) {
 	if err := cc.writeFrames(opBinary, fs); err != nil {
 		t.Fatal(err)
 	}
+	cc.mu.Lock()
+	flusher := cc.flusher
+	cc.mu.Unlock()
+	if cc.backlog() == 0 || flusher {
+		t.Fatalf("WriteFrames left %d bytes, a flusher running: %v", cc.backlog(), flusher)
+	}
+	if err := cc.wait(); err != nil { // sends the rest here
+		t.Fatal(err)
+	}
 	if n := cc.backlog(); n != 0 {
-		t.Fatalf("WriteFrames returned with %d bytes unsent", n)
+		t.Fatalf("wait returned with %d bytes unsent", n)
 	}
 	if err := <-read; err != nil {
 		t.Fatal(err)

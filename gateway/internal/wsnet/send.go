@@ -60,7 +60,7 @@ func (c *corkConn) sendLocked(p []byte) error {
 	if n < len(p) {
 		c.out = &pending{}
 		c.out.addCopy(p[n:])
-		c.flushing = true
+		c.flushing, c.flusher = true, true
 		go c.flush()
 	}
 	return nil
@@ -71,6 +71,7 @@ func (c *corkConn) sendLocked(p []byte) error {
 func (c *corkConn) sendFramesLocked(op byte, frames []rpc.Out) error {
 	left, err := c.sendOutsLocked(op, frames)
 	if left {
+		c.flusher = true
 		go c.flush()
 	}
 	return err
@@ -130,27 +131,21 @@ func (c *corkConn) sendOutsLocked(op byte, frames []rpc.Out) (bool, error) {
 	return false, nil
 }
 
-// writeFrames sends frames after what was accepted before, and returns once the peer has
-// taken them all: what the socket does not take at once is sent on the caller's goroutine,
-// which waits for the peer as Uncork does, rather than on a flusher of its own.
+// writeFrames sends frames after what was accepted before (once that is sent: a writer holds
+// back one write for a slow peer, not two), as much as the socket takes now, and keeps the rest
+// without a flusher: the caller's next wait sends it, on the caller's goroutine, as a writer that
+// waits for its peer anyway would. It does not wait for the peer.
 func (c *corkConn) writeFrames(op byte, frames []rpc.Out) error {
 	if err := c.wait(); err != nil {
 		return err
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.closed {
-		c.mu.Unlock()
 		return errClosedFrame
 	}
-	left, err := c.sendOutsLocked(op, frames)
-	c.mu.Unlock()
-	if left {
-		c.flush()
-	}
-	if err != nil {
-		return err
-	}
-	return c.wait()
+	_, err := c.sendOutsLocked(op, frames)
+	return err
 }
 
 // trySend writes as much of p as the socket takes now.
@@ -183,7 +178,7 @@ func (c *corkConn) flush() {
 		c.mu.Lock()
 		if c.werr != nil || c.out.n == 0 {
 			c.out = nil
-			c.flushing = false
+			c.flushing, c.flusher = false, false
 			c.ctrl = 0
 			if c.drained != nil {
 				close(c.drained)

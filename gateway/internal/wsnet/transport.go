@@ -149,8 +149,8 @@ func (t *Transport) Write(_ context.Context, frame []byte) error {
 }
 
 // WriteFrames sends frames in vectored writes, their bodies where they are, after the bytes a
-// TryWrite left, and waits until the peer has taken them, like Uncork: what the socket does
-// not take at once is sent on the caller's goroutine.
+// TryWrite left, as much as the socket takes now; the caller's Drain sends the rest on its
+// goroutine.
 func (t *Transport) WriteFrames(frames []rpc.Out) error {
 	return t.cork.writeFrames(t.opcode(), frames)
 }
