@@ -29,8 +29,9 @@ type window struct {
 	last  int64
 	// index is, for each stream with an event in the window, its events in seq order.
 	index map[Stream]*streamItems
-	// bytes is what the held events and their bodies take (itemBytes, bodies as encoded),
+	// bytes is what the held events and their bodies take (eventBytes, bodies as encoded),
 	// at most maxBytes but for bodies encoded lazily since the last add: the oldest go first.
+	// A lazy body is counted under mu (read-locked), and not once its item has left (gone).
 	bytes    atomic.Int64
 	maxBytes int
 	events   int // the most events held: windowEvents unless set (tests)
@@ -43,6 +44,7 @@ const windowEvents = 1 << 16
 type item struct {
 	ev   Event
 	body [2]atomic.Pointer[[]byte] // by codecIndex, encoded on first use
+	gone bool                      // let go by the window; guarded by window.mu
 }
 
 // streamItems is a stream's events in the window: items[head:], in seq order. It stays while
@@ -86,8 +88,9 @@ func streamsOf(ev *Event) (Stream, Stream, bool) {
 // heldBytes is what the window holds now.
 func (w *window) heldBytes() int { return int(w.bytes.Load()) }
 
-// body returns it's body in c, encoding it on first use. Concurrent callers may both encode;
-// one body is kept.
+// body returns the item's body in c, encoding it on first use. Concurrent callers may both
+// encode; one body is kept. An item that left the window keeps no new body: it is not
+// counted any more.
 func (w *window) body(it *item, c codec.Codec) ([]byte, error) {
 	i := codecIndex(c)
 	if b := it.body[i].Load(); b != nil {
@@ -96,6 +99,11 @@ func (w *window) body(it *item, c codec.Codec) ([]byte, error) {
 	b, err := c.Marshal(wireEvent(&it.ev))
 	if err != nil {
 		return nil, err
+	}
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if it.gone {
+		return b, nil
 	}
 	if it.body[i].CompareAndSwap(nil, &b) {
 		w.bytes.Add(int64(len(b)))
@@ -115,6 +123,7 @@ func (w *window) dropOldestLocked() {
 		}
 	}
 	w.bytes.Add(-int64(b))
+	it.gone = true
 	p, s, both := streamsOf(&it.ev)
 	w.unindexLocked(p, it)
 	if both {
@@ -187,6 +196,9 @@ func (w *window) release(s Stream) {
 // forgetLocked drops every event and starts what the window knows of its streams again from
 // floor: a reset log, or the window's first events.
 func (w *window) forgetLocked() {
+	for i := range w.n {
+		w.ring[(w.start+i)%len(w.ring)].gone = true
+	}
 	clear(w.ring)
 	w.start, w.n = 0, 0
 	w.bytes.Store(0)

@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -188,5 +189,44 @@ func TestRecentEventsBoundedInBytes(t *testing.T) {
 	}
 	if bc.heldBytes() > budget {
 		t.Fatalf("the body cache holds %d bytes, budget %d", bc.heldBytes(), budget)
+	}
+}
+
+// A body encoded for an item the window has let go (a reader still had it) is not counted:
+// the item is not held any more.
+func TestWindowBodyOfAnItemLetGoIsNotCounted(t *testing.T) {
+	w := window{events: 4}
+	var evs []Event
+	for i := range 8 {
+		evs = append(evs, Event{Seq: int64(i + 1), ProjectKey: "A", Type: "t", Payload: []byte(`{"n":1}`)})
+	}
+	held := func() int {
+		n := 0
+		for i := range w.n {
+			it := w.ring[(w.start+i)%len(w.ring)]
+			n += eventBytes(&it.ev) + itemOverhead
+			for c := range it.body {
+				if p := it.body[c].Load(); p != nil {
+					n += len(*p)
+				}
+			}
+		}
+		return n
+	}
+	w.add(evs[:4], [2]bool{})
+	old := w.ring[w.start]
+	w.add(evs[4:], [2]bool{false, true})
+	for _, c := range []codec.Codec{codec.JSON, codec.MsgPack} {
+		want, _ := c.Marshal(wireEvent(&evs[0]))
+		if b, err := w.body(old, c); err != nil || !bytes.Equal(b, want) {
+			t.Fatalf("the %s body of an item let go: %q, %v", c.Name(), b, err)
+		}
+	}
+	if w.heldBytes() != held() {
+		t.Fatalf("the window counts %d bytes, its items hold %d", w.heldBytes(), held())
+	}
+	w.add([]Event{{Seq: 3, ProjectKey: "A", Payload: []byte(`{}`)}}, [2]bool{}) // a reset log: every item goes
+	if w.heldBytes() != held() {
+		t.Fatalf("after a reset the window counts %d bytes, its items hold %d", w.heldBytes(), held())
 	}
 }
