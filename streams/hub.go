@@ -70,9 +70,10 @@ type HubOptions struct {
 	// OnCatchUp, when set, is told of every catch-up from the log: ok, or closed lagging.
 	OnCatchUp func(ok bool)
 	// RecentBytes bounds the memory of the window of recent events every subscription pulls
-	// from and replays read (BALLET_RECENT_EVENTS_BYTES): the events, at most 65,536, and
-	// their encoded bodies. The same again bounds the bodies cached for replays from the
-	// log. Default DefaultRecentBytes.
+	// from and replays read (BALLET_RECENT_EVENTS_BYTES): the events, at most 65,536, as
+	// their encoded bodies (an event's payload is held only while its bodies cannot give it
+	// back exactly). The same again bounds the bodies cached for replays from the log.
+	// Default DefaultRecentBytes.
 	RecentBytes int
 	// CatchUps bounds the catch-ups that read the log at once (BALLET_MAX_CATCH_UPS); the
 	// others wait for their turn. Default DefaultCatchUps.

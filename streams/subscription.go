@@ -469,18 +469,18 @@ func (s *Subscription) Pull(params [][]byte, limit int) ([][]byte, bool) {
 			if size >= limit {
 				return params, true
 			}
-			if s.endAt > 0 && it.ev.Seq > s.endAt {
+			if s.endAt > 0 && it.seq > s.endAt {
 				more = false
 				break
 			}
-			if s.types.Match(it.ev.Type) {
+			if s.types.Match(it.typ) {
 				if body, err := h.win.body(it, s.codec); err == nil {
 					params = append(params, body)
 					size += len(body)
 					sent++
 				}
 			}
-			s.last = it.ev.Seq
+			s.last = it.seq
 		}
 		if !more {
 			break

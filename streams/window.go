@@ -8,11 +8,12 @@ import (
 	"github.com/ballet/gateway/codec"
 )
 
-// window is the hub's recent events, each held once with its stream.event body encoded at
-// most once per codec, bounded in bytes and in count, and indexed per stream. Subscriptions
-// keep a position in it and their connections pull the events after it (Subscription.Pull):
-// a burst is held once however many subscribers it has, and a reader that does not read costs
-// its position, not copies of events. Replays of recent events read it too.
+// window is the hub's recent events, each held once as its stream.event body encoded at most
+// once per codec (the decoded event, payload and all, is let go once the bodies carry it),
+// bounded in bytes and in count, and indexed per stream. Subscriptions keep a position in it
+// and their connections pull the events after it (Subscription.Pull): a burst is held once
+// however many subscribers it has, and a reader that does not read costs its position, not
+// copies of events. Replays of recent events read it too.
 //
 // The events are added in seq order (Dispatch) and the tailer dispatches every committed
 // event after its position, so the window holds every dispatched event with a seq in
@@ -29,8 +30,9 @@ type window struct {
 	last  int64
 	// index is, for each stream with an event in the window, its events in seq order.
 	index map[Stream]*streamItems
-	// bytes is what the held events and their bodies take (itemBytes, bodies as encoded),
-	// at most maxBytes but for bodies encoded lazily since the last add: the oldest go first.
+	// bytes is what the held items take (itemBytes), at most maxBytes but for bodies encoded
+	// lazily since the last add: the oldest go first. An item changes, and its count with it,
+	// under mu (read-locked for a lazy body): never once it has left (gone).
 	bytes    atomic.Int64
 	maxBytes int
 	events   int // the most events held: windowEvents unless set (tests)
@@ -39,10 +41,38 @@ type window struct {
 // windowEvents is the most events the window holds, whatever their size.
 const windowEvents = 1 << 16
 
-// item is one event of the window.
+// item is one event of the window: what reading it needs (its seq, type and streams) and its
+// bodies. It keeps the decoded event (ev) only while its bodies do not carry it: while it has
+// neither body, or one the other cannot be transcoded from exactly (bodies.go).
 type item struct {
-	ev   Event
-	body [2]atomic.Pointer[[]byte] // by codecIndex, encoded on first use
+	seq     int64
+	typ     string
+	project string
+	key     string // the key of the item whose event it is, "" for others
+	ev      atomic.Pointer[Event]
+	body    [2]atomic.Pointer[[]byte] // by codecIndex, encoded on first use
+	gone    bool                      // let go by the window; guarded by window.mu
+}
+
+// newItem returns the item of ev, without its bodies or the event yet.
+func newItem(ev *Event) *item {
+	it := &item{seq: ev.Seq, typ: ev.Type, project: ev.ProjectKey}
+	if _, s, ok := streamsOf(ev); ok {
+		it.key = s.Key
+	}
+	return it
+}
+
+// streams returns the streams the item's event belongs to, as streamsOf.
+func (it *item) streams() (Stream, Stream, bool) {
+	return Stream{Kind: StreamProject, Key: it.project}, Stream{Kind: StreamItem, Key: it.key}, it.key != ""
+}
+
+// bodiesCarry reports whether the item's bodies carry ev, which it was made of: both are
+// there, or one the other is transcoded from exactly.
+func (it *item) bodiesCarry(ev *Event) bool {
+	j, m := it.body[0].Load() != nil, it.body[1].Load() != nil
+	return j && m || j && msgpackTranscodes(ev) || m && jsonTranscodes(ev)
 }
 
 // streamItems is a stream's events in the window: items[head:], in seq order. It stays while
@@ -61,7 +91,7 @@ func (s *streamItems) live() []*item { return s.items[s.head:] }
 // after returns the index in live() of the first item with a seq above seq.
 func (s *streamItems) after(seq int64) int {
 	l := s.live()
-	return sort.Search(len(l), func(i int) bool { return l[i].ev.Seq > seq })
+	return sort.Search(len(l), func(i int) bool { return l[i].seq > seq })
 }
 
 // eventBytes is what an event held in memory counts: its payload, its strings, its fields.
@@ -70,9 +100,29 @@ func eventBytes(ev *Event) int {
 		len(ev.EntityKey) + len(ev.ActorKind) + len(ev.ActorSubject) + 128
 }
 
-// itemOverhead is what an item counts beside its event: the item, its place in the ring and
-// in its streams' indexes.
-const itemOverhead = 96
+// itemBytes is what an item holds: itself, its event while it keeps it (else the strings it
+// keeps of it), its bodies.
+func itemBytes(it *item) int {
+	n := itemOverhead
+	if ev := it.ev.Load(); ev != nil {
+		n += eventBytes(ev)
+	} else {
+		n += len(it.typ) + len(it.project) + len(it.key)
+	}
+	for i := range it.body {
+		if p := it.body[i].Load(); p != nil {
+			n += len(*p) + bodyOverhead
+		}
+	}
+	return n
+}
+
+// itemOverhead is what an item counts beside its event and bodies: the item, its place in the
+// ring and in its streams' indexes. bodyOverhead is a body's beside its bytes.
+const (
+	itemOverhead = 128
+	bodyOverhead = 24
+)
 
 // streamsOf returns the streams an event belongs to: its project's, and its item's.
 func streamsOf(ev *Event) (Stream, Stream, bool) {
@@ -86,36 +136,51 @@ func streamsOf(ev *Event) (Stream, Stream, bool) {
 // heldBytes is what the window holds now.
 func (w *window) heldBytes() int { return int(w.bytes.Load()) }
 
-// body returns it's body in c, encoding it on first use. Concurrent callers may both encode;
-// one body is kept.
+// body returns the item's body in c, encoding it on first use: from its event while it keeps it,
+// else transcoded from its other body. Concurrent callers may both encode; one body is kept,
+// and the event is let go once the bodies carry it. An item that left the window keeps no
+// new body: it is not counted any more.
 func (w *window) body(it *item, c codec.Codec) ([]byte, error) {
 	i := codecIndex(c)
 	if b := it.body[i].Load(); b != nil {
 		return *b, nil
 	}
-	b, err := c.Marshal(wireEvent(&it.ev))
+	var b []byte
+	var err error
+	ev := it.ev.Load()
+	if ev != nil {
+		b, err = c.Marshal(wireEvent(ev))
+	} else if p := it.body[i].Load(); p != nil {
+		return *p, nil // stored by who let the event go
+	} else {
+		b, err = transcodeBody(c, *it.body[1-i].Load())
+	}
 	if err != nil {
 		return nil, err
 	}
-	if it.body[i].CompareAndSwap(nil, &b) {
-		w.bytes.Add(int64(len(b)))
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if it.gone {
 		return b, nil
 	}
-	return *it.body[i].Load(), nil
+	if !it.body[i].CompareAndSwap(nil, &b) {
+		return *it.body[i].Load(), nil
+	}
+	n := len(b) + bodyOverhead
+	if ev != nil && it.bodiesCarry(ev) && it.ev.CompareAndSwap(ev, nil) {
+		n += len(it.typ) + len(it.project) + len(it.key) - eventBytes(ev)
+	}
+	w.bytes.Add(int64(n))
+	return b, nil
 }
 
 // dropOldestLocked forgets the oldest event held.
 func (w *window) dropOldestLocked() {
 	it := w.ring[w.start]
-	w.floor = it.ev.Seq
-	b := eventBytes(&it.ev) + itemOverhead
-	for i := range it.body {
-		if p := it.body[i].Load(); p != nil {
-			b += len(*p)
-		}
-	}
-	w.bytes.Add(-int64(b))
-	p, s, both := streamsOf(&it.ev)
+	w.floor = it.seq
+	w.bytes.Add(-int64(itemBytes(it)))
+	it.gone = true
+	p, s, both := it.streams()
 	w.unindexLocked(p, it)
 	if both {
 		w.unindexLocked(s, it)
@@ -132,7 +197,7 @@ func (w *window) unindexLocked(s Stream, it *item) {
 	}
 	si.items[si.head] = nil
 	si.head++
-	si.evicted = it.ev.Seq
+	si.evicted = it.seq
 	switch {
 	case si.head == len(si.items) && si.subs == 0:
 		delete(w.index, s)
@@ -187,6 +252,9 @@ func (w *window) release(s Stream) {
 // forgetLocked drops every event and starts what the window knows of its streams again from
 // floor: a reset log, or the window's first events.
 func (w *window) forgetLocked() {
+	for i := range w.n {
+		w.ring[(w.start+i)%len(w.ring)].gone = true
+	}
 	clear(w.ring)
 	w.start, w.n = 0, 0
 	w.bytes.Store(0)
@@ -210,7 +278,8 @@ func (w *window) gapLocked(s Stream, seq int64) bool {
 }
 
 // add records dispatched events, in seq order, encoding each in the codecs of enc (by
-// codecIndex) before any subscriber pulls it.
+// codecIndex) before any subscriber pulls it; an item keeps its event only when the bodies
+// do not carry it.
 func (w *window) add(evs []Event, enc [2]bool) {
 	if len(evs) == 0 {
 		return
@@ -220,9 +289,10 @@ func (w *window) add(evs []Event, enc [2]bool) {
 	items := make([]*item, len(evs))
 	size := make([]int, len(evs))
 	for i := range evs {
-		it := &item{ev: evs[i]}
+		ev := &evs[i]
+		it := newItem(ev)
 		items[i] = it
-		size[i] = eventBytes(&it.ev) + itemOverhead
+		var we *WireEvent
 		for c, on := range enc {
 			if !on {
 				continue
@@ -231,11 +301,18 @@ func (w *window) add(evs []Event, enc [2]bool) {
 			if c == 1 {
 				cd = codec.MsgPack
 			}
-			if b, err := cd.Marshal(wireEvent(&it.ev)); err == nil {
+			if we == nil {
+				we = wireEvent(ev)
+			}
+			if b, err := cd.Marshal(we); err == nil {
 				it.body[c].Store(&b)
-				size[i] += len(b)
 			}
 		}
+		if !it.bodiesCarry(ev) {
+			kept := *ev
+			it.ev.Store(&kept)
+		}
+		size[i] = itemBytes(it)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -267,21 +344,21 @@ func (w *window) add(evs []Event, enc [2]bool) {
 			w.dropOldestLocked()
 		}
 		if b > budget { // larger than the whole budget: not held, and nothing before it
-			w.floor, w.last = it.ev.Seq, it.ev.Seq
-			p, s, both := streamsOf(&it.ev)
+			w.floor, w.last = it.seq, it.seq
+			p, s, both := it.streams()
 			if si := w.index[p]; si != nil {
-				si.evicted = it.ev.Seq
+				si.evicted = it.seq
 			}
 			if si := w.index[s]; both && si != nil {
-				si.evicted = it.ev.Seq
+				si.evicted = it.seq
 			}
 			continue
 		}
 		w.ring[(w.start+w.n)%len(w.ring)] = it
 		w.n++
 		w.bytes.Add(b)
-		w.last = it.ev.Seq
-		p, s, both := streamsOf(&it.ev)
+		w.last = it.seq
+		p, s, both := it.streams()
 		w.indexLocked(p, it)
 		if both {
 			w.indexLocked(s, it)
@@ -334,33 +411,13 @@ func (w *window) count(s Stream, from, to int64, types *TypeFilter, limit int) (
 		return 0, 0, true
 	}
 	l := si.live()
-	for i := si.after(from); i < len(l) && l[i].ev.Seq <= to && n < limit; i++ {
+	for i := si.after(from); i < len(l) && l[i].seq <= to && n < limit; i++ {
 		n++
-		if types.Match(l[i].ev.Type) {
+		if types.Match(l[i].typ) {
 			selected++
 		}
 	}
 	return n, selected, true
-}
-
-// read returns the events of s with from < seq <= to, at most limit of them, and whether
-// the window holds every event of that range; when it does not, the caller reads the log.
-func (w *window) read(s Stream, from, to int64, limit int) ([]Event, bool) {
-	w.mu.RLock()
-	defer w.mu.RUnlock()
-	if w.ring == nil || to > w.last || w.gapLocked(s, from) {
-		return nil, false
-	}
-	si := w.index[s]
-	if si == nil {
-		return nil, true
-	}
-	var out []Event
-	l := si.live()
-	for i := si.after(from); i < len(l) && l[i].ev.Seq <= to && len(out) < limit; i++ {
-		out = append(out, l[i].ev)
-	}
-	return out, true
 }
 
 // position returns the seq of the last dispatched event (0 before any).

@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -48,8 +49,8 @@ func TestRecentEventsMatchesTheLog(t *testing.T) {
 				t.Fatalf("read(%v, %d, %d, %d): %d events, want %d", s, from, to, limit, len(got), len(want))
 			}
 			for i := range got {
-				if got[i].Seq != want[i].Seq || got[i].EntityKey != want[i].EntityKey {
-					t.Fatalf("read(%v, %d, %d): event %d is seq %d, want %d", s, from, to, i, got[i].Seq, want[i].Seq)
+				if got[i].seq != want[i].Seq || got[i].key != want[i].EntityKey {
+					t.Fatalf("read(%v, %d, %d): event %d is seq %d, want %d", s, from, to, i, got[i].seq, want[i].Seq)
 				}
 			}
 		}
@@ -75,6 +76,26 @@ func TestRecentEventsMatchesTheLog(t *testing.T) {
 		all = append(all, batch...)
 		check()
 	}
+}
+
+// read returns the items of s with from < seq <= to, at most limit of them, and whether the
+// window holds every event of that range.
+func (w *window) read(s Stream, from, to int64, limit int) ([]*item, bool) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.ring == nil || to > w.last || w.gapLocked(s, from) {
+		return nil, false
+	}
+	si := w.index[s]
+	if si == nil {
+		return nil, true
+	}
+	var out []*item
+	l := si.live()
+	for i := si.after(from); i < len(l) && l[i].seq <= to && len(out) < limit; i++ {
+		out = append(out, l[i])
+	}
+	return out, true
 }
 
 // sliceLog is a log in a slice, counting the replays read from it.
@@ -188,5 +209,38 @@ func TestRecentEventsBoundedInBytes(t *testing.T) {
 	}
 	if bc.heldBytes() > budget {
 		t.Fatalf("the body cache holds %d bytes, budget %d", bc.heldBytes(), budget)
+	}
+}
+
+// A body encoded for an item the window has let go (a reader still had it) is not counted:
+// the item is not held any more.
+func TestWindowBodyOfAnItemLetGoIsNotCounted(t *testing.T) {
+	w := window{events: 4}
+	var evs []Event
+	for i := range 8 {
+		evs = append(evs, Event{Seq: int64(i + 1), ProjectKey: "A", Type: "t", Payload: []byte(`{"n":1}`)})
+	}
+	held := func() int {
+		n := 0
+		for i := range w.n {
+			n += itemBytes(w.ring[(w.start+i)%len(w.ring)])
+		}
+		return n
+	}
+	w.add(evs[:4], [2]bool{})
+	old := w.ring[w.start]
+	w.add(evs[4:], [2]bool{false, true})
+	for _, c := range []codec.Codec{codec.JSON, codec.MsgPack} {
+		want, _ := c.Marshal(wireEvent(&evs[0]))
+		if b, err := w.body(old, c); err != nil || !bytes.Equal(b, want) {
+			t.Fatalf("the %s body of an item let go: %q, %v", c.Name(), b, err)
+		}
+	}
+	if w.heldBytes() != held() {
+		t.Fatalf("the window counts %d bytes, its items hold %d", w.heldBytes(), held())
+	}
+	w.add([]Event{{Seq: 3, ProjectKey: "A", Payload: []byte(`{}`)}}, [2]bool{}) // a reset log: every item goes
+	if w.heldBytes() != held() {
+		t.Fatalf("after a reset the window counts %d bytes, its items hold %d", w.heldBytes(), held())
 	}
 }
