@@ -10,16 +10,7 @@ import "github.com/ballet/gateway/rpc"
 // -tags nodirect leaves this file out, and every frame goes through the
 // connection's writer goroutine: the comparison in docs/benchmarks.md.
 
-var (
-	_ rpc.TryWriter = (*Transport)(nil)
-	_ rpc.Drainer   = (*Transport)(nil)
-)
-
-// Busy reports whether bytes a TryWrite left to the connection's flusher are unsent.
-func (t *Transport) Busy() bool { return t.cork.backlog() > 0 }
-
-// Drain returns once the bytes a TryWrite left to the connection's flusher are sent.
-func (t *Transport) Drain() error { return t.cork.wait() }
+var _ rpc.TryWriter = (*Transport)(nil)
 
 // TryWrite writes frames if the socket can take them now without anyone
 // waiting: nothing is held back for a slow peer. They go out in one

@@ -154,3 +154,10 @@ func (t *Transport) Write(_ context.Context, frame []byte) error {
 func (t *Transport) WriteFrames(frames []rpc.Out) error {
 	return t.cork.writeFrames(t.opcode(), frames)
 }
+
+// Busy reports whether bytes a TryWrite or a WriteFrames left for later are unsent.
+func (t *Transport) Busy() bool { return t.cork.backlog() > 0 }
+
+// Drain returns once the bytes a TryWrite or a WriteFrames left are sent: those of a
+// WriteFrames on the caller's goroutine, those of a TryWrite by the connection's flusher.
+func (t *Transport) Drain() error { return t.cork.wait() }
