@@ -137,7 +137,8 @@ type Subscription struct {
 	// nextRead is how many events the next page read from the log asks for (cutPage).
 	nextRead int
 	// replayHead is the head a replay went up to (0 for none): its events do not count
-	// against the hub's CatchUpLimit when a catch-up reads them.
+	// against the hub's CatchUpLimit when a catch-up reads them. Set while starting; a
+	// catch-up, which comes later, reads it without mu.
 	replayHead int64
 	// endAt, when not 0, is the seq of the event that took the subscriber's access away
 	// (endReason): the subscription sends what it has up to it, then closes.
