@@ -270,13 +270,15 @@ func TestHeartbeatSilenceReconnects(t *testing.T) {
 }
 
 // A subscription that falls behind while its client does not read catches up once it
-// reads again, every event once, while it is at most BALLET_REPLAY_LIMIT events behind (100
-// here; the window of recent events is 64 KiB). Further behind, the server closes it lagging,
-// the client subscribes again from the last delivered seq, is answered -32010, and OnResync
-// starts it again from the seq it names: events before the close come in order, once, and
-// every event after that seq arrives.
+// reads again, every event once, while it is at most BALLET_CATCH_UP_LIMIT events behind (100
+// here; the window of recent events is 64 KiB). Further behind, the server closes it lagging
+// and the client subscribes again from the last delivered seq: within BALLET_REPLAY_LIMIT
+// (300 here) that replay gives every event after it once, in order, with no gap; further
+// still, it is answered -32010, and OnResync starts it again from the seq it names: events
+// before the close come in order, once, and every event after that seq arrives.
 func TestLaggingResubscribes(t *testing.T) {
-	env := gatewaytest.Start(t, &gatewaytest.Options{RecentBytes: 64 << 10, Config: gateway.Config{ReplayLimit: 100}})
+	env := gatewaytest.Start(t, &gatewaytest.Options{RecentBytes: 64 << 10, CatchUpLimit: 100,
+		Config: gateway.Config{ReplayLimit: 300}})
 	env.Project(t, "WEB", "alice", "admin", "bob", "viewer")
 	p := startProxy(t, env.HTTP.Listener.Addr().String())
 	c := dial(t, p.URL(), &client.Options{Token: (&minter{env: env, subject: "alice"}).Token})
@@ -289,33 +291,44 @@ func TestLaggingResubscribes(t *testing.T) {
 	var a appender
 	a.append(t, env, 10)
 	waitFor(t, "the first events", 30*time.Second, func() bool { return col.len() == 10 })
+	// paused appends n events of pad bytes while the client does not read, and lets it read
+	// once the gateway has dispatched them all.
+	paused := func(n, pad int) {
+		p.Pause()
+		for range n / 10 {
+			a.appendPadded(t, env, 10, pad)
+		}
+		all := a.all()
+		waitFor(t, "the dispatch", 30*time.Second, func() bool { return env.Tailer.Position() >= all[len(all)-1] })
+		p.Resume()
+	}
 
 	// 60 events of 2 KB while it does not read: more than the window, fewer than the limit.
-	p.Pause()
-	for range 6 {
-		a.appendPadded(t, env, 10, 2<<10)
-	}
-	p.Resume()
+	paused(60, 2<<10)
 	waitFor(t, "the catch-up", 30*time.Second, func() bool { return col.len() == 70 })
 	checkExactlyOnce(t, col.seqs(), a.all())
 	if metric(env, "ballet_gateway_lagging_closes_total") != 0 {
-		t.Fatal("closed lagging within the replay limit")
+		t.Fatal("closed lagging within the catch-up limit")
 	}
 
-	// 600 more: too far behind.
-	p.Pause()
-	for range 60 {
-		a.appendPadded(t, env, 10, 2<<10)
+	// 250 more of 8 KB: too far behind to catch up (the sockets hold some), not to replay.
+	paused(250, 8<<10)
+	waitFor(t, "the replay after lagging", 30*time.Second, func() bool { return col.len() == 320 })
+	checkExactlyOnce(t, col.seqs(), a.all())
+	if metric(env, "ballet_gateway_lagging_closes_total") != 1 || len(resynced) != 0 {
+		t.Fatalf("lagging closes %v, want 1, and no resync", metric(env, "ballet_gateway_lagging_closes_total"))
 	}
-	p.Resume()
+
+	// 700 more: too far behind to replay.
+	paused(700, 8<<10)
 	var from int64
 	select {
 	case from = <-resynced:
 	case <-time.After(30 * time.Second):
 		t.Fatalf("no resync; lagging closes %v", metric(env, "ballet_gateway_lagging_closes_total"))
 	}
-	if metric(env, "ballet_gateway_lagging_closes_total") != 1 {
-		t.Fatalf("lagging closes %v, want 1", metric(env, "ballet_gateway_lagging_closes_total"))
+	if metric(env, "ballet_gateway_lagging_closes_total") != 2 {
+		t.Fatalf("lagging closes %v, want 2", metric(env, "ballet_gateway_lagging_closes_total"))
 	}
 	a.append(t, env, 20)
 	all := a.all()

@@ -348,13 +348,14 @@ func TestReplayLiveSeamUnderConcurrentWrites(t *testing.T) {
 // TestStalledReaderCatchesUpOrLags: a client that stops reading costs the replica its
 // subscriptions' positions, not copies of events, and its connection stays open. Once it
 // reads again, a subscription that fell behind the window of recent events (1 MiB here)
-// catches up from the log while it is at most BALLET_REPLAY_LIMIT (100 here) of its stream's
-// events behind, every event once and in order; further behind, it gets stream.closed
-// lagging after what it had, as the Realtime API says, and its connection goes on. A reading
-// client of the same stream gets every event meanwhile.
+// catches up from the log while it is at most BALLET_CATCH_UP_LIMIT (200 here) of its
+// stream's events behind, more than BALLET_REPLAY_LIMIT (40) or not, every event once and in
+// order, waiting for its subject's replay budget (20 events a second) rather than closing;
+// further behind, it gets stream.closed lagging after what it had, as the Realtime API says,
+// and its connection goes on. A reading client of the same stream gets every event meanwhile.
 func TestStalledReaderCatchesUpOrLags(t *testing.T) {
-	env := gatewaytest.Start(t, &gatewaytest.Options{RecentBytes: 1 << 20, Config: gateway.Config{ReplayLimit: 100},
-		WebSockets: &wsnet.Options{FlushStall: 5 * time.Minute}})
+	env := gatewaytest.Start(t, &gatewaytest.Options{RecentBytes: 1 << 20, CatchUpLimit: 200,
+		Config: gateway.Config{ReplayLimit: 40, ReplayRate: 20}, WebSockets: &wsnet.Options{FlushStall: 5 * time.Minute}})
 	env.Project(t, "WEB", "alice", "viewer")
 	reader := login(t, env, codec.MsgPack, "alice")
 	reader.mustCall("stream.subscribe", map[string]any{"subscription": "r", "stream": "project:WEB"}, nil)
@@ -427,12 +428,15 @@ func TestStalledReaderCatchesUpOrLags(t *testing.T) {
 		return seqs
 	}
 
-	// 60 events of 32 KB: far more than the window and the socket buffers hold, fewer than
-	// the replay limit. Nothing is closed; once the client reads, x and z catch up.
+	// 60 events of 32 KB: far more than the window and the socket buffers hold, more than the
+	// replay limit, fewer than the catch-up limit. Nothing is closed; once the client reads, x
+	// and z catch up, reading more than their subject's replay budget holds (40), which paces
+	// them: about 2 s.
 	seqs := commit(60, "WEB-2")
 	if c := env.Hub.Count(); c != 4 || closesWithCode(t, env.Server, "1013") != 0 {
 		t.Fatalf("while stalled: %d subscriptions, %v closes 1013; want 4 and none", c, closesWithCode(t, env.Server, "1013"))
 	}
+	start := time.Now()
 	got := map[string][]int64{}
 	for len(got["x"]) < len(seqs) || len(got["z"]) < len(seqs) {
 		ev := nextEvent()
@@ -441,8 +445,9 @@ func TestStalledReaderCatchesUpOrLags(t *testing.T) {
 	if fmt.Sprint(got["x"]) != fmt.Sprint(seqs) || fmt.Sprint(got["z"]) != fmt.Sprint(seqs) || len(got["y"]) != 0 {
 		t.Fatalf("caught up: %v\nwant x and z %v", got, seqs)
 	}
-	if n := catchUps(t, env, "caught_up"); n < 2 {
-		t.Fatalf("catch-ups %v, want x's and z's at least", n)
+	if n := catchUps(t, env, "caught_up"); n < 2 || catchUps(t, env, "lagging") != 0 || time.Since(start) < time.Second {
+		t.Fatalf("catch-ups %v (want x's and z's at least), lagging %v, in %v (want the budget's pace)",
+			n, catchUps(t, env, "lagging"), time.Since(start))
 	}
 
 	// 300 more, of another item, while it does not read: x is 300 behind, z and y nothing.

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	"github.com/ballet/gateway/auth"
@@ -234,15 +235,18 @@ func (s *session) unsubscribe(_ context.Context, req *rpc.Request, _ *auth.Princ
 // (streams.Sender).
 func (s *session) Ready(src streams.Source) { s.conn.Ready(src) }
 
-// catchUp charges the subject's replay budget what a subscription that fell behind the
-// hub's window read from the log to catch up (streams.SubscribeRequest.CatchUp), and refuses
-// while the budget is overdrawn: the subscription is then closed lagging.
-func (s *session) catchUp(read int) bool {
+// catchUp paces a subscription that fell behind the hub's window, or a replay past its first
+// page, by the subject's replay budget (streams.SubscribeRequest.CatchUp): it charges the
+// events a page read from the log, and while the budget is overdrawn the next page waits
+// until it is not, instead of the subscription closing lagging.
+func (s *session) catchUp(read int) time.Duration {
 	b := s.budget.Load()
 	if b == nil {
-		return true
+		return 0
 	}
-	ok := b.replayRetry(&s.srv.cfg) == 0
-	b.chargeReplay(&s.srv.cfg, read)
-	return ok
+	if read > 0 {
+		b.chargeReplay(&s.srv.cfg, read)
+		return 0
+	}
+	return b.replayRetry(&s.srv.cfg)
 }

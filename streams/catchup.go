@@ -2,28 +2,85 @@ package streams
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
 // A subscription whose position fell behind the window (its reader was slower than the
 // window's turnover) catches up from the log: it reads the stream's events from its position
 // to the window's floor, and its connection pulls them before the window's. It is closed with
-// ReasonLagging instead, on a connection that stays open, when more than its ReplayLimit
-// events lie there (the distance a client may replay), when its CatchUp hook refuses (the
-// subject's replay budget), or when the log cannot be read: the client subscribes again with
-// from_seq, as the Realtime API says.
+// ReasonLagging instead, on a connection that stays open, when more than the hub's
+// CatchUpLimit events lie there, or when the log cannot be read: the client subscribes again
+// with from_seq, as the Realtime API says. The events of a replay from the log not sent yet
+// do not count: the replay limit admitted them.
 //
 // Catch-ups read the log at most HubOptions.CatchUps at a time for the replica, and each keeps
-// at most catchUpPage events: a long way behind is caught up a page at a time, each page read
-// once the one before was sent, so that what a catch-up holds does not grow with the
-// distance, nor with readers that stop again. A Log that is a Counter is asked how far behind
-// the subscription is first, so that only a page is ever read.
+// one page: at most catchUpPage events and about catchUpPageBytes. A long way behind is caught
+// up a page at a time, each page read once the one before was sent, so that what a catch-up
+// holds does not grow with the distance, nor with the events' size, nor with readers that stop
+// again; Pull lets go of each event of a page as it sends it. A Log that is a Counter is asked
+// how far behind the subscription is first, so that only a page is ever read. The CatchUp hook
+// (its subject's replay budget) paces the pages: while it says to wait, the next page waits
+// for its read, holding no turn of CatchUps, and Hub.Close ends the wait.
 
-// catchUpPage is the most events one catch-up reads and keeps for its connection to pull.
-const catchUpPage = 64
+// Pages of a catch-up, and of a replay from the log.
+const (
+	// catchUpPage is the most events one page holds.
+	catchUpPage = 64
+	// catchUpPageBytes bounds a page's events (eventBytes), but for its first event.
+	catchUpPageBytes = 256 << 10
+	// catchUpFirstRead is the events a subscription's first read asks for, before it knows
+	// their size; the next reads are sized from the events of the last (cutPage).
+	catchUpFirstRead = 8
+)
 
 // catchUpTimeout bounds one catch-up's reads of the log.
 const catchUpTimeout = 10 * time.Second
+
+// throttleCheck is the longest a catch-up waiting for its subject's budget goes without
+// looking whether its subscription is still open.
+const throttleCheck = time.Second
+
+// pageLen returns how many of the first events of evs make a page: at most catchUpPage, and
+// those that fit in catchUpPageBytes, at least one.
+func pageLen(evs []Event) int {
+	n, size := 0, 0
+	for n < min(len(evs), catchUpPage) {
+		b := eventBytes(&evs[n])
+		if n > 0 && size+b > catchUpPageBytes {
+			break
+		}
+		size += b
+		n++
+	}
+	return n
+}
+
+// keepPage returns the first n events of evs, in a slice of their own when they are not all
+// of them: those left out are not kept alive with the page.
+func keepPage(evs []Event, n int) []Event {
+	if n < len(evs) {
+		return slices.Clone(evs[:n])
+	}
+	return evs
+}
+
+// cutPage returns the page of evs, read asking for limit events; more reports that events may
+// follow it (limit were read, or some left out), and next is how many the next read asks for:
+// as many as fit in a page at the size of these, at most twice limit and catchUpPage, as the
+// tailer sizes its batches.
+func cutPage(evs []Event, limit int) (page []Event, more bool, next int) {
+	n := pageLen(evs)
+	total := 0
+	for i := range evs {
+		total += eventBytes(&evs[i])
+	}
+	next = limit
+	if total > 0 {
+		next = max(1, min(int(int64(len(evs))*catchUpPageBytes/int64(total)), 2*limit, catchUpPage))
+	}
+	return keepPage(evs, n), n < len(evs) || len(evs) >= limit, next
+}
 
 // startCatchUpLocked moves s (live, mu held) to catching up from its position to floor,
 // on a goroutine of the hub.
@@ -33,22 +90,28 @@ func (s *Subscription) startCatchUpLocked(floor int64) {
 	h := s.hub
 	h.catchUpsRunning.Add(1)
 	h.wg.Add(1)
-	go h.catchUp(s, s.last, floor)
+	go h.catchUp(s, s.last, floor, s.nextRead)
 }
 
-// catchUp reads s's events in (from, to] from the log and hands the first page of them to
-// s, or closes s lagging.
-func (h *Hub) catchUp(s *Subscription, from, to int64) {
+// catchUp reads s's events in (from, to] from the log, asking for limit of them, and hands the
+// first page of them to s, or closes s lagging.
+func (h *Hub) catchUp(s *Subscription, from, to int64, limit int) {
 	defer h.wg.Done()
 	defer h.catchUpsRunning.Add(-1)
+	if !h.throttle(s) {
+		return
+	}
 	select {
 	case h.catchUps <- struct{}{}:
 	case <-h.ctx.Done():
 		h.endCatchUp(s, "")
 		return
 	}
-	evs, behind, err := h.readBehind(s, from, to)
+	evs, behind, err := h.readBehind(s, from, to, limit)
 	<-h.catchUps
+	if err == nil && s.catchUp != nil {
+		s.catchUp(len(evs))
+	}
 	reason := ""
 	switch {
 	case err != nil:
@@ -57,9 +120,7 @@ func (h *Hub) catchUp(s *Subscription, from, to int64) {
 			return
 		}
 		reason = ReasonLagging
-	case s.catchUp != nil && !s.catchUp(len(evs)):
-		reason = ReasonLagging
-	case behind > s.replayLimit:
+	case behind > h.catchUpLimit:
 		reason = ReasonLagging
 	}
 	if h.onCatchUp != nil {
@@ -70,29 +131,62 @@ func (h *Hub) catchUp(s *Subscription, from, to int64) {
 		return
 	}
 	upto := to
+	evs, more, next := cutPage(evs, limit)
+	if more {
+		// The rest is read again once this page is sent. (Not the count: a count made on a
+		// standby behind the one read may be short.)
+		upto = evs[len(evs)-1].Seq
+	}
 	if evs == nil {
 		evs = []Event{} // none: the position still moves to upto
-	}
-	if len(evs) >= catchUpPage {
-		// A full page: the rest is read again once it is sent. (Not the count: a count
-		// made on a standby behind the one read may be short.)
-		evs = evs[:catchUpPage:catchUpPage]
-		upto = evs[len(evs)-1].Seq
 	}
 	s.mu.Lock()
 	if s.state != subCatchingUp {
 		s.mu.Unlock()
 		return
 	}
-	s.behind, s.behindTo, s.state = evs, upto, subLive
+	s.behind, s.behindTo, s.nextRead, s.state = evs, upto, next, subLive
 	s.mu.Unlock()
 	s.wake()
 }
 
+// throttle waits, holding no turn of CatchUps, while s's CatchUp hook says its subject's
+// replay budget is overdrawn. It reports false, having ended s's catch-up, when the hub
+// closes or s is no longer catching up.
+func (h *Hub) throttle(s *Subscription) bool {
+	if s.catchUp == nil {
+		return true
+	}
+	for {
+		if !s.catchingUp() {
+			return false
+		}
+		d := s.catchUp(0)
+		if d <= 0 {
+			return true
+		}
+		t := time.NewTimer(min(d, throttleCheck))
+		select {
+		case <-t.C:
+		case <-h.ctx.Done():
+			t.Stop()
+			h.endCatchUp(s, "")
+			return false
+		}
+	}
+}
+
+func (s *Subscription) catchingUp() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state == subCatchingUp
+}
+
 // readBehind returns how many of the stream's events lie in (from, to] (up to one more than
-// ReplayLimit) and, unless that is too many, the first of them, once the log shows every event
-// up to to (a log read from a standby may lag what the tailer dispatched).
-func (h *Hub) readBehind(s *Subscription, from, to int64) (evs []Event, behind int, err error) {
+// the hub's CatchUpLimit; those of a replay not sent yet left out) and, unless that is too
+// many, the first limit of them, once the log shows every event up to to (a log read from a
+// standby may lag what the tailer dispatched). A log that is not a Counter is read to count.
+func (h *Hub) readBehind(s *Subscription, from, to int64, limit int) (evs []Event, behind int, err error) {
 	ctx, cancel := context.WithTimeout(h.ctx, catchUpTimeout)
 	defer cancel()
 	for {
@@ -109,15 +203,19 @@ func (h *Hub) readBehind(s *Subscription, from, to int64) (evs []Event, behind i
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	c, ok := s.log.(Counter)
-	if !ok {
-		evs, err = s.log.ReadStream(ctx, s.stream, from, to, s.replayLimit+1)
-		return evs, len(evs), err
+	if since := max(from, s.replayHead); since < to {
+		if c, ok := s.log.(Counter); ok {
+			behind, err = c.CountStream(ctx, s.stream, since, to, h.catchUpLimit+1)
+		} else {
+			var all []Event
+			all, err = s.log.ReadStream(ctx, s.stream, since, to, h.catchUpLimit+1)
+			behind = len(all)
+		}
+		if err != nil || behind > h.catchUpLimit {
+			return nil, behind, err
+		}
 	}
-	if behind, err = c.CountStream(ctx, s.stream, from, to, s.replayLimit+1); err != nil || behind > s.replayLimit {
-		return nil, behind, err
-	}
-	evs, err = s.log.ReadStream(ctx, s.stream, from, to, catchUpPage)
+	evs, err = s.log.ReadStream(ctx, s.stream, from, to, limit)
 	return evs, behind, err
 }
 

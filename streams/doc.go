@@ -9,8 +9,9 @@
 // registers a subscription for a Stream ("project:KEY" or "item:KEY", ParseStream): a
 // position in it, from FromSeq (a replay, counted within ReplayLimit) or the head. Its
 // connection, the Sender, is told when it has events (Ready) and pulls them as its socket
-// takes them (Subscription.Pull). A subscription behind the window catches up from the Log,
-// or, too far behind, is closed with ReasonLagging; one whose subject loses access
+// takes them (Subscription.Pull). A subscription behind the window catches up from the Log a
+// page at a time, paced by its CatchUp hook, or, more than HubOptions.CatchUpLimit events
+// behind, is closed with ReasonLagging; one whose subject loses access
 // (member.revoked, project.deleted; HubOptions.OnAccessLost is told) is closed with a Reason
 // once it has sent the events before. Appender and ProjectStore are the writing side the
 // tracker's stores use, and the events they append are the ones the hub delivers.

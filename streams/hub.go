@@ -29,6 +29,7 @@ type Hub struct {
 	onAccessLost func(project, subject, reason string)
 	onDelivered  func(n int)
 	onCatchUp    func(ok bool)
+	catchUpLimit int // HubOptions.CatchUpLimit
 	cache        bodyCache
 	win          window
 	// byCodec counts the registered subscriptions of each codec (codecIndex): Dispatch
@@ -78,12 +79,18 @@ type HubOptions struct {
 	// CatchUps bounds the catch-ups that read the log at once (BALLET_MAX_CATCH_UPS); the
 	// others wait for their turn. Default DefaultCatchUps.
 	CatchUps int
+	// CatchUpLimit is how many of its stream's events a subscription may be behind the window
+	// and still catch up from the log (BALLET_CATCH_UP_LIMIT); further behind, it is closed
+	// with ReasonLagging. It is not SubscribeRequest.ReplayLimit, which bounds a from_seq
+	// replay. Default DefaultCatchUpLimit.
+	CatchUpLimit int
 }
 
 // Defaults of HubOptions.
 const (
-	DefaultRecentBytes = 64 << 20 // RecentBytes'
-	DefaultCatchUps    = 8        // CatchUps'
+	DefaultRecentBytes  = 64 << 20 // RecentBytes'
+	DefaultCatchUps     = 8        // CatchUps'
+	DefaultCatchUpLimit = 10000    // CatchUpLimit's
 )
 
 // NewHub returns an empty hub. Close ends its catch-ups.
@@ -96,6 +103,7 @@ func NewHub(opts *HubOptions) *Hub {
 		h.shards[i].subs = make(map[Stream]map[*Subscription]struct{})
 	}
 	budget, catchUps := DefaultRecentBytes, DefaultCatchUps
+	h.catchUpLimit = DefaultCatchUpLimit
 	if opts != nil {
 		h.onEvent, h.onAccessLost = opts.OnEvent, opts.OnAccessLost
 		h.onDelivered, h.onCatchUp = opts.OnDelivered, opts.OnCatchUp
@@ -104,6 +112,9 @@ func NewHub(opts *HubOptions) *Hub {
 		}
 		if opts.CatchUps > 0 {
 			catchUps = opts.CatchUps
+		}
+		if opts.CatchUpLimit > 0 {
+			h.catchUpLimit = opts.CatchUpLimit
 		}
 	}
 	h.win.maxBytes, h.cache.maxBytes = budget, budget
@@ -124,8 +135,8 @@ func (h *Hub) RecentBytes() int {
 	return h.win.heldBytes() + h.cache.heldBytes()
 }
 
-// CatchUpsRunning is the number of subscriptions catching up from the log now, reading it or
-// waiting for their turn.
+// CatchUpsRunning is the number of subscriptions catching up from the log now: reading it,
+// waiting for their turn, or waiting for their subject's replay budget (SubscribeRequest.CatchUp).
 func (h *Hub) CatchUpsRunning() int { return int(h.catchUpsRunning.Load()) }
 
 func (h *Hub) shard(s Stream) *hubShard {

@@ -17,13 +17,16 @@ import (
 // connection whose writer is idle; with hold set it only notes that it is
 // ready (release pulls), as a connection whose peer does not read.
 type recSender struct {
-	c     codec.Codec
-	mu    sync.Mutex
-	seqs  map[string][]int64
-	sends map[string]int
-	hold  bool
-	held  []Source
-	known map[*byte]int64 // seq by body: bodies are shared, decode each once
+	c codec.Codec
+	// pulling is held while a source is pulled and its events recorded, as a connection has
+	// one writer: a source made ready again by a catch-up is pulled after the pull before.
+	pulling sync.Mutex
+	mu      sync.Mutex
+	seqs    map[string][]int64
+	sends   map[string]int
+	hold    bool
+	held    []Source
+	known   map[*byte]int64 // seq by body: bodies are shared, decode each once
 }
 
 func newRecSender(c codec.Codec) *recSender {
@@ -43,6 +46,8 @@ func (r *recSender) Ready(src Source) {
 
 // pull takes everything src has, a few events at a time.
 func (r *recSender) pull(src Source) {
+	r.pulling.Lock()
+	defer r.pulling.Unlock()
 	_, sub := src.Notification()
 	for {
 		bodies, more := src.Pull(nil, 1<<20)

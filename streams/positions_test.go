@@ -107,18 +107,19 @@ func (s *stepSender) idle() bool {
 
 // positionsRun subscribes a few subscriptions (some replaying, some filtered) to a hub whose
 // window holds few events, dispatches random batches of random sizes while connections pull
-// at random paces, some not at all for a while, and checks that each subscription got exactly
-// its stream's selected events after where it started, once each and in order: or, closed
-// lagging, a gap-free start of them.
+// at random paces, some not at all for a while, and some catch-ups made to wait for their
+// budget, and checks that each subscription got exactly its stream's selected events after
+// where it started, once each and in order: or, closed lagging, a gap-free start of them.
 func positionsRun(t *testing.T, seed uint64, seen *positionsSeen) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	h := NewHub(&HubOptions{RecentBytes: 2<<10 + rng.IntN(64<<10), OnCatchUp: func(ok bool) {
-		if ok {
-			seen.caughtUp.Add(1)
-		} else {
-			seen.lagging.Add(1)
-		}
-	}})
+	h := NewHub(&HubOptions{RecentBytes: 2<<10 + rng.IntN(64<<10), CatchUpLimit: 5 + rng.IntN(600),
+		OnCatchUp: func(ok bool) {
+			if ok {
+				seen.caughtUp.Add(1)
+			} else {
+				seen.lagging.Add(1)
+			}
+		}})
 	defer h.Close()
 	h.win.events = 8 + rng.IntN(200)
 	ll := &lockedLog{}
@@ -174,6 +175,16 @@ func positionsRun(t *testing.T, seed uint64, seen *positionsSeen) {
 		si := &subInfo{id: fmt.Sprint("s", i), s: streamsOf[rng.IntN(len(streamsOf))], out: senders[rng.IntN(2)]}
 		req := SubscribeRequest{ID: si.id, Subject: "u", Stream: si.s, Codec: si.out.c, Out: si.out,
 			ReplayLimit: replayLimit, OnClosed: cl.record}
+		if rng.IntN(3) == 0 {
+			var asked atomic.Int64 // every third read waits a little first
+			req.CatchUp = func(read int) time.Duration {
+				if read == 0 && asked.Add(1)%3 == 0 {
+					seen.waited.Add(1)
+					return time.Millisecond
+				}
+				return 0
+			}
+		}
 		if rng.IntN(3) == 0 {
 			si.types, _ = ParseTypes([]string{types[rng.IntN(len(types))], "item.*"}[:1+rng.IntN(2)])
 			req.Types = si.types
@@ -278,12 +289,13 @@ func isResync(err error) bool { return errors.Is(err, ErrResyncRequired) }
 
 // positionsSeen counts what the runs went through, so that the test knows it covered each.
 type positionsSeen struct {
-	caughtUp, lagging, resync, fromMemory, fromLog atomic.Int64
+	caughtUp, lagging, resync, fromMemory, fromLog, waited atomic.Int64
 }
 
 // Positions across the window's edge, the catch-ups from the log and the replay seam give
 // every subscription every event of its once, in order, over many random runs; together they
-// catch up, lag, replay from memory and from the log, and are refused -32010.
+// catch up (some waiting for their budget), lag, replay from memory and from the log, and are
+// refused -32010.
 func TestPositionsAcrossTheWindow(t *testing.T) {
 	runs := 200
 	if testing.Short() || raceBuild {
@@ -293,10 +305,12 @@ func TestPositionsAcrossTheWindow(t *testing.T) {
 	for seed := range uint64(runs) {
 		positionsRun(t, seed, &seen)
 	}
-	t.Logf("catch-ups %d, lagging %d, -32010 %d, replays from memory %d, from the log %d", seen.caughtUp.Load(),
-		seen.lagging.Load(), seen.resync.Load(), seen.fromMemory.Load(), seen.fromLog.Load())
+	t.Logf("catch-ups %d (waits %d), lagging %d, -32010 %d, replays from memory %d, from the log %d",
+		seen.caughtUp.Load(), seen.waited.Load(), seen.lagging.Load(), seen.resync.Load(), seen.fromMemory.Load(),
+		seen.fromLog.Load())
 	for name, n := range map[string]int64{"catch-ups": seen.caughtUp.Load(), "lagging": seen.lagging.Load(),
-		"-32010": seen.resync.Load(), "replays from memory": seen.fromMemory.Load(), "replays from the log": seen.fromLog.Load()} {
+		"waits for the budget": seen.waited.Load(),
+		"-32010":               seen.resync.Load(), "replays from memory": seen.fromMemory.Load(), "replays from the log": seen.fromLog.Load()} {
 		if n == 0 {
 			t.Errorf("no run had %s", name)
 		}

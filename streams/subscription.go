@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ballet/gateway/codec"
 	"github.com/ballet/gateway/protocol"
@@ -71,9 +72,8 @@ type SubscribeRequest struct {
 	Types *TypeFilter
 	// ReplayLimit bounds the events replayed from FromSeq (zero means DefaultReplayLimit);
 	// more is ErrResyncRequired. With Types it counts the stream's events
-	// after FromSeq, selected or not: a replay costs reading all of them. It also bounds how
-	// far behind the window a subscription may fall and still catch up from the log: further
-	// behind, it is closed with ReasonLagging.
+	// after FromSeq, selected or not: a replay costs reading all of them. (How far behind the
+	// window a subscription may fall and still catch up is HubOptions.CatchUpLimit.)
 	ReplayLimit int
 	// OnClosed is called once when the server closes the subscription
 	// (not on Unsubscribe), after it left the hub. It must not block.
@@ -96,10 +96,11 @@ type SubscribeRequest struct {
 	// than ReplayLimit when it fails for that), before any is sent: what
 	// the replay cost.
 	Replay func(ctx context.Context) (read func(n int), err error)
-	// CatchUp, when set, is told the events a catch-up read from the log (the subscription
-	// fell behind the window, or a replay goes on past its first page): what it cost. False
-	// closes the subscription with ReasonLagging (its subject may replay no more now).
-	CatchUp func(read int) bool
+	// CatchUp, when set, paces the catch-ups from the log (the subscription fell behind the
+	// window, or a replay goes on past its first page): it is asked, with read 0, before each
+	// page is read, and returns how long the read must wait (its subject's replay budget is
+	// overdrawn); then it is told the events the page read, what it cost. It must not block.
+	CatchUp func(read int) time.Duration
 }
 
 // Subscription is one client's interest in one stream: a position in the stream. Its
@@ -107,17 +108,16 @@ type SubscribeRequest struct {
 // behind the window reads them from the log first.
 type Subscription struct {
 	// Set by Subscribe before the hub holds it, and read-only after.
-	id          string
-	subject     string
-	stream      Stream
-	codec       codec.Codec
-	out         Sender
-	types       *TypeFilter
-	onClosed    func(*Subscription, string)
-	hub         *Hub
-	log         Log
-	replayLimit int
-	catchUp     func(int) bool
+	id       string
+	subject  string
+	stream   Stream
+	codec    codec.Codec
+	out      Sender
+	types    *TypeFilter
+	onClosed func(*Subscription, string)
+	hub      *Hub
+	log      Log
+	catchUp  func(int) time.Duration
 
 	// ready is set while the subscription is in its connection's list of sources to pull
 	// (Sender.Ready was called and Pull has not yet reported that it has no more).
@@ -134,6 +134,12 @@ type Subscription struct {
 	// from the log, or a catch-up. Once they are sent the position is behindTo.
 	behind   []Event
 	behindTo int64
+	// nextRead is how many events the next page read from the log asks for (cutPage).
+	nextRead int
+	// replayHead is the head a replay went up to (0 for none): its events do not count
+	// against the hub's CatchUpLimit when a catch-up reads them. Set while starting; a
+	// catch-up, which comes later, reads it without mu.
+	replayHead int64
 	// endAt, when not 0, is the seq of the event that took the subscriber's access away
 	// (endReason): the subscription sends what it has up to it, then closes.
 	endAt     int64
@@ -208,7 +214,7 @@ func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Su
 	sub := &Subscription{
 		id: req.ID, subject: req.Subject, stream: req.Stream, codec: req.Codec,
 		out: req.Out, types: req.Types, onClosed: req.OnClosed,
-		hub: h, log: log, replayLimit: req.ReplayLimit, catchUp: req.CatchUp,
+		hub: h, log: log, catchUp: req.CatchUp, nextRead: catchUpFirstRead,
 	}
 	// Register before reading the head: every event committed after the
 	// head is dispatched after this point, and the window holds it.
@@ -324,6 +330,7 @@ func (h *Hub) replay(ctx, qctx context.Context, log Log, sub *Subscription, req 
 	source := fromMemory
 	var evs []Event
 	var err error
+	upto, next := head, catchUpFirstRead
 	if !inMemory {
 		source = fromDatabase
 		if c, ok := log.(Counter); ok {
@@ -331,7 +338,13 @@ func (h *Hub) replay(ctx, qctx context.Context, log Log, sub *Subscription, req 
 			// (catchup.go), so that a replay of large events holds a page, not the distance.
 			n, err = c.CountStream(qctx, req.Stream, from, head, req.ReplayLimit+1)
 			if err == nil && n <= req.ReplayLimit {
-				evs, err = log.ReadStream(qctx, req.Stream, from, head, catchUpPage)
+				evs, err = log.ReadStream(qctx, req.Stream, from, head, next)
+			}
+			var more bool
+			if evs, more, next = cutPage(evs, next); more {
+				// The rest is read once this page is sent. (Not the count: a count made
+				// on a standby behind the one read may be short.)
+				upto = evs[len(evs)-1].Seq
 			}
 		} else {
 			evs, err = log.ReadStream(qctx, req.Stream, from, head, req.ReplayLimit+1)
@@ -358,17 +371,12 @@ func (h *Hub) replay(ctx, qctx context.Context, log Log, sub *Subscription, req 
 	}
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	sub.source, sub.replayed, sub.last = source, selected, from
+	sub.source, sub.replayed, sub.last, sub.replayHead = source, selected, from, head
 	if !inMemory {
 		if evs == nil {
 			evs = []Event{} // none: the position still moves to head
 		}
-		sub.behind, sub.behindTo = evs, head
-		if _, paged := log.(Counter); paged && len(evs) >= catchUpPage {
-			// A full page: the rest is read once it is sent. (Not the count: a count made
-			// on a standby behind the one read may be short.)
-			sub.behindTo = evs[len(evs)-1].Seq
-		}
+		sub.behind, sub.behindTo, sub.nextRead = evs, upto, next
 	}
 	return head, nil
 }

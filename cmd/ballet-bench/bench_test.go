@@ -418,7 +418,7 @@ func stallFirst(d time.Duration) func(int, int64) bool {
 func TestLaggingIsReported(t *testing.T) {
 	// The stalled client falls out of a window of 64 KiB of recent events once the socket
 	// to it is full, and is more than 20 events behind: lagging.
-	be := startBenchWith(t, &gatewaytest.Options{RecentBytes: 64 << 10, Config: gateway.Config{ReplayLimit: 20}})
+	be := startBenchWith(t, &gatewaytest.Options{RecentBytes: 64 << 10, CatchUpLimit: 20, Config: gateway.Config{ReplayLimit: 20}})
 	t.Run("saturate", func(t *testing.T) {
 		o := be.run(t, stallFirst(time.Second), "--mode", "saturate", "--subscribers", "3", "--batch", "50",
 			"--payload-bytes", "4000", "--duration", "1s")

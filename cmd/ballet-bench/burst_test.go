@@ -70,8 +70,9 @@ func TestBurst(t *testing.T) {
 
 // TestBurstResumes: the paused readers of a server whose window of recent events is 64 KiB
 // fall out of it, and catch up from the log when they read again, every event once; with a
-// replay limit of 50 events they are too far behind for that, get stream.closed lagging,
-// subscribe again with from_seq, are answered -32010 and start again without it.
+// catch-up limit of 50 events they are too far behind for that, get stream.closed lagging,
+// subscribe again with from_seq and replay from there, every event once; with a replay limit
+// of 50 events too, that is answered -32010, and they start again without it.
 func TestBurstResumes(t *testing.T) {
 	t.Run("caught up", func(t *testing.T) {
 		be := startBenchWith(t, &gatewaytest.Options{RecentBytes: 64 << 10})
@@ -84,7 +85,18 @@ func TestBurstResumes(t *testing.T) {
 		}
 	})
 	t.Run("lagging", func(t *testing.T) {
-		be := startBenchWith(t, &gatewaytest.Options{RecentBytes: 64 << 10, Config: gateway.Config{ReplayLimit: 50}})
+		be := startBenchWith(t, &gatewaytest.Options{RecentBytes: 64 << 10, CatchUpLimit: 50})
+		o := be.run(t, nil, burstArgs("json")...)
+		o.want(t, exitOK)
+		checkBurstAccounted(t, o)
+		closed, _ := o.report["paused_stream_closed"].(map[string]any)
+		if closed["lagging"] == nil || o.num(t, "paused_resubscribed") < 1 || catchUps(t, be, "lagging") < 1 {
+			t.Errorf("paused: stream.closed %v, resubscribed %v; report %v", closed, o.report["paused_resubscribed"], o.report)
+		}
+	})
+	t.Run("resync", func(t *testing.T) {
+		be := startBenchWith(t, &gatewaytest.Options{RecentBytes: 64 << 10, CatchUpLimit: 50,
+			Config: gateway.Config{ReplayLimit: 50}})
 		// Events the resynced readers never get are waited for no longer than this.
 		o := be.run(t, nil, burstArgs("json", "--grace", "3s")...)
 		closed, _ := o.report["paused_stream_closed"].(map[string]any)

@@ -94,7 +94,7 @@ func (a *app) run(ctx context.Context) error {
 		Help: "Memory of the window of recent events every subscription reads, and of the bodies cached for replays from the log (BALLET_RECENT_EVENTS_BYTES bounds each).",
 	}, func() float64 { return float64(hub.RecentBytes()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ballet_gateway_catch_ups_running",
-		Help: "Subscriptions catching up from the log now, reading it or waiting for their turn (BALLET_MAX_CATCH_UPS read at once).",
+		Help: "Subscriptions catching up from the log now, reading it, waiting for their turn (BALLET_MAX_CATCH_UPS read at once) or for their subject's replay budget.",
 	}, func() float64 { return float64(hub.CatchUpsRunning()) }))
 	tailer := streams.NewTailer(a.store, func(evs []streams.Event) {
 		hub.Dispatch(evs)

@@ -45,9 +45,11 @@ type config struct {
 	tracker tracker.Options
 	// planner holds the planner's settings; plannerOptions adds its model, logger and observer.
 	planner planner.Options
-	hub     streams.HubOptions    // RecentBytes (BALLET_RECENT_EVENTS_BYTES), CatchUps (BALLET_MAX_CATCH_UPS)
-	tailer  streams.TailerOptions // Coalesce (BALLET_STREAM_COALESCE)
-	rest    httpapi.RateOptions   // Rate (BALLET_REST_RATE): one budget per subject for every REST surface
+	// hub: RecentBytes (BALLET_RECENT_EVENTS_BYTES), CatchUps (BALLET_MAX_CATCH_UPS), CatchUpLimit
+	// (BALLET_CATCH_UP_LIMIT).
+	hub    streams.HubOptions
+	tailer streams.TailerOptions // Coalesce (BALLET_STREAM_COALESCE)
+	rest   httpapi.RateOptions   // Rate (BALLET_REST_RATE): one budget per subject for every REST surface
 	// listingsREST bound the REST listings in flight and a page's bytes, for every surface.
 	listingsREST httpapi.ListingOptions
 	// tracing is what the OTEL_* variables say (tracing.go); off unless they name an endpoint.
@@ -173,6 +175,8 @@ func (c *config) settings() []setting {
 			"memory of the window of recent events subscriptions read and replays use"),
 		atLeast("BALLET_MAX_CATCH_UPS", &c.hub.CatchUps, 1,
 			"subscriptions behind the window that read the log at once"),
+		atLeast("BALLET_CATCH_UP_LIMIT", &c.hub.CatchUpLimit, 1,
+			"most events a subscription may be behind the window and still catch up from the log"),
 		custom("BALLET_STREAM_COALESCE", &c.tailer.Coalesce, "the tailer waits this long after a wake-up before it reads; 0: none",
 			func(v string) string {
 				d, err := time.ParseDuration(v)

@@ -155,6 +155,8 @@ func TestUsageAndConfigErrors(t *testing.T) {
 		{[]string{"serve"}, nil, 1, []string{"BALLET_DATABASE_URL", "BALLET_OIDC_ISSUER", "BALLET_OIDC_AUDIENCE"}},
 		{[]string{"serve"}, []string{"BALLET_HEARTBEAT_INTERVAL=often"}, 1, []string{`BALLET_HEARTBEAT_INTERVAL="often"`}},
 		{[]string{"dev"}, []string{"BALLET_REPLAY_LIMIT=0"}, 1, []string{`BALLET_REPLAY_LIMIT="0"`}},
+		{[]string{"dev"}, []string{"BALLET_CATCH_UP_LIMIT=0", "BALLET_MAX_CATCH_UPS=some"}, 1,
+			[]string{`BALLET_CATCH_UP_LIMIT="0": want an integer of at least 1`, `BALLET_MAX_CATCH_UPS="some"`}},
 		{[]string{"dev"}, []string{"BALLET_MAX_SUBSCRIPTIONS=0", "BALLET_REQUEST_RATE=fast", "BALLET_MAX_CONNECTIONS_PER_SUBJECT=-1", "BALLET_MAX_CONNECTIONS=1e6"}, 1,
 			[]string{`BALLET_MAX_SUBSCRIPTIONS="0"`, `BALLET_REQUEST_RATE="fast"`, `BALLET_MAX_CONNECTIONS_PER_SUBJECT="-1"`, `BALLET_MAX_CONNECTIONS="1e6"`}},
 		{[]string{"dev"}, []string{"BALLET_MAX_CONNECTIONS_PER_IP=0", "BALLET_TRUSTED_PROXIES=10.0.0.0/8,lb.internal"}, 1,

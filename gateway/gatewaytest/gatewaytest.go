@@ -77,6 +77,8 @@ type Options struct {
 	Config gateway.Config
 	// RecentBytes is the hub's (BALLET_RECENT_EVENTS_BYTES); zero keeps the default.
 	RecentBytes int
+	// CatchUpLimit is the hub's (BALLET_CATCH_UP_LIMIT); zero keeps the default.
+	CatchUpLimit int
 	// API is mounted at /api/v1/ when set; it may be set after Start
 	// through Env.SetAPI.
 	API http.Handler
@@ -303,7 +305,7 @@ func Start(t testing.TB, o *Options) *Env {
 		env.api.set(o.API)
 	}
 	// As in the server: a loss of access the log records ends planner watches too.
-	hubOpts := streams.HubOptions{RecentBytes: o.RecentBytes}
+	hubOpts := streams.HubOptions{RecentBytes: o.RecentBytes, CatchUpLimit: o.CatchUpLimit}
 	if env.Planner != nil {
 		hubOpts.OnAccessLost = env.Planner.CloseWatches
 	}

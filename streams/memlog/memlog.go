@@ -104,20 +104,29 @@ func (l *Log) ReadAfter(ctx context.Context, after int64, limit int) ([]streams.
 	return out, nil
 }
 
-// ReadStream returns at most limit events of s with after < seq <= upto, in seq order.
 // CountStream counts the stream's events with after < seq <= upto, at most limit of them
-// (streams.Counter).
+// (streams.Counter), without copying them.
 func (l *Log) CountStream(ctx context.Context, s streams.Stream, after, upto int64, limit int) (int, error) {
-	evs, err := l.ReadStream(ctx, s, after, upto, max(limit, 1))
-	return len(evs), err
+	n := 0
+	err := l.scanStream(ctx, s, after, upto, max(limit, 1), func(*streams.Event) { n++ })
+	return n, err
 }
 
+// ReadStream returns at most limit events of s with after < seq <= upto, in seq order.
 func (l *Log) ReadStream(ctx context.Context, s streams.Stream, after, upto int64, limit int) ([]streams.Event, error) {
+	var out []streams.Event
+	err := l.scanStream(ctx, s, after, upto, limit, func(e *streams.Event) { out = append(out, clone(e)) })
+	return out, err
+}
+
+// scanStream calls f, holding the lock, with each of s's events with after < seq <= upto in
+// seq order, at most limit of them.
+func (l *Log) scanStream(ctx context.Context, s streams.Stream, after, upto int64, limit int, f func(*streams.Event)) error {
 	if limit <= 0 {
-		return nil, fmt.Errorf("memlog: read %s: limit %d: %w", s, limit, streams.ErrInvalid)
+		return fmt.Errorf("memlog: read %s: limit %d: %w", s, limit, streams.ErrInvalid)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -128,21 +137,16 @@ func (l *Log) ReadStream(ctx context.Context, s streams.Stream, after, upto int6
 	case streams.StreamItem:
 		idx = l.byItem[s.Key]
 	default:
-		return nil, fmt.Errorf("memlog: read %s: %w", s, streams.ErrBadStream)
+		return fmt.Errorf("memlog: read %s: %w", s, streams.ErrBadStream)
 	}
 	if upto <= after {
-		return nil, nil
+		return nil
 	}
 	i := sort.Search(len(idx), func(i int) bool { return l.events[idx[i]].Seq > after })
-	var out []streams.Event
-	for ; i < len(idx) && len(out) < limit; i++ {
-		e := &l.events[idx[i]]
-		if e.Seq > upto {
-			break
-		}
-		out = append(out, clone(e))
+	for n := 0; i < len(idx) && n < limit && l.events[idx[i]].Seq <= upto; i, n = i+1, n+1 {
+		f(&l.events[idx[i]])
 	}
-	return out, nil
+	return nil
 }
 
 func clone(e *streams.Event) streams.Event {
