@@ -62,8 +62,10 @@ func writtenHead(t *testing.T, l streams.Log) int64 {
 	return primary
 }
 
+// readAll reads every event of the log, once it has every event written so far.
 func readAll(t *testing.T, l streams.Log) []streams.Event {
 	t.Helper()
+	writtenHead(t, l) // a copy read from a standby has every event written so far
 	evs, err := l.ReadAfter(ctxT(t), 0, 1<<20)
 	if err != nil {
 		t.Fatalf("ReadAfter: %v", err)
