@@ -88,7 +88,7 @@ type HubOptions struct {
 
 // Defaults of HubOptions.
 const (
-	DefaultRecentBytes  = 64 << 20 // RecentBytes'
+	DefaultRecentBytes  = 32 << 20 // RecentBytes'
 	DefaultCatchUps     = 8        // CatchUps'
 	DefaultCatchUpLimit = 10000    // CatchUpLimit's
 )
