@@ -14,7 +14,7 @@ type Source interface {
 
 // PullChunk is about the most bytes of frames the writer pulls from its sources for one
 // write: what a peer that stops reading holds of them, beside its socket's buffer.
-const PullChunk = 32 << 10
+const PullChunk = 64 << 10
 
 // Ready tells the writer that src has frames to pull. The writer pulls the ready sources in
 // turn, a part of PullChunk each, after the frames queued before, until each reports no
