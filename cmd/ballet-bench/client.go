@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -23,8 +24,7 @@ import (
 type client struct {
 	b     *bench
 	idx   int
-	ws    *websocket.Conn
-	typ   websocket.MessageType
+	ws    wsConn
 	codec codec.Codec
 
 	sub atomic.Pointer[subState] // the subscription whose events are tracked
@@ -90,27 +90,43 @@ func (b *bench) dial(ctx context.Context, idx int) (*client, error) {
 
 // dialURL opens a connection to u and starts its reader.
 func (b *bench) dialURL(ctx context.Context, idx int, u string) (*client, error) {
-	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{
-		HTTPClient:   b.http,
-		Subprotocols: []string{b.cfg.codec.Name()},
-	})
-	if err != nil {
-		if resp != nil && resp.Body != nil {
-			resp.Body.Close()
+	limit := int64(1<<20 + 2*b.cfg.payloadBytes)
+	var conn wsConn
+	if b.cfg.leanClient() {
+		dial := (&net.Dialer{}).DialContext
+		if src := b.cfg.sourceDialer(); src != nil {
+			dial = src.DialContext
 		}
-		return nil, fmt.Errorf("dial %s: %w", u, err)
+		lc, err := dialLean(ctx, dial, u, b.cfg.codec.Name(), b.cfg.codec.Binary(), limit)
+		if err != nil {
+			return nil, fmt.Errorf("dial %s: %w", u, err)
+		}
+		conn = lc
+	} else {
+		ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{
+			HTTPClient:   b.http,
+			Subprotocols: []string{b.cfg.codec.Name()},
+		})
+		if err != nil {
+			if resp != nil && resp.Body != nil {
+				resp.Body.Close()
+			}
+			return nil, fmt.Errorf("dial %s: %w", u, err)
+		}
+		if ws.Subprotocol() != b.cfg.codec.Name() {
+			ws.CloseNow()
+			return nil, fmt.Errorf("dial %s: the server did not accept subprotocol %s", u, b.cfg.codec.Name())
+		}
+		ws.SetReadLimit(limit)
+		lib := &libraryConn{ws: ws, typ: websocket.MessageText}
+		if b.cfg.codec.Binary() {
+			lib.typ = websocket.MessageBinary
+		}
+		conn = lib
 	}
-	if ws.Subprotocol() != b.cfg.codec.Name() {
-		ws.CloseNow()
-		return nil, fmt.Errorf("dial %s: the server did not accept subprotocol %s", u, b.cfg.codec.Name())
-	}
-	ws.SetReadLimit(int64(1<<20 + 2*b.cfg.payloadBytes))
 	c := &client{
-		b: b, idx: idx, ws: ws, codec: b.cfg.codec, typ: websocket.MessageText,
+		b: b, idx: idx, ws: conn, codec: b.cfg.codec,
 		quit: make(chan struct{}), done: make(chan struct{}),
-	}
-	if b.cfg.codec.Binary() {
-		c.typ = websocket.MessageBinary
 	}
 	if b.cfg.mode == modeBurst {
 		c.closedCh = make(chan string, 8)
@@ -140,7 +156,7 @@ func (c *client) close() {
 	if !c.closing.Swap(true) {
 		close(c.quit)
 	}
-	_ = c.ws.CloseNow()
+	_ = c.ws.closeNow()
 	<-c.done
 }
 
@@ -172,11 +188,8 @@ func (c *client) readLoop() {
 			c.stop(errClientClosed)
 			return
 		}
-		_, r, err := c.ws.Reader(context.Background())
-		if err == nil {
-			buf, err = readFrame(buf[:0], r)
-		}
-		if err != nil {
+		var err error
+		if buf, err = c.ws.readMessage(buf[:0]); err != nil {
 			c.stop(err)
 			return
 		}
@@ -294,6 +307,10 @@ func (c *client) stop(err error) {
 // closeCode is the code of the close frame that ended a connection, or
 // 1006 (abnormal closure) when none was read.
 func closeCode(err error) int {
+	var ce *closeError
+	if errors.As(err, &ce) {
+		return ce.code
+	}
 	if s := websocket.CloseStatus(err); s != -1 {
 		return int(s)
 	}
@@ -326,7 +343,7 @@ func (c *client) sendCall(ctx context.Context, method string, params any, clearS
 	c.mu.Unlock()
 	frame, err := c.codec.Encode(nil, &codec.Message{ID: id, HasID: true, Method: method, Params: raw})
 	if err == nil {
-		err = c.ws.Write(ctx, c.typ, frame)
+		err = c.ws.write(ctx, frame)
 	}
 	if err != nil {
 		c.mu.Lock()
@@ -365,7 +382,7 @@ func (c *client) notify(method string, params any) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = c.ws.Write(ctx, c.typ, frame)
+	_ = c.ws.write(ctx, frame)
 }
 
 type subscribeParams struct {

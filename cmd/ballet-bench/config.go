@@ -63,6 +63,7 @@ type config struct {
 	cpuProfile    string
 	help          bool
 	sourceAddrs   []netip.Addr // --source-addrs: local addresses dialed from in turn
+	wsClient      string       // --ws-client: lean or library; "" for the mode's default
 	fanoutEvents  int          // idle: events of the stream every connection must receive after the hold
 	version       bool         // --version: print the build's version
 
@@ -139,6 +140,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	eventBytes := fs.Int("event-bytes", 2048, "")
 	fs.IntVar(&c.paused, "paused", 0, "")
 	sourceAddrs := fs.String("source-addrs", "", "")
+	fs.StringVar(&c.wsClient, "ws-client", "", "")
 	fs.IntVar(&c.fanoutEvents, "fanout-events", 0, "")
 	fs.DurationVar(&c.pause, "pause", 0, "")
 	if err := fs.Parse(args); err != nil {
@@ -205,6 +207,11 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 		}
 	default:
 		return nil, usageErr("--mode %q: want live, saturate, idle, replay, replay-storm, writer, burst or planner", c.mode)
+	}
+	switch c.wsClient {
+	case "", "lean", "library":
+	default:
+		return nil, usageErr("--ws-client %q: want lean or library", c.wsClient)
 	}
 	if *sourceAddrs != "" {
 		if c.sourceAddrs, err = parseSourceAddrs(*sourceAddrs); err != nil {
@@ -354,6 +361,12 @@ func (c *config) checkBurst(set map[string]bool, eventBytes int) error {
 		return usageErr("--mode burst samples the server's RSS every %s from /proc: give --server-pid", rssInterval)
 	}
 	return nil
+}
+
+// leanClient reports whether connections read with the lean WebSocket client (lean.go): by
+// --ws-client, else in burst mode, whose millions of small messages would measure the client.
+func (c *config) leanClient() bool {
+	return c.wsClient == "lean" || c.wsClient == "" && c.mode == modeBurst
 }
 
 // sourceDialer dials from --source-addrs, or is nil without them.

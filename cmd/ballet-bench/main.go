@@ -78,6 +78,10 @@ flags:
   --source-addrs LIST   dial from these local addresses in turn, e.g. 127.0.0.2-127.0.0.9 (ranges and
                         single addresses, separated by commas): more connections than one source
                         address has ports for
+  --ws-client C         lean (RFC 6455's client side read from a buffer, no allocation or lock a
+                        message: the default of burst mode, where the client's CPU would otherwise
+                        limit what is measured on a shared machine) or library (coder/websocket,
+                        the default of the other modes)
   --db-cost             live: the transactions the database of --db ran during the run, beyond
                         the writer's own, per writer commit (waits 11 s before and after it
                         for PostgreSQL's statistics)
