@@ -76,6 +76,7 @@
 #   SERVE_ENV  more VAR=value settings for every serve, e.g. BALLET_HEARTBEAT_INTERVAL=1s
 #   PROFILE    seconds of a CPU profile of each serve, taken from 4 s into its run, kept as
 #              OUT/NAME.pprof (default none; serve runs with BALLET_PPROF=true)
+#   BENCH_ARGS more flags for every ballet-bench run, e.g. --ws-client library
 #   HEAPS      seconds to take a heap profile of each serve every second of, kept as
 #              OUT/NAME-heap-N.pprof: where a peak of memory goes (default none)
 #   BURSTS     the burst runs (default "1 2 3"); BURST_CODECS their codecs (default "msgpack json")
@@ -286,6 +287,8 @@ live_heap() {
 }
 
 BENCH=("$BIN/ballet-bench" --url "ws://$ADDR/rpc" --db "$DBURL" --token-url "$TOKEN_URL" --stream project:BENCH --json)
+# shellcheck disable=SC2206 # BENCH_ARGS is split into flags on purpose
+BENCH+=(${BENCH_ARGS:-})
 
 # run TARGET VARIANT CODEC ROUND: one run on a fresh serve, its report
 # (with target, variant, round, the server's CPU and the load average
