@@ -44,6 +44,15 @@ func (p *pair) waitResumed() bool {
 	return !p.closed
 }
 
+// waitClosed waits until the pair is closed (Drop, Stop, the proxy's end).
+func (p *pair) waitClosed() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for !p.closed {
+		p.cond.Wait()
+	}
+}
+
 func (p *pair) isFrozen() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -116,7 +125,8 @@ func (p *proxy) serve(ln net.Listener) {
 	}()
 }
 
-// pipe copies src to dst until either ends; a frozen pair reads and drops.
+// pipe copies src to dst until either ends; a frozen pair reads and drops, and holds on at the
+// end of src until the pair is closed.
 func (p *proxy) pipe(pr *pair, src, dst net.Conn) {
 	defer p.wg.Done()
 	defer func() {
@@ -140,6 +150,12 @@ func (p *proxy) pipe(pr *pair, src, dst net.Conn) {
 			}
 		}
 		if err != nil {
+			if pr.isFrozen() {
+				// A frozen link passes no end either: the other side hears nothing until it
+				// gives up by itself (the gateway's heartbeat timeout must not reach the client).
+				pr.waitClosed()
+				return
+			}
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				p.t.Logf("proxy: %v", err)
 			}
