@@ -119,7 +119,9 @@ func (g *gather) build(op byte, frames []rpc.Out) int {
 }
 
 // rest is what is left of g's pieces after their first skip bytes, for a later write: the
-// pieces that may be kept, where they are; a copy of the others, in one buffer of their size.
+// bodies that may be kept (of keepMin bytes or more), where they are; a copy of the rest, one
+// after another in one buffer of their size, a piece for each run of them. Small bodies are
+// copied: a reference costs the collector more than their bytes.
 func (g *gather) rest(skip int) *pending {
 	p := &pending{}
 	copied := 0
@@ -129,12 +131,13 @@ func (g *gather) rest(skip int) *pending {
 			s -= len(part)
 			continue
 		}
-		if !g.keep[i] {
+		if !g.kept(i, len(part)-s) {
 			copied += len(part) - s
 		}
 		s = 0
 	}
 	buf := make([]byte, 0, copied)
+	run := -1 // the piece of p.parts that the copies now extend, -1 for none
 	for i, part := range g.parts {
 		if skip >= len(part) {
 			skip -= len(part)
@@ -142,16 +145,28 @@ func (g *gather) rest(skip int) *pending {
 		}
 		part = part[skip:]
 		skip = 0
-		if !g.keep[i] {
-			at := len(buf)
-			buf = append(buf, part...)
-			part = buf[at:len(buf):len(buf)]
-		}
-		p.parts = append(p.parts, part)
 		p.n += len(part)
+		if g.kept(i, len(part)) {
+			p.parts = append(p.parts, part)
+			run = -1
+			continue
+		}
+		at := len(buf)
+		buf = append(buf, part...)
+		if run < 0 {
+			run = len(p.parts)
+			p.parts = append(p.parts, nil)
+		}
+		p.parts[run] = buf[at-len(p.parts[run]) : len(buf) : len(buf)]
 	}
 	return p
 }
+
+// keepMin is the smallest body a write left for later keeps by reference.
+const keepMin = 512
+
+// kept reports whether g's piece i, n bytes of which are left, is kept where it is.
+func (g *gather) kept(i, n int) bool { return g.keep[i] && n >= keepMin }
 
 func (g *gather) put() {
 	clear(g.parts) // holds no frame

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ballet/gateway/rpc"
 	"github.com/coder/websocket"
 )
 
@@ -134,4 +135,37 @@ func everyLength(ws *websocket.Conn) [][]byte {
 		msgs = append(msgs, numbered(i, n))
 	}
 	return msgs
+}
+
+// What a write leaves of small bodies is copied into one piece with the envelopes around them,
+// and a large body kept where it is: the collector follows one reference per large body.
+func TestRestCopiesSmallBodies(t *testing.T) {
+	small := bytes.Repeat([]byte("s"), 100)
+	large := bytes.Repeat([]byte("L"), 4096)
+	fs := []rpc.Out{
+		{Head: []byte("h1"), Body: small, Tail: []byte("}"), Keep: true},
+		{Head: []byte("h2"), Body: small, Keep: true},
+		{Head: []byte("h3"), Body: large, Tail: []byte("}"), Keep: true},
+		{Head: []byte("h4"), Body: small, Keep: true},
+	}
+	g := gathers.Get().(*gather)
+	defer g.put()
+	total := g.build(opBinary, fs)
+	var want []byte
+	for _, p := range g.parts {
+		want = append(want, p...)
+	}
+	for _, skip := range []int{0, 1, 50, 200, 300, 4000, total - 1} {
+		p := g.rest(skip)
+		var got []byte
+		for _, part := range p.parts {
+			got = append(got, part...)
+		}
+		if !bytes.Equal(got, want[skip:]) || p.n != total-skip {
+			t.Fatalf("skip %d: %d bytes, want %d", skip, len(got), total-skip)
+		}
+		if skip < 200 && (len(p.parts) != 3 || &p.parts[1][0] != &large[0]) {
+			t.Fatalf("skip %d: %d pieces, want the small ones copied around the large body", skip, len(p.parts))
+		}
+	}
 }
