@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ballet/gateway/rpc"
 	"github.com/coder/websocket"
+
+	"github.com/ballet/gateway/rpc"
 )
 
 // readAnyFrame reads one server frame of any length from br: its first byte and payload.
