@@ -50,6 +50,7 @@ func (c *Conn) Ready(src Source) {
 		}
 		c.mu.Unlock()
 		c.writeNow(fs)
+		putPulled(fs) // writeNow keeps none of them: written, or copied to the queue
 		return
 	}
 	c.setWriterLocked(writerQueued)
@@ -65,6 +66,35 @@ type pulled struct {
 
 var pulls = sync.Pool{New: func() any { return new(pulled) }}
 
+// pulledFrames are arrays for the frames of a chunk, so that a chunk pulled on a dispatch's
+// goroutine, to a connection that keeps no spare batch while idle, does not grow a new one.
+var pulledFrames = sync.Pool{New: func() any { s := make([]outFrame, 0, 64); return &s }}
+
+func getPulled() []outFrame {
+	p := pulledFrames.Get().(*[]outFrame)
+	fs := *p
+	*p = nil
+	pulledHeaders.Put(p)
+	return fs[:0]
+}
+
+// putPulled gives back an array of frames no one holds.
+func putPulled(fs []outFrame) {
+	if cap(fs) == 0 || cap(fs) > 1024 {
+		return
+	}
+	clear(fs[:cap(fs)])
+	p, _ := pulledHeaders.Get().(*[]outFrame)
+	if p == nil {
+		p = new([]outFrame)
+	}
+	*p = fs[:0]
+	pulledFrames.Put(p)
+}
+
+// pulledHeaders keeps the pointers pulledFrames holds its arrays by, emptied.
+var pulledHeaders sync.Pool
+
 // pullChunk pulls about PullChunk bytes of frames from the ready sources, in turn, onto the
 // queue. The caller holds the writer role, so nothing else is queued meanwhile but by
 // senders, behind.
@@ -79,6 +109,9 @@ func (c *Conn) pullChunk() {
 	fs := c.spare[:0]
 	c.spare = nil
 	c.mu.Unlock()
+	if fs == nil {
+		fs = getPulled()
+	}
 	budget := PullChunk
 	share := max(PullChunk/len(p.sources), 4<<10)
 	var more, unvisited []Source
@@ -118,7 +151,7 @@ func (c *Conn) pullChunk() {
 	}
 	switch {
 	case len(fs) == 0:
-		c.spare = fs
+		putPulled(fs)
 	case len(c.queue) == 0:
 		c.queue = fs
 	default:

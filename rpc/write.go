@@ -421,6 +421,7 @@ func (c *Conn) writeLoop() {
 		if len(c.queue) == 0 && len(c.ready) == 0 || c.ctx.Err() != nil {
 			rest := c.queue
 			// An idle connection keeps no queue: the next enqueue makes one.
+			putPulled(c.spare)
 			c.queue, c.spare = nil, nil
 			if c.ctx.Err() != nil {
 				c.closed = true
