@@ -31,7 +31,7 @@
 #             p99, the server's CPU per delivery); the summary ends with
 #             JSON's figures as a share of MessagePack's (the medians of each)
 #   single    the single run alone, in both codecs
-#   replay    in both codecs: one client's replay of 1000 events, 50 times (replay p99), and
+#   replay    in both codecs: one client's replay of 1000 events, 200 times (replay p99), and
 #             the replay storm (1000 clients reconnect at once 1000 events behind: the time
 #             until all caught up, gaps, duplicates)
 #   burst     in both codecs, each a fresh serve, one transaction of many events (ballet-bench
@@ -412,7 +412,8 @@ def describe:
 		(if any(.[]; (.written_events_per_s // .rate_per_s) < 0.95 * .rate_per_s)
 		then "; the writer fell short: " + each(.written_events_per_s | round) + " events/s" else "" end)
 	elif .[0].target == "replay" then
-		"replay p99 " + each(.replay_p99_ms | r1) + " ms; p50 " + each(.replay_p50_ms | r1) + " ms; gaps " + each(.gaps)
+		"replay p99 " + each(.replay_p99_ms | r1) + " ms; p50 " + each(.replay_p50_ms | r1) + " ms; first " +
+		each(.replay_first_ms | r1) + " ms; gaps " + each(.gaps)
 	elif .[0].target == "storm" then
 		"all caught up in " + each(.all_caught_up_s | r1) + " s; gaps " + each(.gaps) + "; duplicates " + each(.duplicates)
 	elif .[0].target | startswith("burst") then

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -271,7 +272,7 @@ func (c *client) handle(fi *frameInfo) {
 		}
 		ch := pc.ch
 		if fi.err != nil {
-			ch <- callResult{err: &codec.Error{Code: fi.err.Code, Message: fi.err.Message}}
+			ch <- callResult{err: &codec.Error{Code: fi.err.Code, Message: fi.err.Message, Data: bytes.Clone(fi.err.Data)}}
 		} else {
 			ch <- callResult{result: append([]byte(nil), fi.result...)}
 		}

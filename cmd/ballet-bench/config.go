@@ -120,7 +120,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	fs.IntVar(&c.dbPID, "db-pid", 0, "")
 	fs.BoolVar(&c.dbCost, "db-cost", false, "")
 	fs.BoolVar(&c.json, "json", false, "")
-	fs.IntVar(&c.repeat, "repeat", 50, "")
+	fs.IntVar(&c.repeat, "repeat", 200, "")
 	fs.IntVar(&c.replayEvents, "replay-events", 1000, "")
 	fs.IntVar(&c.stormEvents, "storm-events", 1000, "")
 	fs.BoolVar(&c.explicitTx, "explicit-tx", false, "")

@@ -88,7 +88,7 @@ flags:
   --db-pid PID          live: also the CPU of that PostgreSQL server (PID of its postmaster, on
                         this machine), per writer commit; implies --db-cost. planner: its CPU
                         per planner output
-  --repeat K            replay: number of replays (default 50)
+  --repeat K            replay: number of replays (default 200)
   --replay-events N     replay: events per replay (default 1000)
   --storm-events N      replay-storm: events written while disconnected (default 1000)
   --window N            saturate: most events the writer runs ahead of the slowest
