@@ -22,6 +22,7 @@ var ErrBadTypes = errors.New("streams: bad type filter")
 type TypeFilter struct {
 	exact    map[string]struct{}
 	prefixes []string
+	key      string // filterKey: equal filters have equal keys
 }
 
 // ParseTypes builds a filter from patterns: 1 to MaxTypePatterns of them, each 1 to
@@ -48,6 +49,7 @@ func ParseTypes(patterns []string) (*TypeFilter, error) {
 			f.exact[p] = struct{}{}
 		}
 	}
+	f.key = filterKey(f.exact, f.prefixes)
 	return f, nil
 }
 

@@ -30,6 +30,7 @@ type Hub struct {
 	onDelivered  func(n int)
 	onCatchUp    func(ok bool)
 	catchUpLimit int // HubOptions.CatchUpLimit
+	groupShared  int // the members from which a filter group keeps a memo (filtergroup.go)
 	cache        bodyCache
 	win          window
 	// byCodec counts the registered subscriptions of each codec (codecIndex): Dispatch
@@ -48,8 +49,9 @@ type Hub struct {
 }
 
 type hubShard struct {
-	mu   sync.RWMutex
-	subs map[Stream]map[*Subscription]struct{}
+	mu     sync.RWMutex
+	subs   map[Stream]map[*Subscription]struct{}
+	groups map[groupKey]*filterGroup // the shard's streams' filter groups (filtergroup.go)
 }
 
 // HubOptions configure a Hub. A nil *HubOptions means defaults.
@@ -95,7 +97,7 @@ const (
 
 // NewHub returns an empty hub. Close ends its catch-ups.
 func NewHub(opts *HubOptions) *Hub {
-	h := &Hub{seed: maphash.MakeSeed()}
+	h := &Hub{seed: maphash.MakeSeed(), groupShared: groupShared}
 	for i := range h.cache.slots {
 		h.cache.slots[i].seq = -1
 	}
@@ -153,6 +155,9 @@ func (h *Hub) add(sub *Subscription) {
 		sh.subs[sub.stream] = set
 	}
 	set[sub] = struct{}{}
+	if sub.types != nil {
+		sh.joinGroupLocked(sub, h.groupShared)
+	}
 	sh.mu.Unlock()
 	h.byCodec[codecIndex(sub.codec)].Add(1)
 	h.win.retain(sub.stream)
@@ -166,6 +171,9 @@ func (h *Hub) remove(sub *Subscription) {
 	if set := sh.subs[sub.stream]; set != nil {
 		_, found = set[sub]
 		delete(set, sub)
+		if found {
+			sh.leaveGroupLocked(sub)
+		}
 		if len(set) == 0 {
 			delete(sh.subs, sub.stream)
 		}

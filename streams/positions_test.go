@@ -122,6 +122,9 @@ func positionsRun(t *testing.T, seed uint64, seen *positionsSeen) {
 		}})
 	defer h.Close()
 	h.win.events = 8 + rng.IntN(200)
+	if rng.IntN(2) == 0 {
+		h.groupShared = 1 // every filtered subscription asks its group's memo
+	}
 	ll := &lockedLog{}
 	var log Log = ll
 	if rng.IntN(2) == 0 {

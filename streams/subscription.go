@@ -113,7 +113,8 @@ type Subscription struct {
 	stream   Stream
 	codec    codec.Codec
 	out      Sender
-	types    *TypeFilter
+	types    *TypeFilter  // nil: every event
+	group    *filterGroup // the subscriptions of the stream with equal types; nil without
 	onClosed func(*Subscription, string)
 	hub      *Hub
 	log      Log
@@ -401,6 +402,15 @@ func (s *Subscription) wake() {
 // (Source).
 func (s *Subscription) Notification() (method, sub string) { return protocol.StreamEvent, s.id }
 
+// selects reports whether the subscription's filter selects the window's item it, asking its
+// group, which matches it once for all its members.
+func (s *Subscription) selects(it *item) bool {
+	if s.group == nil {
+		return true
+	}
+	return s.group.match(it)
+}
+
 // pullScan is the most events of the window one look at it takes.
 const pullScan = 512
 
@@ -481,7 +491,7 @@ func (s *Subscription) Pull(params [][]byte, limit int) ([][]byte, bool) {
 				more = false
 				break
 			}
-			if s.types.Match(it.typ) {
+			if s.selects(it) {
 				if body, err := h.win.body(it, s.codec); err == nil {
 					params = append(params, body)
 					size += len(body)

@@ -28,6 +28,9 @@ type window struct {
 	n     int
 	floor int64 // every dispatched event after floor and up to last is held
 	last  int64
+	// resets counts the times the log's seqs went backwards (a reset log): items carry it, so
+	// that an answer kept for a seq is not taken for another event with that seq.
+	resets uint16
 	// index is, for each stream with an event in the window, its events in seq order.
 	index map[Stream]*streamItems
 	// bytes is what the held items take (itemBytes), at most maxBytes but for bodies encoded
@@ -52,6 +55,7 @@ type item struct {
 	ev      atomic.Pointer[Event]
 	body    [2]atomic.Pointer[[]byte] // by codecIndex, encoded on first use
 	gone    bool                      // let go by the window; guarded by window.mu
+	epoch   uint16                    // the window's resets when it came (filtergroup.go)
 }
 
 // newItem returns the item of ev, without its bodies or the event yet.
@@ -329,6 +333,7 @@ func (w *window) add(evs []Event, enc [2]bool) {
 		w.forgetLocked()
 	case evs[0].Seq <= w.last:
 		// Seqs went backwards (a reset log): start over.
+		w.resets++
 		w.floor = evs[0].Seq - 1
 		w.forgetLocked()
 	case w.n == 0:
@@ -354,6 +359,7 @@ func (w *window) add(evs []Event, enc [2]bool) {
 			}
 			continue
 		}
+		it.epoch = w.resets
 		w.ring[(w.start+w.n)%len(w.ring)] = it
 		w.n++
 		w.bytes.Add(b)
