@@ -28,12 +28,14 @@ type metricInfo struct {
 // registry itself (they read the store at scrape time). The test checks that
 // the command still registers them.
 var registeredInCmd = map[string]metricInfo{
-	"ballet_gateway_log_head":            {kind: dto.MetricType_GAUGE},
-	"ballet_gateway_tail_lag_seconds":    {kind: dto.MetricType_GAUGE},
-	"ballet_gateway_recent_events_bytes": {kind: dto.MetricType_GAUGE},
-	"ballet_gateway_catch_ups_running":   {kind: dto.MetricType_GAUGE},
-	"ballet_gateway_queued_bytes":        {kind: dto.MetricType_GAUGE},
-	"ballet_gateway_queued_bytes_budget": {kind: dto.MetricType_GAUGE},
+	"ballet_gateway_log_head":                     {kind: dto.MetricType_GAUGE},
+	"ballet_gateway_tail_lag_seconds":             {kind: dto.MetricType_GAUGE},
+	"ballet_gateway_recent_events_bytes":          {kind: dto.MetricType_GAUGE},
+	"ballet_gateway_catch_ups_running":            {kind: dto.MetricType_GAUGE},
+	"ballet_gateway_catch_up_bytes":               {kind: dto.MetricType_GAUGE},
+	"ballet_gateway_catch_up_pages_dropped_total": {kind: dto.MetricType_COUNTER},
+	"ballet_gateway_queued_bytes":                 {kind: dto.MetricType_GAUGE},
+	"ballet_gateway_queued_bytes_budget":          {kind: dto.MetricType_GAUGE},
 }
 
 // poolDescRE reads a Desc's name and variable labels from its String form.

@@ -98,9 +98,11 @@ func (s *Subscription) startCatchUpLocked(floor int64) {
 func (h *Hub) catchUp(s *Subscription, from, to int64, limit int) {
 	defer h.wg.Done()
 	defer h.catchUpsRunning.Add(-1)
-	if !h.throttle(s) {
+	if !h.throttle(s) || !h.waitRoom(s) {
 		return
 	}
+	reserved := int64(catchUpPageBytes)
+	defer func() { h.pages.bytes.Add(-reserved) }() // the page was not read, or not held
 	select {
 	case h.catchUps <- struct{}{}:
 	case <-h.ctx.Done():
@@ -146,6 +148,8 @@ func (h *Hub) catchUp(s *Subscription, from, to int64, limit int) {
 		return
 	}
 	s.behind, s.behindTo, s.nextRead, s.state = evs, upto, next, subLive
+	s.holdPageLocked(reserved)
+	reserved = 0
 	s.mu.Unlock()
 	s.wake()
 }
@@ -165,14 +169,23 @@ func (h *Hub) throttle(s *Subscription) bool {
 		if d <= 0 {
 			return true
 		}
-		t := time.NewTimer(min(d, throttleCheck))
-		select {
-		case <-t.C:
-		case <-h.ctx.Done():
-			t.Stop()
-			h.endCatchUp(s, "")
+		if !h.pause(s, min(d, throttleCheck)) {
 			return false
 		}
+	}
+}
+
+// pause waits d, holding no turn of CatchUps; it reports false, having ended s's catch-up, when
+// the hub closes first.
+func (h *Hub) pause(s *Subscription, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-h.ctx.Done():
+		h.endCatchUp(s, "")
+		return false
 	}
 }
 

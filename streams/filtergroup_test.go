@@ -94,7 +94,7 @@ func TestFilterGroupMemo(t *testing.T) {
 		{5, 1, "project.renamed", false}, // the log was reset: seq 5 is another event
 		{5, 1, "project.renamed", false},
 		{5, 0x8000 + 1, "project.renamed", false}, // the epoch as the memo keeps it (15 bits)
-		{1 << 47, 0, "item.moved", true},            // beyond the memo's seqs: matched
+		{1 << 47, 0, "item.moved", true},          // beyond the memo's seqs: matched
 		{1 << 47, 0, "project.renamed", false},
 		{0, 0, "item.moved", true},
 	}

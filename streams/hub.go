@@ -30,6 +30,7 @@ type Hub struct {
 	onDelivered  func(n int)
 	onCatchUp    func(ok bool)
 	catchUpLimit int // HubOptions.CatchUpLimit
+	pages        pageBudget
 	groupShared  int // the members from which a filter group keeps a memo (filtergroup.go)
 	cache        bodyCache
 	win          window
@@ -86,6 +87,11 @@ type HubOptions struct {
 	// with ReasonLagging. It is not SubscribeRequest.ReplayLimit, which bounds a from_seq
 	// replay. Default DefaultCatchUpLimit.
 	CatchUpLimit int
+	// CatchUpBytes bounds the pages of events read from the log (by catch-ups, and the first
+	// of a replay) that the subscriptions hold until their connections pull them
+	// (BALLET_CATCH_UP_BYTES): the pages held longest are let go, to be read again when their
+	// readers read, before a catch-up reads another (pages.go). Default DefaultCatchUpBytes.
+	CatchUpBytes int
 }
 
 // Defaults of HubOptions.
@@ -93,6 +99,7 @@ const (
 	DefaultRecentBytes  = 32 << 20 // RecentBytes'
 	DefaultCatchUps     = 8        // CatchUps'
 	DefaultCatchUpLimit = 10000    // CatchUpLimit's
+	DefaultCatchUpBytes = 64 << 20 // CatchUpBytes'
 )
 
 // NewHub returns an empty hub. Close ends its catch-ups.
@@ -106,6 +113,7 @@ func NewHub(opts *HubOptions) *Hub {
 	}
 	budget, catchUps := DefaultRecentBytes, DefaultCatchUps
 	h.catchUpLimit = DefaultCatchUpLimit
+	h.pages.max, h.pages.grace = DefaultCatchUpBytes, pageGrace
 	if opts != nil {
 		h.onEvent, h.onAccessLost = opts.OnEvent, opts.OnAccessLost
 		h.onDelivered, h.onCatchUp = opts.OnDelivered, opts.OnCatchUp
@@ -117,6 +125,9 @@ func NewHub(opts *HubOptions) *Hub {
 		}
 		if opts.CatchUpLimit > 0 {
 			h.catchUpLimit = opts.CatchUpLimit
+		}
+		if opts.CatchUpBytes > 0 {
+			h.pages.max = int64(opts.CatchUpBytes)
 		}
 	}
 	h.win.maxBytes, h.cache.maxBytes = budget, budget

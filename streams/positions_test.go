@@ -125,6 +125,10 @@ func positionsRun(t *testing.T, seed uint64, seen *positionsSeen) {
 	if rng.IntN(2) == 0 {
 		h.groupShared = 1 // every filtered subscription asks its group's memo
 	}
+	if rng.IntN(2) == 0 {
+		// Pages read from the log let go for others' and read again.
+		h.pages.max, h.pages.grace = int64(1+rng.IntN(4<<10)), time.Duration(rng.IntN(2))*time.Millisecond
+	}
 	ll := &lockedLog{}
 	var log Log = ll
 	if rng.IntN(2) == 0 {
@@ -262,6 +266,10 @@ func positionsRun(t *testing.T, seed uint64, seen *positionsSeen) {
 	}
 	ll.mu.Lock()
 	all := slices.Clone(ll.evs)
+	seen.dropped.Add(h.CatchUpPagesDropped())
+	if n := h.CatchUpBytes(); n != 0 {
+		t.Fatalf("seed %d: %d bytes of pages counted once every page was sent", seed, n)
+	}
 	ll.mu.Unlock()
 	reasons := cl.get()
 	for _, si := range subs {
@@ -292,7 +300,7 @@ func isResync(err error) bool { return errors.Is(err, ErrResyncRequired) }
 
 // positionsSeen counts what the runs went through, so that the test knows it covered each.
 type positionsSeen struct {
-	caughtUp, lagging, resync, fromMemory, fromLog, waited atomic.Int64
+	caughtUp, lagging, resync, fromMemory, fromLog, waited, dropped atomic.Int64
 }
 
 // Positions across the window's edge, the catch-ups from the log and the replay seam give
@@ -308,12 +316,12 @@ func TestPositionsAcrossTheWindow(t *testing.T) {
 	for seed := range uint64(runs) {
 		positionsRun(t, seed, &seen)
 	}
-	t.Logf("catch-ups %d (waits %d), lagging %d, -32010 %d, replays from memory %d, from the log %d",
-		seen.caughtUp.Load(), seen.waited.Load(), seen.lagging.Load(), seen.resync.Load(), seen.fromMemory.Load(),
-		seen.fromLog.Load())
+	t.Logf("catch-ups %d (waits %d), lagging %d, -32010 %d, replays from memory %d, from the log %d, "+
+		"pages let go %d", seen.caughtUp.Load(), seen.waited.Load(), seen.lagging.Load(), seen.resync.Load(),
+		seen.fromMemory.Load(), seen.fromLog.Load(), seen.dropped.Load())
 	for name, n := range map[string]int64{"catch-ups": seen.caughtUp.Load(), "lagging": seen.lagging.Load(),
-		"waits for the budget": seen.waited.Load(),
-		"-32010":               seen.resync.Load(), "replays from memory": seen.fromMemory.Load(), "replays from the log": seen.fromLog.Load()} {
+		"waits for the budget": seen.waited.Load(), "pages let go": seen.dropped.Load(),
+		"-32010": seen.resync.Load(), "replays from memory": seen.fromMemory.Load(), "replays from the log": seen.fromLog.Load()} {
 		if n == 0 {
 			t.Errorf("no run had %s", name)
 		}

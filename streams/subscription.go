@@ -1,6 +1,7 @@
 package streams
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -137,6 +138,11 @@ type Subscription struct {
 	behindTo int64
 	// nextRead is how many events the next page read from the log asks for (cutPage).
 	nextRead int
+	// pageBytes is what behind takes, counted in the hub's pages (pages.go) as its pageGen'th
+	// page; pageElem is its place there, guarded by the hub's pages.mu.
+	pageBytes int
+	pageGen   uint64
+	pageElem  *list.Element
 	// replayHead is the head a replay went up to (0 for none): its events do not count
 	// against the hub's CatchUpLimit when a catch-up reads them. Set while starting; a
 	// catch-up, which comes later, reads it without mu.
@@ -221,6 +227,9 @@ func (h *Hub) Subscribe(ctx context.Context, log Log, req SubscribeRequest) (*Su
 	// head is dispatched after this point, and the window holds it.
 	h.add(sub)
 	head, err := h.start(ctx, log, sub, &req)
+	if req.FromSeq != nil {
+		h.trimPages() // after a replay's first page from the log
+	}
 	if err != nil {
 		// The caller is answered the error: the subscription leaves unannounced.
 		sub.markClosed("")
@@ -378,6 +387,7 @@ func (h *Hub) replay(ctx, qctx context.Context, log Log, sub *Subscription, req 
 			evs = []Event{} // none: the position still moves to head
 		}
 		sub.behind, sub.behindTo, sub.nextRead = evs, upto, next
+		sub.holdPageLocked(0)
 	}
 	return head, nil
 }
@@ -464,6 +474,7 @@ func (s *Subscription) Pull(params [][]byte, limit int) ([][]byte, bool) {
 	if s.behind != nil {
 		s.behind = nil
 		s.last = max(s.last, s.behindTo)
+		s.releasePageLocked()
 	}
 	sp := itemSlices.Get().(*[]*item)
 	defer func() {
@@ -564,6 +575,7 @@ func (s *Subscription) markClosed(reason string) bool {
 // closeLocked is every move to subClosed: what it held from the log goes with it.
 func (s *Subscription) closeLocked(reason string) {
 	s.state, s.reason, s.behind = subClosed, reason, nil
+	s.releasePageLocked()
 }
 
 // notifyClosed tells the owner why the server closed the subscription.

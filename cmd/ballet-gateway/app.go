@@ -95,7 +95,13 @@ func (a *app) run(ctx context.Context) error {
 	}, func() float64 { return float64(hub.RecentBytes()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ballet_gateway_catch_ups_running",
 		Help: "Subscriptions catching up from the log now, reading it, waiting for their turn (BALLET_MAX_CATCH_UPS read at once) or for their subject's replay budget.",
-	}, func() float64 { return float64(hub.CatchUpsRunning()) }))
+	}, func() float64 { return float64(hub.CatchUpsRunning()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ballet_gateway_catch_up_bytes",
+		Help: "Memory of the pages of events read from the log that subscriptions hold until their clients read them (BALLET_CATCH_UP_BYTES bounds it).",
+	}, func() float64 { return float64(hub.CatchUpBytes()) }), prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "ballet_gateway_catch_up_pages_dropped_total",
+		Help: "Pages of events read from the log let go before their clients read them, to keep within BALLET_CATCH_UP_BYTES; each is read again when its client reads.",
+	}, func() float64 { return float64(hub.CatchUpPagesDropped()) }))
 	tailer := streams.NewTailer(a.store, func(evs []streams.Event) {
 		hub.Dispatch(evs)
 		metrics.TailerDispatched.Add(float64(len(evs)))

@@ -46,7 +46,7 @@ type config struct {
 	// planner holds the planner's settings; plannerOptions adds its model, logger and observer.
 	planner planner.Options
 	// hub: RecentBytes (BALLET_RECENT_EVENTS_BYTES), CatchUps (BALLET_MAX_CATCH_UPS), CatchUpLimit
-	// (BALLET_CATCH_UP_LIMIT).
+	// (BALLET_CATCH_UP_LIMIT), CatchUpBytes (BALLET_CATCH_UP_BYTES).
 	hub    streams.HubOptions
 	tailer streams.TailerOptions // Coalesce (BALLET_STREAM_COALESCE)
 	rest   httpapi.RateOptions   // Rate (BALLET_REST_RATE): one budget per subject for every REST surface
@@ -177,6 +177,8 @@ func (c *config) settings() []setting {
 			"subscriptions behind the window that read the log at once"),
 		atLeast("BALLET_CATCH_UP_LIMIT", &c.hub.CatchUpLimit, 1,
 			"most events a subscription may be behind the window and still catch up from the log"),
+		atLeast("BALLET_CATCH_UP_BYTES", &c.hub.CatchUpBytes, 1<<20,
+			"memory of the pages read from the log that subscriptions hold until their clients read them"),
 		custom("BALLET_STREAM_COALESCE", &c.tailer.Coalesce, "the tailer waits this long after a wake-up before it reads; 0: none",
 			func(v string) string {
 				d, err := time.ParseDuration(v)

@@ -217,6 +217,7 @@ func (c *config) applyDefaults() {
 	c.hub.RecentBytes = cmp.Or(c.hub.RecentBytes, streams.DefaultRecentBytes)
 	c.hub.CatchUps = cmp.Or(c.hub.CatchUps, streams.DefaultCatchUps)
 	c.hub.CatchUpLimit = cmp.Or(c.hub.CatchUpLimit, streams.DefaultCatchUpLimit)
+	c.hub.CatchUpBytes = cmp.Or(c.hub.CatchUpBytes, streams.DefaultCatchUpBytes)
 	c.rest = c.rest.WithDefaults()
 	c.listingsREST = c.listingsREST.WithDefaults()
 	c.listings.MaxListings = c.listings.WithDefaults().MaxListings
