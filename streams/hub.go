@@ -89,7 +89,7 @@ type HubOptions struct {
 	CatchUpLimit int
 	// CatchUpBytes bounds the pages of events read from the log (by catch-ups, and the first
 	// of a replay) that the subscriptions hold until their connections pull them
-	// (BALLET_CATCH_UP_BYTES): the pages held longest are let go, to be read again when their
+	// (BALLET_CATCH_UP_BYTES): the pages read from least recently are let go, to be read again when their
 	// readers read, before a catch-up reads another (pages.go). Default DefaultCatchUpBytes.
 	CatchUpBytes int
 }

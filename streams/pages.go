@@ -12,10 +12,11 @@ import (
 // but a connection that stops reading once its catch-ups have read keeps each of its
 // subscriptions' pages: 256 of them, 64 MiB. The replica's pages together are bounded by
 // HubOptions.CatchUpBytes. Before a catch-up reads, it reserves a page's bytes, letting go of
-// the pages held longest until one fits; while none of them has been held pageGrace (its
-// reader may be about to pull it), the catch-up waits, holding no turn of CatchUps. A page
+// the pages read from least recently until one fits; while each page was read from within
+// pageGrace (its reader is reading it, or may be about to), the catch-up waits, holding no turn
+// of CatchUps. A page
 // always fits when nothing else is held or being read. A replay's first page, read while its
-// subscribe waits, is not made to wait: the pages held longest make room after it. A page let
+// subscribe waits, is not made to wait: the pages read from least recently make room after it. A page let
 // go is read again from the log once its subscription is pulled: its position did not move, so
 // nothing is lost or repeated; the reader that stopped pays a read, not the replica's memory.
 //
@@ -30,15 +31,17 @@ type pageBudget struct {
 	grace   time.Duration // pageGrace unless a test sets it
 	bytes   atomic.Int64
 	dropped atomic.Int64
-	mu      sync.Mutex
-	held    list.List // of pageRef, the oldest page first; Subscription.pageElem is guarded by mu
+	// held is the pages held, as pageRefs, the one read from least recently first; mu guards it
+	// and Subscription.pageElem.
+	mu   sync.Mutex
+	held list.List
 }
 
 // pageRef is a page in pageBudget.held: which subscription holds it, and which of its pages.
 type pageRef struct {
 	sub *Subscription
 	gen uint64
-	at  time.Time // when it was handed to sub
+	at  time.Time // when it was handed to sub, or last read from
 }
 
 const (
@@ -64,6 +67,17 @@ func (s *Subscription) holdPageLocked(reserved int64) {
 	h.pages.mu.Unlock()
 }
 
+// touchPageLocked notes that s's page is being read (s.mu held): it is the last to be let go.
+func (s *Subscription) touchPageLocked() {
+	h := s.hub
+	h.pages.mu.Lock()
+	if e := s.pageElem; e != nil {
+		e.Value = pageRef{sub: s, gen: s.pageGen, at: time.Now()}
+		h.pages.held.MoveToBack(e)
+	}
+	h.pages.mu.Unlock()
+}
+
 // releasePageLocked stops counting s's page (s.mu held): sent, let go or closed.
 func (s *Subscription) releasePageLocked() {
 	h := s.hub
@@ -80,7 +94,7 @@ func (s *Subscription) releasePageLocked() {
 }
 
 // reserve counts need bytes for a page about to be read, once they fit in the budget, letting
-// go of the pages held longest, and at least the grace, to make room; it reports whether it
+// go of the pages read from least recently, and not within the grace, to make room; it reports whether it
 // did. A page always fits when nothing else is held or reserved.
 func (h *Hub) reserve(need int64) bool {
 	for {
@@ -97,14 +111,14 @@ func (h *Hub) reserve(need int64) bool {
 	}
 }
 
-// trimPages lets go of the pages held longest, and at least the grace, while the pages held
+// trimPages lets go of the pages read from least recently, and not within the grace, while the pages held
 // pass the budget. It is called holding no subscription's lock.
 func (h *Hub) trimPages() {
 	for h.pages.bytes.Load() > h.pages.max && h.dropOldest() {
 	}
 }
 
-// dropOldest lets go of the page held longest, if it has been held the grace; it reports
+// dropOldest lets go of the page read from least recently, if not within the grace; it reports
 // whether there was one.
 func (h *Hub) dropOldest() bool {
 	h.pages.mu.Lock()

@@ -448,6 +448,9 @@ func (s *Subscription) Pull(params [][]byte, limit int) ([][]byte, bool) {
 		return params, false
 	}
 	size := 0
+	if len(s.behind) > 0 {
+		s.touchPageLocked()
+	}
 	for len(s.behind) > 0 {
 		if size >= limit {
 			return params, true
