@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ballet/gateway/internal/cli"
 )
 
 // The planner mode's people: turn i is sent by sender i mod --subjects, who created its
@@ -44,7 +46,7 @@ func (b *bench) senderTokens(ctx context.Context) ([]string, error) {
 	err := forEach(ctx, cfg.subjects, restConcurrency, func(ctx context.Context, j int) error {
 		name := senderName(j)
 		u := strings.ReplaceAll(cfg.subjectTokenURL, subjectPlaceholder, url.QueryEscape(name))
-		tok, err := getTokenURL(ctx, "--subject-token-url", u)
+		tok, err := cli.TokenFromURL(ctx, "--subject-token-url", u)
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/internal/cli"
 )
 
 // command is a parsed command line.
@@ -125,5 +126,5 @@ func (c *command) tokenSource() func(context.Context) (string, error) {
 		tok := c.token
 		return func(context.Context) (string, error) { return tok, nil }
 	}
-	return func(ctx context.Context) (string, error) { return runTokenCmd(ctx, c.tokenCmd) }
+	return func(ctx context.Context) (string, error) { return cli.TokenFromCmd(ctx, c.tokenCmd) }
 }

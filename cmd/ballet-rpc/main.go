@@ -30,22 +30,15 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/ballet/gateway/internal/buildinfo"
+	"github.com/ballet/gateway/internal/cli"
 )
 
 // version is the build's version, set with go build -ldflags "-X main.version=v1.2.3".
 var version string
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { cli.Main(run) }
 
 // Exit statuses.
 const (
