@@ -355,19 +355,25 @@ func (s *Service) Close() error {
 		if !killed {
 			s.sync(5 * time.Second)
 		}
-		s.keeperStop()
-		<-s.keeperDone
-		s.unsubscribe()
-		s.mu.Lock()
-		for _, set := range s.watches {
-			for w := range set {
-				s.dropLocked(w, false)
-			}
-		}
-		s.mu.Unlock()
+		s.leave()
 		s.watchWG.Wait()
 	})
 	return nil
+}
+
+// leave stops renewing leases, leaves the bus and ends every watch silently: the last of
+// Close, and of abandon.
+func (s *Service) leave() {
+	s.keeperStop()
+	<-s.keeperDone
+	s.unsubscribe()
+	s.mu.Lock()
+	for _, set := range s.watches {
+		for w := range set {
+			s.dropLocked(w, false)
+		}
+	}
+	s.mu.Unlock()
 }
 
 // abandon stops the Service as if its process died: running turns stop without storing,
@@ -381,16 +387,7 @@ func (s *Service) abandon() {
 	}
 	s.mu.Unlock()
 	s.out.kill()
-	s.keeperStop()
-	<-s.keeperDone
-	s.unsubscribe()
-	s.mu.Lock()
-	for _, set := range s.watches {
-		for w := range set {
-			s.dropLocked(w, false)
-		}
-	}
-	s.mu.Unlock()
+	s.leave()
 }
 
 // sync publishes a marker and waits until it comes back, so that the notes published before
