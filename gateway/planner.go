@@ -8,6 +8,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/internal/subqueue"
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/protocol"
@@ -51,37 +52,23 @@ type watchResult struct {
 	Resumed      *bool  `json:"resumed,omitempty"`
 }
 
-// plannerCodes are the spec's codes of the planner's error kinds (its sentinels); a
-// limit's refusal, a *planner.LimitError, is -32029 with its data.
-var plannerCodes = [...]struct {
-	kind error
-	code rpc.Coded
-}{
-	{planner.ErrNotFound, protocol.ErrNotFound},
-	{planner.ErrForbidden, protocol.ErrForbidden},
-	{planner.ErrConflict, protocol.ErrConflict},
-	{planner.ErrInvalid, rpc.ErrInvalidParams},
-}
-
-// plannerError answers a planner error with its kind's code (plannerCodes) and the
-// planner's caller-safe detail, or else the code's own words; an error of no kind is
-// internal.
+// plannerError answers a planner error with its kind's code (fault.Code) and its
+// caller-safe detail, or else the code's own words; a limit's refusal is -32029 with its
+// data, and an error of no kind, or of one without a code (a closing planner), is internal.
 func plannerError(method string, err error) error {
-	var limit *planner.LimitError
-	if errors.As(err, &limit) {
-		return limitExceeded(limit.Limit, limit.Max, limit.RetryAfter) // counted by the planner's observer
+	var fe *fault.Error
+	if errors.As(err, &fe) && fe.Kind == fault.Limit {
+		return limitExceeded(fe.Limited()) // counted by the planner's observer
 	}
-	for _, k := range plannerCodes {
-		if !errors.Is(err, k.kind) {
-			continue
-		}
-		msg := planner.Detail(err)
-		if msg == "" {
-			msg = k.code.Error() // the error's own text may hold internals
-		}
-		return rpc.Errorf(k.code, "%s", msg)
+	code := fault.Code(err)
+	if code.ErrorCode() == rpc.ErrInternal.Code {
+		return fmt.Errorf("%s: %w", method, err)
 	}
-	return fmt.Errorf("%s: %w", method, err)
+	msg := fault.Detail(err)
+	if msg == "" {
+		msg = code.Error() // the error's own text may hold internals
+	}
+	return rpc.Errorf(code, "%s", msg)
 }
 
 func (s *session) plannerSend(ctx context.Context, req *rpc.Request, p *auth.Principal) (any, error) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/rpc"
 )
@@ -17,8 +18,8 @@ func TestPlannerErrorWords(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{planner.Errorf(planner.ErrNotFound, "session s1 not found"), -32004, "session s1 not found"},
-		{fmt.Errorf("load: %w", planner.Errorf(planner.ErrInvalid, "text must not be empty")), -32602, "text must not be empty"},
+		{fault.Errorf(planner.ErrNotFound, "session s1 not found"), -32004, "session s1 not found"},
+		{fmt.Errorf("load: %w", fault.Errorf(planner.ErrInvalid, "text must not be empty")), -32602, "text must not be empty"},
 		{fmt.Errorf("lease row 7: pq: deadlock detected: %w", planner.ErrConflict), -32009, "conflict"},
 		{fmt.Errorf("pgx: relation planner_sessions: %w", planner.ErrNotFound), -32004, "not found"},
 		{planner.ErrForbidden, -32003, "forbidden"},

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 	"github.com/ballet/gateway/streams"
@@ -89,7 +90,7 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 	}
 	types, err := streams.ParseTypes(sp.Types)
 	if err != nil {
-		return nil, rpc.Errorf(rpc.ErrInvalidParams, "params.%s", streamsDetail(err))
+		return nil, rpc.Errorf(fault.Code(err), "params.%s", fault.Detail(err))
 	}
 	// A replay is refused at once while the subject's budget is
 	// overdrawn, and charged what it read (budgets.go).
@@ -128,7 +129,7 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 		case refused != nil:
 			return nil, refused
 		case errors.Is(err, streams.ErrResyncRequired):
-			return nil, rpc.Errorf(protocol.ErrResyncRequired, "resync required: %s", streamsDetail(err))
+			return nil, rpc.Errorf(fault.Code(err), "resync required: %s", fault.Detail(err))
 		}
 		return nil, fmt.Errorf("subscribe %s: %w", st, err)
 	}
@@ -157,16 +158,6 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 	}
 	noteReplay(ctx, sp.Stream, sub)
 	return subscribeResult{Subscription: sp.Subscription, Seq: head}, nil
-}
-
-// streamsDetail returns what a client is told of a refusal of package streams: its
-// *streams.Error's detail.
-func streamsDetail(err error) string {
-	var e *streams.Error
-	if errors.As(err, &e) {
-		return e.Detail
-	}
-	return err.Error()
 }
 
 // authorize checks perm on the stream's project: -32004 for an unknown

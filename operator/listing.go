@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/internal/fault"
 )
 
 // The bounds of a listing.
@@ -90,21 +91,16 @@ func (g Gate) Enter() bool {
 // Leave ends what Enter admitted.
 func (g Gate) Leave() { <-g }
 
-// ErrBusy is what a Lister refuses with while MaxListings are in progress (a *BusyError).
-var ErrBusy = &BusyError{}
+// ErrBusy is what a Lister refuses with while MaxListings are in progress (Busy).
+var ErrBusy = fault.New(fault.Limit, "operator: listings busy")
 
-// BusyError says that MaxListings listings are in progress; it matches ErrBusy.
-type BusyError struct{ Max int }
-
-func (e *BusyError) Error() string {
-	return "too many connection listings in progress (BALLET_ADMIN_MAX_LISTINGS): try again in a few seconds"
+// Busy returns the refusal of a listing while max listings are in progress: it matches
+// ErrBusy, and its 429 problem names the limit, "listings", and a retry once the listings in
+// progress ended.
+func Busy(max int) error {
+	return &fault.Error{Kind: fault.Limit, Err: ErrBusy, Limit: "listings", Max: max, RetryAfter: ListWait,
+		Detail: "too many connection listings in progress (BALLET_ADMIN_MAX_LISTINGS): try again in a few seconds"}
 }
-
-// Limited names the limit in the 429 problem, and a retry once the listings in progress ended.
-func (e *BusyError) Limited() (string, int, time.Duration) { return "listings", e.Max, ListWait }
-
-// Is matches ErrBusy.
-func (e *BusyError) Is(target error) bool { return target == ErrBusy }
 
 // Fit returns the first of conns (ordered by Order) that fit limit and MaxListBytes in
 // encoded JSON, and whether some did not.
@@ -165,7 +161,7 @@ func NewLocal(replica string, src Source, o *ListOptions) *Local {
 func (l *Local) List(_ context.Context, subject string, limit int) (*Listing, error) {
 	if !l.gate.Enter() {
 		l.o.Observe(gateway.ListingRefused)
-		return nil, &BusyError{Max: l.o.MaxListings}
+		return nil, Busy(l.o.MaxListings)
 	}
 	defer l.gate.Leave()
 	conns, truncated := Answer(l.src, l.replica, subject, limit)

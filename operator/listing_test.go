@@ -15,6 +15,7 @@ import (
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/auth/authtest"
 	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/internal/leaktest"
 	"github.com/ballet/gateway/operator"
 	"github.com/ballet/gateway/operator/operatortest"
@@ -53,7 +54,7 @@ func connections(n int, subject string) []gateway.Connection {
 }
 
 // TestLocalListingsBound: past MaxListings listings in progress one more is refused with a
-// *BusyError (ErrBusy), answered 429 naming the limit with a Retry-After, and counted as
+// Busy error (ErrBusy), answered 429 naming the limit with a Retry-After, and counted as
 // refused; once one ends, the next is served.
 func TestLocalListingsBound(t *testing.T) {
 	src := newBlockingSource(3)
@@ -71,9 +72,9 @@ func TestLocalListingsBound(t *testing.T) {
 		<-src.entered
 	}
 	_, err := l.List(context.Background(), "", 10)
-	var busy *operator.BusyError
+	var busy *fault.Error
 	if !errors.Is(err, operator.ErrBusy) || !errors.As(err, &busy) || busy.Max != 2 {
-		t.Fatalf("a third listing: %v, want a BusyError of 2", err)
+		t.Fatalf("a third listing: %v, want a Busy error of 2", err)
 	}
 
 	iss := authtest.NewIssuer(t)

@@ -18,6 +18,7 @@ import (
 	"strconv"
 
 	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/streams"
 )
@@ -44,16 +45,7 @@ func NewHandler(store streams.SubjectStore, v httpapi.TokenVerifier, o Options, 
 			h.admins[a] = true
 		}
 	}
-	api := httpapi.New(httpapi.Config{Name: "operator", Verifier: v, MaxBodyBytes: 1 << 10,
-		Classify: func(err error) (int, string) {
-			if errors.Is(err, streams.ErrInvalid) {
-				return http.StatusUnprocessableEntity, "the subject must be UTF-8 text without NUL, at most 255 bytes"
-			}
-			if errors.Is(err, ErrBusy) {
-				return http.StatusTooManyRequests, err.Error()
-			}
-			return http.StatusInternalServerError, ""
-		}}, opts)
+	api := httpapi.New(httpapi.Config{Name: "operator", Verifier: v, MaxBodyBytes: 1 << 10}, opts)
 	h.api = api
 	route := func(ms httpapi.Methods[*auth.Principal]) http.Handler {
 		return httpapi.Route(api, func(p *auth.Principal) *auth.Principal { return p }, ms)
@@ -95,12 +87,21 @@ func (h *handler) subject(w http.ResponseWriter, r *http.Request, p *auth.Princi
 	return checkSubject(r.PathValue("subject"), p)
 }
 
-// checkSubject is s, once it is known to be a subject (streams.ErrInvalid otherwise).
+// checkSubject is s, once it is known to be a subject (badSubject otherwise).
 func checkSubject(s string, p *auth.Principal) (string, error) {
 	if err := streams.CheckSubjectChange(streams.EventSubjectSignedOut, s, actorKind(p), p.Subject); err != nil {
-		return "", err
+		return "", badSubject(err)
 	}
 	return s, nil
+}
+
+// badSubject words a store's refusal of a subject (streams.ErrInvalid) for the caller, an
+// invalid argument; other errors it returns as they are.
+func badSubject(err error) error {
+	if errors.Is(err, streams.ErrInvalid) {
+		return fault.Wrap(fault.Invalid, err, "the subject must be UTF-8 text without NUL, at most 255 bytes")
+	}
+	return err
 }
 
 // connections answers the listing of the live replicas' connections, of the query's subject
@@ -145,7 +146,7 @@ func (h *handler) signOut(w http.ResponseWriter, r *http.Request, p *auth.Princi
 func (h *handler) change(w http.ResponseWriter, r *http.Request, p *auth.Principal, typ, s string) error {
 	c, err := h.store.ChangeSubject(r.Context(), typ, s, actorKind(p), p.Subject)
 	if err != nil {
-		return err
+		return badSubject(err)
 	}
 	if h.revs != nil {
 		h.revs.Set(c.Subject, c.SignedOutAt, c.Blocked, c.Seq)

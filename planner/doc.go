@@ -5,10 +5,11 @@
 // tracker's Service and Options (provider, Bus, lease, max rounds, context budget, an
 // Observer for metrics). The gateway calls Send, Cancel and Watch for planner.send,
 // planner.cancel and planner.watch; NewHandler serves the sessions' REST routes. Errors
-// match ErrNotFound, ErrForbidden, ErrConflict, ErrInvalid and ErrLimit (-32004, -32003,
-// -32009, -32602, -32029). ErrLimit's *LimitError names the limit of one person that refused
-// the request: LimitTurns, their turns running at once on all replicas (Send), or
-// LimitSessions, the sessions they created in the last minute here (CreateSession, 429).
+// are package fault's and match ErrNotFound, ErrForbidden, ErrConflict, ErrInvalid and ErrLimit
+// (-32004, -32003, -32009, -32602, -32029). ErrLimit's errors (LimitReached) name the limit of
+// one person that refused the request: LimitTurns, their turns running at once on all
+// replicas (Send), or LimitSessions, the sessions they created in the last minute here
+// (CreateSession, 429).
 //
 // A turn: the model answers (streamed as text and tool_call outputs), its answer is stored,
 // the tools it called (Service.Tools; their schemas bound titles and descriptions by the

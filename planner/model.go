@@ -8,6 +8,7 @@ import (
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/streams"
 	"github.com/ballet/gateway/tracker"
@@ -118,7 +119,7 @@ func (p *SessionPage) Check() error {
 		p.Limit = httpapi.DefaultPageLimit
 	}
 	if p.Limit < 1 || p.Limit > httpapi.MaxPageLimit || p.After != nil && !ValidID(p.After.ID) {
-		return Errorf(ErrInvalid, "page: want a limit from 1 to %d after a session's place", httpapi.MaxPageLimit)
+		return fault.Errorf(ErrInvalid, "page: want a limit from 1 to %d after a session's place", httpapi.MaxPageLimit)
 	}
 	return nil
 }
@@ -276,11 +277,11 @@ const MaxIdempotencyKey = 64
 func checkText(text string, max int) error {
 	switch {
 	case strings.TrimSpace(text) == "":
-		return Errorf(ErrInvalid, "text must not be empty")
+		return fault.Errorf(ErrInvalid, "text must not be empty")
 	case len(text) > max:
-		return Errorf(ErrInvalid, "text: longer than %d bytes", max)
+		return fault.Errorf(ErrInvalid, "text: longer than %d bytes", max)
 	case !streams.ValidText(text):
-		return Errorf(ErrInvalid, "text must be UTF-8 without NUL characters")
+		return fault.Errorf(ErrInvalid, "text must be UTF-8 without NUL characters")
 	}
 	return nil
 }
@@ -288,7 +289,7 @@ func checkText(text string, max int) error {
 // checkTitle validates a session title.
 func checkTitle(title string) error {
 	if utf8.RuneCountInString(title) > MaxTitle || !streams.ValidText(title) {
-		return Errorf(ErrInvalid, "title must be UTF-8 text of at most %d characters", MaxTitle)
+		return fault.Errorf(ErrInvalid, "title must be UTF-8 text of at most %d characters", MaxTitle)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/internal/httpapi"
 )
 
@@ -115,22 +116,10 @@ func (h *handler) get(w http.ResponseWriter, r *http.Request, c Caller) error {
 	}{sess.json(), msgs})
 }
 
-// Status returns the HTTP status for err: 404, 403, 409, 422 and 429 for the sentinels, 503
-// for ErrClosed, 500 for anything else (and 200 for nil).
-func Status(err error) int { return httpapi.StatusOf(err, statuses) }
-
-var statuses = []httpapi.Sentinel{
-	{Err: ErrNotFound, Status: http.StatusNotFound},
-	{Err: ErrForbidden, Status: http.StatusForbidden},
-	{Err: ErrConflict, Status: http.StatusConflict},
-	{Err: ErrInvalid, Status: http.StatusUnprocessableEntity},
-	{Err: ErrClosed, Status: http.StatusServiceUnavailable},
-	{Err: ErrLimit, Status: http.StatusTooManyRequests},
-}
-
-// classify maps an error of the Service to its status and caller-safe detail.
+// classify maps an error of the Service to its status and caller-safe detail (package
+// fault's), saying why a 503 is one when the error does not.
 func classify(err error) (int, string) {
-	status, detail := Status(err), Detail(err)
+	status, detail := fault.HTTPStatus(err), fault.Detail(err)
 	if status == http.StatusServiceUnavailable && detail == "" {
 		detail = "the planner is shutting down"
 	}

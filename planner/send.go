@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/streams"
 )
 
@@ -19,7 +20,7 @@ import (
 // caller (ErrForbidden), an existing session (ErrNotFound), non-empty text of at most
 // Options.MaxMessageBytes (ErrInvalid), no turn of the session running on any replica
 // (ErrConflict), and fewer than Options.TurnsPerSubject turns of the caller's running on
-// all replicas (a *LimitError for LimitTurns).
+// all replicas (ErrLimit, a LimitReached for LimitTurns).
 func (s *Service) Send(ctx context.Context, c Caller, session, text string) (int64, error) {
 	return s.SendWithKey(ctx, c, session, text, "")
 }
@@ -39,7 +40,7 @@ func (s *Service) SendWithKey(ctx context.Context, c Caller, session, text, key 
 		return 0, err
 	}
 	if !c.Human {
-		return 0, Errorf(ErrForbidden, "only a person can talk to the planner")
+		return 0, fault.Errorf(ErrForbidden, "only a person can talk to the planner")
 	}
 	if seq, found, err := s.sentWithKey(ctx, c, session, key, 0); err != nil || found {
 		return seq, err
@@ -118,7 +119,7 @@ func (s *Service) conflict(ctx context.Context, c Caller, session, key string) (
 	if seq, found, err := s.sentWithKey(ctx, c, session, key, conflictWait); err != nil || found {
 		return seq, err
 	}
-	return 0, Errorf(ErrConflict, "the planner is still answering in this session")
+	return 0, fault.Errorf(ErrConflict, "the planner is still answering in this session")
 }
 
 func checkKey(key string) error {
@@ -126,7 +127,7 @@ func checkKey(key string) error {
 		return nil
 	}
 	if n := utf8.RuneCountInString(key); n > MaxIdempotencyKey || !streams.ValidText(key) {
-		return Errorf(ErrInvalid, "idempotency_key must be 1 to %d characters of text", MaxIdempotencyKey)
+		return fault.Errorf(ErrInvalid, "idempotency_key must be 1 to %d characters of text", MaxIdempotencyKey)
 	}
 	return nil
 }

@@ -4,16 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/tracker"
 )
 
 // CreateSession starts a session in project: a human caller with tracker.write on it, who
 // created fewer than Options.SessionRate sessions in the last minute on this replica (else a
-// *LimitError for LimitSessions).
+// limit error for LimitSessions).
 func (s *Service) CreateSession(ctx context.Context, c Caller, project, title string) (*Session, error) {
 	if err := checkTitle(title); err != nil {
 		return nil, err
@@ -22,11 +22,11 @@ func (s *Service) CreateSession(ctx context.Context, c Caller, project, title st
 		return nil, err
 	}
 	if !c.Human {
-		return nil, Errorf(ErrForbidden, "only a person can start a planner session")
+		return nil, fault.Errorf(ErrForbidden, "only a person can start a planner session")
 	}
 	if retry, ok := s.sessionRate.take(c.Subject, time.Now()); !ok {
 		s.obs.Refused(LimitSessions)
-		return nil, &LimitError{Limit: LimitSessions, Max: s.sessionRate.max, RetryAfter: retry}
+		return nil, LimitReached(LimitSessions, s.sessionRate.max, retry)
 	}
 	sess := &Session{
 		ID: tracker.NewID(time.Now()), Project: project, Title: title, CreatedBy: c.Subject,
@@ -94,7 +94,7 @@ func (s *Service) session(ctx context.Context, c Caller, id string, perm auth.Pe
 func (s *Service) readable(ctx context.Context, c Caller, sess *Session) error {
 	err := s.authorize(ctx, c, sess.Project, auth.PermRead)
 	if errors.Is(err, ErrForbidden) || errors.Is(err, ErrNotFound) {
-		return Errorf(ErrNotFound, "session %s not found", sess.ID)
+		return fault.Errorf(ErrNotFound, "session %s not found", sess.ID)
 	}
 	return err
 }
@@ -102,7 +102,7 @@ func (s *Service) readable(ctx context.Context, c Caller, sess *Session) error {
 // lookup returns the session, checking nothing but the form of its id.
 func (s *Service) lookup(ctx context.Context, id string) (*Session, error) {
 	if !ValidID(id) {
-		return nil, Errorf(ErrNotFound, "session %s not found", id)
+		return nil, fault.Errorf(ErrNotFound, "session %s not found", id)
 	}
 	return s.store.Session(ctx, id)
 }
@@ -110,17 +110,18 @@ func (s *Service) lookup(ctx context.Context, id string) (*Session, error) {
 // authorize checks that the caller's role in project grants perm.
 func (s *Service) authorize(ctx context.Context, c Caller, project string, perm auth.Perm) error {
 	p, err := s.trk.Project(ctx, c.actor(), project)
-	switch tracker.HTTPStatus(err) {
-	case http.StatusOK:
-	case http.StatusNotFound:
-		return Errorf(ErrNotFound, "project %s not found", project)
-	case http.StatusForbidden, http.StatusUnprocessableEntity:
-		return Errorf(ErrForbidden, "%s on project %s is required", perm, project)
-	default:
-		return fmt.Errorf("planner: role in project %s: %w", project, err)
+	if err != nil {
+		switch fault.KindOf(err) {
+		case fault.NotFound:
+			return fault.Errorf(ErrNotFound, "project %s not found", project)
+		case fault.Forbidden, fault.Invalid:
+			return fault.Errorf(ErrForbidden, "%s on project %s is required", perm, project)
+		default:
+			return fmt.Errorf("planner: role in project %s: %w", project, err)
+		}
 	}
 	if !auth.Role(p.Role).Has(perm) {
-		return Errorf(ErrForbidden, "%s on project %s is required", perm, project)
+		return fault.Errorf(ErrForbidden, "%s on project %s is required", perm, project)
 	}
 	return nil
 }

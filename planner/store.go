@@ -115,7 +115,7 @@ type Leases interface {
 	// now, when it is free or expired; taken is false when an unexpired lease holds it. stale
 	// reports that an expired lease was replaced (its turn died without ending). When subject
 	// holds perSubject unexpired leases of other sessions already (perSubject > 0), it takes
-	// nothing and err is a *LimitError for LimitTurns: counted and taken atomically, so that
+	// nothing and err is LimitReached(LimitTurns, perSubject, 0): counted and taken atomically, so that
 	// of concurrent callers on all replicas at most perSubject hold leases. tc is kept with the
 	// lease, for Expired.
 	Acquire(ctx context.Context, session, owner, subject string, perSubject int, ttl time.Duration, tc TraceContext) (taken, stale bool, err error)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/planner/provider"
 	"github.com/ballet/gateway/tracker"
 )
@@ -155,10 +156,7 @@ func (tb *toolbox) errorText(tool string, err error) string {
 	if errors.As(err, &ie) {
 		return "invalid input: " + ie.msg
 	}
-	if d := tracker.Detail(err); d != "" {
-		return d
-	}
-	if d := Detail(err); d != "" {
+	if d := fault.Detail(err); d != "" {
 		return d
 	}
 	tb.svc.logger.Error("planner: tool failed", "tool", tool, "project", tb.project, "err", err)

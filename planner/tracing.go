@@ -10,8 +10,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/planner/provider"
-	"github.com/ballet/gateway/tracker"
 )
 
 // The planner's spans follow the OpenTelemetry conventions for generative AI: a turn is an
@@ -65,30 +65,14 @@ const (
 	errTypeStale        = "replica_stopped"
 )
 
-// toolErrorTypes are the error.type of a tool call the tracker refused, by its sentinel.
-var toolErrorTypes = []struct {
-	err error
-	typ string
-}{
-	{tracker.ErrNotFound, "not_found"},
-	{tracker.ErrForbidden, "forbidden"},
-	{tracker.ErrConflict, "conflict"},
-	{tracker.ErrPrecondition, "precondition_failed"},
-	{tracker.ErrInvalid, "invalid"},
-}
-
-// toolErrorType returns the error.type of a tool call that failed with err.
+// toolErrorType returns the error.type of a tool call that failed with err: invalid_input, or
+// the kind of the tracker's refusal (fault.ErrorType).
 func toolErrorType(err error) string {
 	var ie *inputError
 	if errors.As(err, &ie) {
 		return errTypeInvalidInput
 	}
-	for _, e := range toolErrorTypes {
-		if errors.Is(err, e.err) {
-			return e.typ
-		}
-	}
-	return semconv.ErrorTypeOther.Value.AsString()
+	return fault.ErrorType(err)
 }
 
 // modelAttrs are the attributes of a model call known before it starts.

@@ -63,5 +63,5 @@ func (s *Service) atLimitHere(subject string) bool {
 // refuseTurn is the refusal of a turn beyond TurnsPerSubject, counted.
 func (s *Service) refuseTurn() error {
 	s.obs.Refused(LimitTurns)
-	return &LimitError{Limit: LimitTurns, Max: s.turnsPer}
+	return LimitReached(LimitTurns, s.turnsPer, 0)
 }

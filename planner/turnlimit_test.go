@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/planner"
 )
 
@@ -51,7 +52,7 @@ func TestSendFloodOfOnePersonAsksTheStoreOnce(t *testing.T) {
 		for _, id := range sessions {
 			wg.Go(func() {
 				_, err := svc.Send(ctxT(t), alice, id, "slow")
-				var le *planner.LimitError
+				var le *fault.Error
 				switch {
 				case err == nil:
 					started.Add(1)

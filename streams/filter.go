@@ -1,9 +1,10 @@
 package streams
 
 import (
-	"errors"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ballet/gateway/internal/fault"
 )
 
 // Bounds of a type filter (stream.subscribe's "types").
@@ -13,8 +14,8 @@ const (
 )
 
 // ErrBadTypes: a type filter that is not a list of event types or prefixes; ParseTypes'
-// is an *Error saying what is wrong.
-var ErrBadTypes = errors.New("streams: bad type filter")
+// is a *fault.Error whose detail says what is wrong.
+var ErrBadTypes = fault.New(fault.Invalid, "streams: bad type filter")
 
 // TypeFilter selects events by type: exact names ("dependency.added") or prefixes written
 // with a trailing "*" ("item.*"; "*" alone is every type). The zero of *TypeFilter, nil,
@@ -32,7 +33,7 @@ func ParseTypes(patterns []string) (*TypeFilter, error) {
 		return nil, nil
 	}
 	if len(patterns) == 0 || len(patterns) > MaxTypePatterns {
-		return nil, errorf(ErrBadTypes, "types must list 1 to %d event types", MaxTypePatterns)
+		return nil, fault.Errorf(ErrBadTypes, "types must list 1 to %d event types", MaxTypePatterns)
 	}
 	f := &TypeFilter{exact: make(map[string]struct{}, len(patterns))}
 	for i, p := range patterns {
@@ -40,9 +41,9 @@ func ParseTypes(patterns []string) (*TypeFilter, error) {
 		star := strings.IndexByte(p, '*')
 		switch {
 		case n == 0 || n > MaxTypePattern || !validText(p):
-			return nil, errorf(ErrBadTypes, "types[%d] must be 1 to %d characters of text", i, MaxTypePattern)
+			return nil, fault.Errorf(ErrBadTypes, "types[%d] must be 1 to %d characters of text", i, MaxTypePattern)
 		case star >= 0 && star != len(p)-1:
-			return nil, errorf(ErrBadTypes, "types[%d] may have \"*\" only at its end", i)
+			return nil, fault.Errorf(ErrBadTypes, "types[%d] may have \"*\" only at its end", i)
 		case star >= 0:
 			f.prefixes = append(f.prefixes, p[:star])
 		default:

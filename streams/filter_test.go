@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/ballet/gateway/internal/fault"
 )
 
 func TestTypeFilter(t *testing.T) {
@@ -38,10 +40,10 @@ func TestTypeFilter(t *testing.T) {
 			t.Errorf("ParseTypes(%q) = %v, want ErrBadTypes", bad, err)
 		}
 	}
-	// What is wrong is the *Error's detail, for a client.
+	// What is wrong is the error's detail, for a client, of an invalid argument.
 	_, err = ParseTypes([]string{"ok", "a*b"})
-	var e *Error
-	if !errors.As(err, &e) || e.Detail != `types[1] may have "*" only at its end` || err.Error() != e.Detail+": streams: bad type filter" {
-		t.Fatalf("ParseTypes: %q (%#v), want an *Error naming types[1]", err, e)
+	var e *fault.Error
+	if !errors.As(err, &e) || e.Kind != fault.Invalid || e.Detail != `types[1] may have "*" only at its end` || err.Error() != e.Detail {
+		t.Fatalf("ParseTypes: %q (%#v), want an invalid argument naming types[1]", err, e)
 	}
 }

@@ -3,13 +3,13 @@ package streams
 import (
 	"container/list"
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/protocol"
 )
 
@@ -21,24 +21,9 @@ const (
 )
 
 // ErrResyncRequired: from_seq is older than the replay limit allows, or
-// beyond the log's head. The hub's is an *Error saying which.
-var ErrResyncRequired = errors.New("streams: resync required")
-
-// Error is a refusal whose Detail names only what the client sent or may
-// see; it matches its sentinel (ErrResyncRequired, ErrBadTypes) with
-// errors.Is.
-type Error struct {
-	Err    error
-	Detail string
-}
-
-func (e *Error) Error() string { return e.Detail + ": " + e.Err.Error() }
-func (e *Error) Unwrap() error { return e.Err }
-
-// errorf returns an *Error matching sentinel with a formatted detail.
-func errorf(sentinel error, format string, args ...any) error {
-	return &Error{Err: sentinel, Detail: fmt.Sprintf(format, args...)}
-}
+// beyond the log's head. The hub's is a *fault.Error whose detail says
+// which.
+var ErrResyncRequired = fault.New(fault.Resync, "streams: resync required")
 
 // DefaultReplayLimit is SubscribeRequest.ReplayLimit's default.
 const DefaultReplayLimit = 1000
@@ -311,14 +296,14 @@ func (h *Hub) admitAt(qctx context.Context, log Log, req *SubscribeRequest) (int
 	// every event up to from_seq elsewhere, nothing is to be replayed,
 	// and the events after it arrive live as the copy replays them.
 	if !following {
-		return head, errorf(ErrResyncRequired, "subscribe %s: from_seq %d is beyond the log head %d", req.Stream, from, head)
+		return head, fault.Errorf(ErrResyncRequired, "subscribe %s: from_seq %d is beyond the log head %d", req.Stream, from, head)
 	}
 	primary, err := f.PrimaryHead(qctx)
 	if err != nil {
 		return 0, fmt.Errorf("subscribe %s: read the primary's head: %w", req.Stream, err)
 	}
 	if from > primary {
-		return primary, errorf(ErrResyncRequired, "subscribe %s: from_seq %d is beyond the log head %d", req.Stream, from, primary)
+		return primary, fault.Errorf(ErrResyncRequired, "subscribe %s: from_seq %d is beyond the log head %d", req.Stream, from, primary)
 	}
 	return from, nil
 }
@@ -377,7 +362,7 @@ func (h *Hub) replay(ctx, qctx context.Context, log Log, sub *Subscription, req 
 		return 0, fmt.Errorf("subscribe %s: replay: %w", req.Stream, err)
 	}
 	if n > req.ReplayLimit {
-		return head, errorf(ErrResyncRequired, "subscribe %s: more than %d events after from_seq %d", req.Stream, req.ReplayLimit, from)
+		return head, fault.Errorf(ErrResyncRequired, "subscribe %s: more than %d events after from_seq %d", req.Stream, req.ReplayLimit, from)
 	}
 	sub.mu.Lock()
 	defer sub.mu.Unlock()

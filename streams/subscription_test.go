@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/internal/fault"
 )
 
 // Admit runs with the subscription registered and before anything is delivered: what is
@@ -164,7 +165,7 @@ func TestSubscribeFailureLeavesNothing(t *testing.T) {
 		limit    int
 		wantErr  error
 		wantHead int64
-		detail   string // the *Error's, for a client
+		detail   string // the error's, for a client
 	}{
 		{name: "head", log: &failingLog{head: errLog}, from: 0, wantErr: errLog},
 		{name: "beyond the head", from: 7, wantErr: ErrResyncRequired, wantHead: 6,
@@ -196,9 +197,9 @@ func TestSubscribeFailureLeavesNothing(t *testing.T) {
 				t.Fatalf("Subscribe = %v, %d, %v; want nil, %d, %v", sub, head, err, tc.wantHead, tc.wantErr)
 			}
 			if tc.detail != "" {
-				var e *Error
-				if !errors.As(err, &e) || e.Detail != tc.detail || err.Error() != tc.detail+": streams: resync required" {
-					t.Fatalf("error %q (%#v), want an *Error of detail %q", err, e, tc.detail)
+				var e *fault.Error
+				if !errors.As(err, &e) || e.Kind != fault.Resync || e.Detail != tc.detail || err.Error() != tc.detail {
+					t.Fatalf("error %q (%#v), want a resync of detail %q", err, e, tc.detail)
 				}
 			}
 			h.Dispatch([]Event{testEvent(7, "item.updated", "P-1", `{}`)})

@@ -3,6 +3,7 @@ package tracker
 import (
 	"encoding/json"
 
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/streams"
 )
 
@@ -96,16 +97,16 @@ func itemEvent(a Actor, it *Item, typ string, payload any) streams.NewEvent {
 func CheckDependency(key, blocker string) (string, error) {
 	p, _, ok := ParseItemKey(key)
 	if !ok {
-		return "", errorf(ErrNotFound, "item %s not found", key)
+		return "", fault.Errorf(ErrNotFound, "item %s not found", key)
 	}
 	bp, _, ok := ParseItemKey(blocker)
 	switch {
 	case !ok:
-		return "", errorf(ErrNotFound, "item %s not found", blocker)
+		return "", fault.Errorf(ErrNotFound, "item %s not found", blocker)
 	case blocker == key:
-		return "", errorf(ErrInvalid, "an item cannot block itself")
+		return "", fault.Errorf(ErrInvalid, "an item cannot block itself")
 	case bp != p:
-		return "", errorf(ErrInvalid, "%s is in another project than %s", blocker, key)
+		return "", fault.Errorf(ErrInvalid, "%s is in another project than %s", blocker, key)
 	}
 	return p, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/streams/memlog"
 	"github.com/ballet/gateway/tracker"
 	"github.com/ballet/gateway/tracker/memstore"
@@ -27,7 +28,7 @@ func Example() {
 	fmt.Println(blocked.Key, "version", blocked.Version, "blocked by", blocked.BlockedBy)
 
 	_, err := svc.UpdateItem(ctx, root, login.Key, tracker.ItemPatch{Title: ptr("Login")}, &login.Version)
-	fmt.Println("stale write:", err, "→ HTTP", tracker.HTTPStatus(err))
+	fmt.Println("stale write:", err, "→ HTTP", fault.HTTPStatus(err))
 
 	page, _ := svc.ListItems(ctx, root, "WEB", tracker.ItemFilter{State: tracker.StateReady}, tracker.ItemPage{Limit: 10})
 	fmt.Println(len(page.Items), "ready item at seq", page.Seq, "last page:", page.Next == 0)

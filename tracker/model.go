@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/streams"
 )
@@ -92,10 +93,10 @@ func (a Actor) Check() error {
 	switch a.Kind {
 	case ActorHuman, ActorAgent, ActorService:
 	default:
-		return errorf(ErrInvalid, "actor kind %q: want human, agent or service", a.Kind)
+		return fault.Errorf(ErrInvalid, "actor kind %q: want human, agent or service", a.Kind)
 	}
 	if a.Subject == "" || !streams.ValidText(a.Subject) {
-		return errorf(ErrInvalid, "actor subject: want non-empty text")
+		return fault.Errorf(ErrInvalid, "actor subject: want non-empty text")
 	}
 	return nil
 }
@@ -296,7 +297,7 @@ func (f *ItemFilter) Check() error {
 		}
 	}
 	if !streams.ValidText(f.Query) || utf8.RuneCountInString(f.Query) > MaxQuery {
-		return errorf(ErrInvalid, "query: want text of at most %d characters", MaxQuery)
+		return fault.Errorf(ErrInvalid, "query: want text of at most %d characters", MaxQuery)
 	}
 	return nil
 }
@@ -307,7 +308,7 @@ func (p *ItemPage) Check() error {
 		p.Limit = httpapi.DefaultPageLimit
 	}
 	if p.Limit < 1 || p.Limit > httpapi.MaxPageLimit || p.After < 0 {
-		return errorf(ErrInvalid, "page: want a limit from 1 to %d after a number of at least 0", httpapi.MaxPageLimit)
+		return fault.Errorf(ErrInvalid, "page: want a limit from 1 to %d after a number of at least 0", httpapi.MaxPageLimit)
 	}
 	return nil
 }
@@ -327,23 +328,23 @@ func (f *ItemFilter) Matches(it *Item) bool {
 func checkTitle(s string) error {
 	switch {
 	case strings.TrimSpace(s) == "":
-		return errorf(ErrInvalid, "title: must not be empty")
+		return fault.Errorf(ErrInvalid, "title: must not be empty")
 	case !streams.ValidText(s):
-		return errorf(ErrInvalid, "title: not text (NUL or invalid UTF-8)")
+		return fault.Errorf(ErrInvalid, "title: not text (NUL or invalid UTF-8)")
 	}
 	return nil
 }
 
 func checkDescription(s string) error {
 	if !streams.ValidText(s) {
-		return errorf(ErrInvalid, "description: not text (NUL or invalid UTF-8)")
+		return fault.Errorf(ErrInvalid, "description: not text (NUL or invalid UTF-8)")
 	}
 	return nil
 }
 
 func checkState(s string) error {
 	if !ValidState(s) {
-		return errorf(ErrInvalid, "state %q: want backlog, ready, in_progress or done", s)
+		return fault.Errorf(ErrInvalid, "state %q: want backlog, ready, in_progress or done", s)
 	}
 	return nil
 }
@@ -351,15 +352,15 @@ func checkState(s string) error {
 // CheckProject validates a new project's key and name (ErrInvalid).
 func CheckProject(key, name string) error {
 	if !streams.ValidProjectKey(key) {
-		return errorf(ErrInvalid, "project key %q: want an upper-case letter and up to 19 upper-case letters or digits", key)
+		return fault.Errorf(ErrInvalid, "project key %q: want an upper-case letter and up to 19 upper-case letters or digits", key)
 	}
 	switch {
 	case strings.TrimSpace(name) == "":
-		return errorf(ErrInvalid, "project name: must not be empty")
+		return fault.Errorf(ErrInvalid, "project name: must not be empty")
 	case !streams.ValidText(name):
-		return errorf(ErrInvalid, "project name: not text (NUL or invalid UTF-8)")
+		return fault.Errorf(ErrInvalid, "project name: not text (NUL or invalid UTF-8)")
 	case utf8.RuneCountInString(name) > MaxProjectName:
-		return errorf(ErrInvalid, "project name: longer than %d characters", MaxProjectName)
+		return fault.Errorf(ErrInvalid, "project name: longer than %d characters", MaxProjectName)
 	}
 	return nil
 }
@@ -368,10 +369,10 @@ func CheckProject(key, name string) error {
 // not checked (a removal).
 func CheckMember(subject, role string) error {
 	if subject == "" || !streams.ValidText(subject) || len(subject) > 255 {
-		return errorf(ErrInvalid, "subject: want non-empty text of at most 255 bytes")
+		return fault.Errorf(ErrInvalid, "subject: want non-empty text of at most 255 bytes")
 	}
 	if role != "" && !streams.ValidRole(role) {
-		return errorf(ErrInvalid, "role %q: want viewer, member or admin", role)
+		return fault.Errorf(ErrInvalid, "role %q: want viewer, member or admin", role)
 	}
 	return nil
 }

@@ -43,7 +43,6 @@ type HandlerOptions = httpapi.HandlerOptions
 func NewHandler(svc *Service, v TokenVerifier, opts *HandlerOptions) http.Handler {
 	h := &handler{svc: svc, api: httpapi.New(httpapi.Config{
 		Name: "tracker", Verifier: v, MaxBodyBytes: 1 << 20,
-		Classify: func(err error) (int, string) { return HTTPStatus(err), Detail(err) },
 	}, opts)}
 	route := func(ms methods) http.Handler { return httpapi.Route(h.api, ActorFor, ms) }
 	mux := h.api.NewRouter()

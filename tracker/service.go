@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/internal/fault"
 )
 
 // Options configure a Service. A nil *Options means defaults.
@@ -66,13 +67,13 @@ func (s *Service) authorize(ctx context.Context, a Actor, project string, perm a
 		return "", fmt.Errorf("role of %s in %s: %w", a.Subject, project, err)
 	}
 	if !exists {
-		return "", errorf(ErrNotFound, "project %s not found", project)
+		return "", fault.Errorf(ErrNotFound, "project %s not found", project)
 	}
 	if perm == auth.PermManage && s.admins[a.Subject] {
 		return role, nil
 	}
 	if !auth.Role(role).Has(perm) {
-		return role, errorf(ErrForbidden, "%s on project %s is required", perm, project)
+		return role, fault.Errorf(ErrForbidden, "%s on project %s is required", perm, project)
 	}
 	return role, nil
 }
@@ -81,7 +82,7 @@ func (s *Service) authorize(ctx context.Context, a Actor, project string, perm a
 func itemProject(key string) (string, error) {
 	p, _, ok := ParseItemKey(key)
 	if !ok {
-		return "", errorf(ErrNotFound, "item %s not found", key)
+		return "", fault.Errorf(ErrNotFound, "item %s not found", key)
 	}
 	return p, nil
 }
@@ -113,7 +114,7 @@ func (s *Service) CreateProject(ctx context.Context, a Actor, key, name string) 
 		return nil, err
 	}
 	if !s.admins[a.Subject] {
-		return nil, errorf(ErrForbidden, "only administrators may create projects")
+		return nil, fault.Errorf(ErrForbidden, "only administrators may create projects")
 	}
 	if err := CheckProject(key, name); err != nil {
 		return nil, err
@@ -130,7 +131,7 @@ func (s *Service) SetMember(ctx context.Context, a Actor, project, subject, role
 		return nil, err
 	}
 	if role == "" {
-		return nil, errorf(ErrInvalid, "role: want viewer, member or admin")
+		return nil, fault.Errorf(ErrInvalid, "role: want viewer, member or admin")
 	}
 	if err := s.store.SetMember(ctx, a, project, subject, role); err != nil {
 		return nil, err
@@ -144,7 +145,7 @@ func (s *Service) RemoveMember(ctx context.Context, a Actor, project, subject st
 		return err
 	}
 	if err := CheckMember(subject, ""); err != nil {
-		return errorf(ErrNotFound, "%s is not a member of %s", subject, project)
+		return fault.Errorf(ErrNotFound, "%s is not a member of %s", subject, project)
 	}
 	return s.store.RemoveMember(ctx, a, project, subject)
 }
@@ -246,7 +247,7 @@ func (s *Service) RemoveDependency(ctx context.Context, a Actor, key, blocker st
 		return nil, err
 	}
 	if _, _, ok := ParseItemKey(blocker); !ok {
-		return nil, errorf(ErrNotFound, "%s does not block %s", blocker, key)
+		return nil, fault.Errorf(ErrNotFound, "%s does not block %s", blocker, key)
 	}
 	return s.store.RemoveDependency(ctx, a, key, blocker)
 }
@@ -261,7 +262,7 @@ func (s *Service) ItemExists(ctx context.Context, key string) (bool, error) {
 	switch {
 	case err == nil:
 		return true, nil
-	case HTTPStatus(err) == 404:
+	case fault.KindOf(err) == fault.NotFound:
 		return false, nil
 	}
 	return false, err

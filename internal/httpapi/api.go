@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/internal/fault"
 )
 
 // TokenVerifier checks an OIDC access token (auth.Verifier does, as /rpc's auth).
@@ -42,7 +43,7 @@ type Config struct {
 	// Verifier checks bearer tokens. Required.
 	Verifier TokenVerifier
 	// Classify maps an error of the surface's service to its HTTP status and a detail safe to
-	// show the caller ("" when it has none). Default: 500 for every error.
+	// show the caller ("" when it has none). Default: fault.HTTPStatus and fault.Detail.
 	Classify func(err error) (status int, detail string)
 	// MaxBodyBytes is the body limit when HandlerOptions sets none. Default 1 MiB.
 	MaxBodyBytes int64
@@ -63,7 +64,7 @@ type API struct {
 func New(cfg Config, opts *HandlerOptions) *API {
 	a := &API{name: cfg.Name, verifier: cfg.Verifier, classify: cfg.Classify, logger: slog.Default(), maxBody: cfg.MaxBodyBytes}
 	if a.classify == nil {
-		a.classify = func(error) (int, string) { return http.StatusInternalServerError, "" }
+		a.classify = func(err error) (int, string) { return fault.HTTPStatus(err), fault.Detail(err) }
 	}
 	if a.maxBody <= 0 {
 		a.maxBody = 1 << 20

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/auth/authtest"
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/internal/leaktest"
 )
@@ -165,21 +166,29 @@ func TestUnavailableIssuer(t *testing.T) {
 	}
 }
 
-func TestStatusOf(t *testing.T) {
-	errBusy := errors.New("busy")
-	sentinels := []httpapi.Sentinel{{Err: errGone, Status: 404}, {Err: errBusy, Status: 409}}
+// A surface without Classify answers its service's errors by package fault: the kind's status
+// and the error's detail, a limit's name and value, and 500 for an error of no kind.
+func TestDefaultClassify(t *testing.T) {
+	iss := authtest.NewIssuer(t)
+	api := httpapi.New(httpapi.Config{Name: "things", Verifier: authtest.NewVerifier(t, iss, audience)},
+		&httpapi.HandlerOptions{Logger: slog.New(slog.DiscardHandler)})
+	errMissing := fault.New(fault.NotFound, "things: not found")
+	bearer := "Bearer " + authtest.Mint(t, iss, "alice", auth.TokenOptions{Audience: []string{audience}})
 	for _, c := range []struct {
-		err  error
-		want int
+		err    error
+		status int
+		body   string
 	}{
-		{nil, 200},
-		{errGone, 404},
-		{fmt.Errorf("read: %w", errBusy), 409},
-		{errors.Join(errBusy, errGone), 404}, // the first sentinel that matches
-		{errors.New("other"), 500},
+		{fmt.Errorf("load: %w", fault.Errorf(errMissing, "thing %d not found", 7)), 404,
+			`{"type":"about:blank","title":"Not Found","status":404,"detail":"thing 7 not found"}`},
+		{&fault.Error{Kind: fault.Invalid, Detail: "name: longer than 9 characters", Limit: "name_chars", Max: 9}, 422,
+			`{"type":"about:blank","title":"Unprocessable Entity","status":422,"detail":"name: longer than 9 characters","limit":"name_chars","max":9}`},
+		{errors.New("secret internals"), 500,
+			`{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"the server could not complete the request; it has been logged"}`},
 	} {
-		if got := httpapi.StatusOf(c.err, sentinels); got != c.want {
-			t.Errorf("StatusOf(%v) = %d, want %d", c.err, got, c.want)
+		h := httpapi.Route(api, func(p *auth.Principal) string { return p.Subject }, failWith(c.err))
+		if a := serve(t, h, "GET", "/", bearer, "", ""); a.status != c.status || a.body != c.body+"\n" {
+			t.Errorf("%v: %d %s, want %d %s", c.err, a.status, a.body, c.status, c.body)
 		}
 	}
 }

@@ -3,7 +3,8 @@
 // strictly, JSON answers, and errors answered as RFC 7807 problems.
 //
 // New returns an API for one surface: its name for the logs, the TokenVerifier, how the
-// surface's errors map to a status and a caller-safe detail, and its default body limit.
+// surface's errors map to a status and a caller-safe detail (by default package fault's
+// HTTPStatus and Detail), and its default body limit.
 // Route serves one path: HEAD as GET, 405 with Allow for other methods, 401 (or 503 while
 // tokens cannot be verified) before the method's function runs, and its error as a problem.
 // A SubjectRate (HandlerOptions.Rate) bounds each authenticated subject's requests: 429.

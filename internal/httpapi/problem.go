@@ -25,26 +25,6 @@ func Errorf(status int, format string, args ...any) error {
 	return &Error{Status: status, Detail: fmt.Sprintf(format, args...)}
 }
 
-// Sentinel pairs an error with the status of the errors that match it (errors.Is).
-type Sentinel struct {
-	Err    error
-	Status int
-}
-
-// StatusOf returns the status of the first sentinel err matches: 200 for nil, 500 when it
-// matches none.
-func StatusOf(err error, sentinels []Sentinel) int {
-	if err == nil {
-		return http.StatusOK
-	}
-	for _, s := range sentinels {
-		if errors.Is(err, s.Err) {
-			return s.Status
-		}
-	}
-	return http.StatusInternalServerError
-}
-
 // Limited is an error that a limit refused; name is "" when it is not one. Its problem names the
 // limit and its value ("limit", "max"), and a positive retry is its Retry-After, in whole
 // seconds rounded up.

@@ -238,11 +238,11 @@ func (l *Lister) answer(id, subject string, limit int) {
 
 // List asks every live replica for its connections of subject ("" for all), at most limit,
 // and gathers what they answer within operator.ListWait. Past MaxListings listings in
-// progress it refuses with an *operator.BusyError.
+// progress it refuses with operator.Busy.
 func (l *Lister) List(ctx context.Context, subject string, limit int) (*operator.Listing, error) {
 	if !l.asks.Enter() {
 		l.o.Observe(gateway.ListingRefused)
-		return nil, &operator.BusyError{Max: l.o.MaxListings}
+		return nil, operator.Busy(l.o.MaxListings)
 	}
 	defer l.asks.Leave()
 	id := newID()

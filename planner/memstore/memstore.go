@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/streams/memlog"
 )
@@ -47,7 +48,7 @@ func New(log *memlog.Log) *Store {
 func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
 func notFound(id string) error {
-	return planner.Errorf(planner.ErrNotFound, "session %s not found", id)
+	return fault.Errorf(planner.ErrNotFound, "session %s not found", id)
 }
 
 func (s *Store) CreateSession(ctx context.Context, sess *planner.Session) error {
@@ -56,7 +57,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *planner.Session) error 
 		return fmt.Errorf("memstore: project %s: %w", sess.Project, err)
 	}
 	if !exists {
-		return planner.Errorf(planner.ErrNotFound, "project %s not found", sess.Project)
+		return fault.Errorf(planner.ErrNotFound, "project %s not found", sess.Project)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -250,7 +251,7 @@ func (s *Store) Acquire(ctx context.Context, id, owner, subject string, perSubje
 			}
 		}
 		if running >= perSubject {
-			return false, false, &planner.LimitError{Limit: planner.LimitTurns, Max: perSubject}
+			return false, false, planner.LimitReached(planner.LimitTurns, perSubject, 0)
 		}
 	}
 	l, held := s.leases[id]

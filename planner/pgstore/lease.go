@@ -53,7 +53,7 @@ func (s *Store) Acquire(ctx context.Context, id, owner, subject string, perSubje
 	case err != nil:
 		return false, false, fmt.Errorf("pgstore: acquire lease of %s: %w", id, err)
 	case perSubject > 0 && running >= int64(perSubject):
-		return false, false, &planner.LimitError{Limit: planner.LimitTurns, Max: perSubject}
+		return false, false, planner.LimitReached(planner.LimitTurns, perSubject, 0)
 	case replaced == nil:
 		return false, false, nil
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/streams/pglog"
 )
@@ -26,7 +27,7 @@ var _ planner.Store = (*Store)(nil)
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 func notFound(id string) error {
-	return planner.Errorf(planner.ErrNotFound, "session %s not found", id)
+	return fault.Errorf(planner.ErrNotFound, "session %s not found", id)
 }
 
 func pgCode(err error) string {
@@ -46,7 +47,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *planner.Session) error 
 	switch pgCode(err) {
 	case "":
 	case "23503": // foreign_key_violation
-		return planner.Errorf(planner.ErrNotFound, "project %s not found", sess.Project)
+		return fault.Errorf(planner.ErrNotFound, "project %s not found", sess.Project)
 	case "23514", "22021": // check_violation, invalid byte sequence
 		return fmt.Errorf("pgstore: create session: %v: %w", err, planner.ErrInvalid)
 	}
@@ -177,7 +178,7 @@ func (s *Store) AppendMessage(ctx context.Context, id string, m planner.NewMessa
 			DO UPDATE SET seq = EXCLUDED.seq, created_at = now()`, id, m.Actor.Subject, m.IdempotencyKey, msg.Seq)
 		return err
 	})
-	var pe *planner.Error
+	var pe *fault.Error
 	switch {
 	case err == nil:
 		return msg, nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/tracker"
 )
@@ -116,7 +117,7 @@ func testTurnsPerSubject(t *testing.T, e *suite) {
 	}
 	wantLimit := func(what string, err error) {
 		t.Helper()
-		var le *planner.LimitError
+		var le *fault.Error
 		if !errors.As(err, &le) || !errors.Is(err, planner.ErrLimit) || le.Limit != planner.LimitTurns || le.Max != 2 {
 			t.Fatalf("%s: %v, want the %s limit of 2", what, err, planner.LimitTurns)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/streams"
 	"github.com/ballet/gateway/tracker"
 )
@@ -42,7 +43,7 @@ func (s *Store) projectExists(ctx context.Context, project string) error {
 		return err
 	}
 	if !exists {
-		return tracker.Errorf(tracker.ErrNotFound, "project %s not found", project)
+		return fault.Errorf(tracker.ErrNotFound, "project %s not found", project)
 	}
 	return nil
 }
@@ -86,7 +87,7 @@ func (s *Store) Items(ctx context.Context, project string, filter tracker.ItemFi
 func (s *Store) lookup(key string) (*item, error) {
 	it, ok := s.items[key]
 	if !ok {
-		return nil, tracker.Errorf(tracker.ErrNotFound, "item %s not found", key)
+		return nil, fault.Errorf(tracker.ErrNotFound, "item %s not found", key)
 	}
 	return it, nil
 }
@@ -134,7 +135,7 @@ func (s *Store) CreateItem(ctx context.Context, a tracker.Actor, project string,
 
 func checkVersion(it *item, ifVersion *int64) error {
 	if ifVersion != nil && *ifVersion != it.Version {
-		return tracker.Errorf(tracker.ErrPrecondition, "item %s is at version %d, not %d", it.Key, it.Version, *ifVersion)
+		return fault.Errorf(tracker.ErrPrecondition, "item %s is at version %d, not %d", it.Key, it.Version, *ifVersion)
 	}
 	return nil
 }
@@ -235,7 +236,7 @@ func (s *Store) AddDependency(ctx context.Context, a tracker.Actor, key, blocker
 		return s.view(it), false, nil
 	}
 	if s.reaches(key, blocker) {
-		return nil, false, tracker.Errorf(tracker.ErrConflict, "%s blocking %s would make a cycle", blocker, key)
+		return nil, false, fault.Errorf(tracker.ErrConflict, "%s blocking %s would make a cycle", blocker, key)
 	}
 	v := s.view(it)
 	v.BlockedBy = append(v.BlockedBy, blocker)
@@ -279,7 +280,7 @@ func (s *Store) RemoveDependency(ctx context.Context, a tracker.Actor, key, bloc
 		return nil, err
 	}
 	if _, ok := it.blockedBy[blocker]; !ok {
-		return nil, tracker.Errorf(tracker.ErrNotFound, "%s does not block %s", blocker, key)
+		return nil, fault.Errorf(tracker.ErrNotFound, "%s does not block %s", blocker, key)
 	}
 	v := s.view(it)
 	v.BlockedBy = slices.DeleteFunc(v.BlockedBy, func(b string) bool { return b == blocker })

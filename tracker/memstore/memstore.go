@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/streams"
 	"github.com/ballet/gateway/streams/memlog"
 	"github.com/ballet/gateway/tracker"
@@ -106,7 +107,7 @@ func (s *Store) Project(ctx context.Context, key, subject string) (*tracker.Proj
 	}
 	p, ok := s.projects[key]
 	if !ok {
-		return nil, tracker.Errorf(tracker.ErrNotFound, "project %s not found", key)
+		return nil, fault.Errorf(tracker.ErrNotFound, "project %s not found", key)
 	}
 	role, _, err := s.log.Role(ctx, key, subject)
 	if err != nil {
@@ -121,14 +122,14 @@ func (s *Store) CreateProject(ctx context.Context, a tracker.Actor, key, name st
 	defer s.mu.Unlock()
 	// Checked before the first append, so that the grant cannot fail after the creation.
 	if _, err := streams.MemberGrantedEvent(key, a.Subject, streams.RoleAdmin, a.Kind, a.Subject); err != nil {
-		return nil, tracker.Errorf(tracker.ErrInvalid, "project %s: bad creator", key)
+		return nil, fault.Errorf(tracker.ErrInvalid, "project %s: bad creator", key)
 	}
 	err := s.log.CreateProject(ctx, key, name, a.Subject)
 	switch {
 	case errors.Is(err, streams.ErrExists):
-		return nil, tracker.Errorf(tracker.ErrConflict, "project %s exists", key)
+		return nil, fault.Errorf(tracker.ErrConflict, "project %s exists", key)
 	case errors.Is(err, streams.ErrInvalid):
-		return nil, tracker.Errorf(tracker.ErrInvalid, "project %s: %v", key, err)
+		return nil, fault.Errorf(tracker.ErrInvalid, "project %s: %v", key, err)
 	case err != nil:
 		return nil, fmt.Errorf("memstore: create project %s: %w", key, err)
 	}
@@ -160,9 +161,9 @@ func memberErr(err error, project, subject string) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, streams.ErrNotFound):
-		return tracker.Errorf(tracker.ErrNotFound, "%s is not a member of %s, or the project does not exist", subject, project)
+		return fault.Errorf(tracker.ErrNotFound, "%s is not a member of %s, or the project does not exist", subject, project)
 	case errors.Is(err, streams.ErrInvalid):
-		return tracker.Errorf(tracker.ErrInvalid, "member %s of %s: invalid", subject, project)
+		return fault.Errorf(tracker.ErrInvalid, "member %s of %s: invalid", subject, project)
 	}
 	return fmt.Errorf("memstore: member %s of %s: %w", subject, project, err)
 }

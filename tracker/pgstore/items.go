@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/streams"
 	"github.com/ballet/gateway/tracker"
 )
@@ -44,7 +45,7 @@ func getItem(ctx context.Context, q querier, key string, forUpdate bool) (*track
 	}
 	it, err := pgx.CollectExactlyOneRow(rows, scanItem)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, tracker.Errorf(tracker.ErrNotFound, "item %s not found", key)
+		return nil, fault.Errorf(tracker.ErrNotFound, "item %s not found", key)
 	}
 	if err != nil {
 		return nil, err
@@ -60,14 +61,14 @@ func lockProject(ctx context.Context, tx pgx.Tx, project string) (int64, error) 
 		ON CONFLICT (project_key) DO UPDATE SET last_number = project_counters.last_number
 		RETURNING last_number`, project).Scan(&last)
 	if pgCode(err) == "23503" {
-		return 0, tracker.Errorf(tracker.ErrNotFound, "project %s not found", project)
+		return 0, fault.Errorf(tracker.ErrNotFound, "project %s not found", project)
 	}
 	return last, err
 }
 
 func checkVersion(it *tracker.Item, ifVersion *int64) error {
 	if ifVersion != nil && *ifVersion != it.Version {
-		return tracker.Errorf(tracker.ErrPrecondition, "item %s is at version %d, not %d", it.Key, it.Version, *ifVersion)
+		return fault.Errorf(tracker.ErrPrecondition, "item %s is at version %d, not %d", it.Key, it.Version, *ifVersion)
 	}
 	return nil
 }
@@ -88,7 +89,7 @@ func (s *Store) Items(ctx context.Context, project string, filter tracker.ItemFi
 			return err
 		}
 		if !exists {
-			return tracker.Errorf(tracker.ErrNotFound, "project %s not found", project)
+			return fault.Errorf(tracker.ErrNotFound, "project %s not found", project)
 		}
 		// Keyset paging on (project_key, number): one more row than the page says whether
 		// another page follows. The rows are read one at a time, so that a page ends at its
@@ -117,7 +118,7 @@ func (s *Store) Items(ctx context.Context, project string, filter tracker.ItemFi
 		return rows.Err()
 	})
 	if err != nil {
-		var te *tracker.Error
+		var te *fault.Error
 		if errors.As(err, &te) {
 			return tracker.ItemList{}, err
 		}
@@ -136,7 +137,7 @@ func wrap(op string, err error) error {
 func (s *Store) Item(ctx context.Context, key string) (*tracker.Item, error) {
 	it, err := getItem(ctx, s.pool, key, false)
 	if err != nil {
-		var te *tracker.Error
+		var te *fault.Error
 		if errors.As(err, &te) {
 			return nil, err
 		}
@@ -156,7 +157,7 @@ func (s *Store) CreateItem(ctx context.Context, a tracker.Actor, project string,
 			ON CONFLICT (project_key) DO UPDATE SET last_number = project_counters.last_number + 1
 			RETURNING last_number`, project).Scan(&n)
 		if pgCode(err) == "23503" {
-			return tracker.Errorf(tracker.ErrNotFound, "project %s not found", project)
+			return fault.Errorf(tracker.ErrNotFound, "project %s not found", project)
 		}
 		if err != nil {
 			return err
@@ -216,7 +217,7 @@ func (s *Store) UpdateItem(ctx context.Context, a tracker.Actor, key string, pat
 func (s *Store) DeleteItem(ctx context.Context, a tracker.Actor, key string, ifVersion *int64) error {
 	project, _, ok := tracker.ParseItemKey(key)
 	if !ok {
-		return tracker.Errorf(tracker.ErrNotFound, "item %s not found", key)
+		return fault.Errorf(tracker.ErrNotFound, "item %s not found", key)
 	}
 	return s.tx(ctx, "delete item "+key, func(tx pgx.Tx) error {
 		if _, err := lockProject(ctx, tx, project); err != nil {
@@ -287,7 +288,7 @@ func (s *Store) AddDependency(ctx context.Context, a tracker.Actor, key, blocker
 		var blockerID string
 		err = tx.QueryRow(ctx, "SELECT id::text FROM items WHERE key = $1", blocker).Scan(&blockerID)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return tracker.Errorf(tracker.ErrNotFound, "item %s not found", blocker)
+			return fault.Errorf(tracker.ErrNotFound, "item %s not found", blocker)
 		}
 		if err != nil {
 			return err
@@ -307,7 +308,7 @@ func (s *Store) AddDependency(ctx context.Context, a tracker.Actor, key, blocker
 			return err
 		}
 		if cycle {
-			return tracker.Errorf(tracker.ErrConflict, "%s blocking %s would make a cycle", blocker, key)
+			return fault.Errorf(tracker.ErrConflict, "%s blocking %s would make a cycle", blocker, key)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO item_dependencies (project_key, blocker_id, blocked_id) VALUES ($1, $2, $3)`,
 			project, blockerID, it.ID); err != nil {
@@ -337,7 +338,7 @@ func touch(ctx context.Context, tx pgx.Tx, it *tracker.Item) (*tracker.Item, err
 func (s *Store) RemoveDependency(ctx context.Context, a tracker.Actor, key, blocker string) (*tracker.Item, error) {
 	project, _, ok := tracker.ParseItemKey(key)
 	if !ok {
-		return nil, tracker.Errorf(tracker.ErrNotFound, "item %s not found", key)
+		return nil, fault.Errorf(tracker.ErrNotFound, "item %s not found", key)
 	}
 	var out *tracker.Item
 	err := s.tx(ctx, "remove dependency "+blocker+" of "+key, func(tx pgx.Tx) error {
@@ -354,7 +355,7 @@ func (s *Store) RemoveDependency(ctx context.Context, a tracker.Actor, key, bloc
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return tracker.Errorf(tracker.ErrNotFound, "%s does not block %s", blocker, key)
+			return fault.Errorf(tracker.ErrNotFound, "%s does not block %s", blocker, key)
 		}
 		if out, err = touch(ctx, tx, it); err != nil {
 			return err

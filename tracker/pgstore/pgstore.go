@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/streams"
 	"github.com/ballet/gateway/streams/pglog"
 	"github.com/ballet/gateway/tracker"
@@ -30,7 +31,7 @@ func (s *Store) tx(ctx context.Context, op string, f func(tx pgx.Tx) error) erro
 	if err == nil {
 		return nil
 	}
-	var te *tracker.Error
+	var te *fault.Error
 	if errors.As(err, &te) {
 		return err
 	}
@@ -104,7 +105,7 @@ func (s *Store) Project(ctx context.Context, key, subject string) (*tracker.Proj
 	}
 	p, err := pgx.CollectExactlyOneRow(rows, scanProject)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, tracker.Errorf(tracker.ErrNotFound, "project %s not found", key)
+		return nil, fault.Errorf(tracker.ErrNotFound, "project %s not found", key)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: project %s: %w", key, err)
@@ -118,14 +119,14 @@ func (s *Store) CreateProject(ctx context.Context, a tracker.Actor, key, name st
 	}
 	grant, err := streams.MemberGrantedEvent(key, a.Subject, streams.RoleAdmin, a.Kind, a.Subject)
 	if err != nil {
-		return nil, tracker.Errorf(tracker.ErrInvalid, "project %s: bad creator", key)
+		return nil, fault.Errorf(tracker.ErrInvalid, "project %s: bad creator", key)
 	}
 	p := &tracker.Project{Key: key, Name: name, Role: streams.RoleAdmin}
 	err = s.tx(ctx, "create project "+key, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `INSERT INTO projects (key, name, created_by) VALUES ($1, $2, $3)
 			ON CONFLICT (key) DO NOTHING RETURNING created_at`, key, name, a.Subject).Scan(&p.CreatedAt)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return tracker.Errorf(tracker.ErrConflict, "project %s exists", key)
+			return fault.Errorf(tracker.ErrConflict, "project %s exists", key)
 		}
 		if err != nil {
 			return err
@@ -148,13 +149,13 @@ func (s *Store) CreateProject(ctx context.Context, a tracker.Actor, key, name st
 func (s *Store) SetMember(ctx context.Context, a tracker.Actor, project, subject, role string) error {
 	ev, err := streams.MemberGrantedEvent(project, subject, role, a.Kind, a.Subject)
 	if err != nil {
-		return tracker.Errorf(tracker.ErrInvalid, "member %s of %s: invalid", subject, project)
+		return fault.Errorf(tracker.ErrInvalid, "member %s of %s: invalid", subject, project)
 	}
 	return s.tx(ctx, "grant on "+project, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO project_members (project_key, subject, role) VALUES ($1, $2, $3)
 			ON CONFLICT (project_key, subject) DO UPDATE SET role = EXCLUDED.role`, project, subject, role)
 		if pgCode(err) == "23503" { // foreign_key_violation
-			return tracker.Errorf(tracker.ErrNotFound, "project %s not found", project)
+			return fault.Errorf(tracker.ErrNotFound, "project %s not found", project)
 		}
 		if err != nil {
 			return err
@@ -166,7 +167,7 @@ func (s *Store) SetMember(ctx context.Context, a tracker.Actor, project, subject
 func (s *Store) RemoveMember(ctx context.Context, a tracker.Actor, project, subject string) error {
 	ev, err := streams.MemberRevokedEvent(project, subject, a.Kind, a.Subject)
 	if err != nil {
-		return tracker.Errorf(tracker.ErrNotFound, "%s is not a member of %s", subject, project)
+		return fault.Errorf(tracker.ErrNotFound, "%s is not a member of %s", subject, project)
 	}
 	return s.tx(ctx, "revoke on "+project, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, "DELETE FROM project_members WHERE project_key = $1 AND subject = $2", project, subject)
@@ -174,7 +175,7 @@ func (s *Store) RemoveMember(ctx context.Context, a tracker.Actor, project, subj
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return tracker.Errorf(tracker.ErrNotFound, "%s is not a member of %s", subject, project)
+			return fault.Errorf(tracker.ErrNotFound, "%s is not a member of %s", subject, project)
 		}
 		return insertEvents(ctx, tx, []streams.NewEvent{ev})
 	})

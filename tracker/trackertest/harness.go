@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/streams"
 	"github.com/ballet/gateway/tracker"
 )
@@ -116,7 +117,7 @@ func (h *harness) wantErr(what string, before int64, err, sentinel error) {
 	if !errors.Is(err, sentinel) {
 		h.t.Fatalf("%s: error %v, want %v", what, err, sentinel)
 	}
-	var te *tracker.Error
+	var te *fault.Error
 	if !errors.As(err, &te) || te.Detail == "" {
 		h.t.Fatalf("%s: error %v carries no caller detail", what, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/tracker"
 )
 
@@ -212,7 +213,7 @@ func testValidation(t *testing.T, h *harness) {
 	if _, err := h.svc.UpdateItem(ctx, Bob, ok.Key, tracker.ItemPatch{Description: &long}, nil); err != nil {
 		t.Fatalf("a description of the longest: %v", err)
 	}
-	var te *tracker.Error
+	var te *fault.Error
 	_, err = h.svc.UpdateItem(ctx, Bob, ok.Key, tracker.ItemPatch{Description: ptr(long + "d")}, nil)
 	if !errors.As(err, &te) || te.Limit != tracker.LimitDescriptionBytes || te.Max != 64<<10 || te.Detail != "description: longer than 65536 bytes" {
 		t.Fatalf("a description of one byte more: %#v", err)
