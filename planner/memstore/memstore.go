@@ -80,16 +80,26 @@ func (s *Store) setRunningLocked(sess *planner.Session) {
 	}
 }
 
-func (s *Store) Session(ctx context.Context, id string) (*planner.Session, error) {
+// lockSession locks the store and returns session id, or notFound; unlock undoes the lock.
+// A ctx that is done is its error, before anything is looked at.
+func (s *Store) lockSession(ctx context.Context, id string) (sess *session, unlock func(), err error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	sess := s.sessions[id]
-	if sess == nil {
-		return nil, notFound(id)
+	if sess = s.sessions[id]; sess == nil {
+		s.mu.Unlock()
+		return nil, nil, notFound(id)
 	}
+	return sess, s.mu.Unlock, nil
+}
+
+func (s *Store) Session(ctx context.Context, id string) (*planner.Session, error) {
+	sess, unlock, err := s.lockSession(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	out := sess.Session
 	s.setRunningLocked(&out)
 	return &out, nil
@@ -127,15 +137,11 @@ func (s *Store) Sessions(ctx context.Context, project string, page planner.Sessi
 }
 
 func (s *Store) Messages(ctx context.Context, id string, after int64) ([]planner.Message, error) {
-	if err := ctx.Err(); err != nil {
+	sess, unlock, err := s.lockSession(ctx, id)
+	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sess := s.sessions[id]
-	if sess == nil {
-		return nil, notFound(id)
-	}
+	defer unlock()
 	var out []planner.Message
 	for _, m := range sess.msgs {
 		if m.Seq > after {
@@ -154,12 +160,11 @@ func (s *Store) AppendMessage(ctx context.Context, id string, m planner.NewMessa
 	if err := json.Compact(&content, m.Content); err != nil {
 		return nil, fmt.Errorf("memstore: message content: %w", err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sess := s.sessions[id]
-	if sess == nil {
-		return nil, notFound(id)
+	sess, unlock, err := s.lockSession(ctx, id)
+	if err != nil {
+		return nil, err
 	}
+	defer unlock()
 	msg := planner.Message{Session: id, Seq: int64(len(sess.msgs)) + 1, Role: m.Role, Content: content.Bytes(), CreatedAt: now()}
 	ev := planner.MessageEvent(sess.Project, id, msg.Seq, m.Role, m.Actor, msg.CreatedAt)
 	if _, err := s.log.Append(ctx, ev); err != nil {
@@ -191,15 +196,11 @@ func check(m planner.NewMessage) error {
 }
 
 func (s *Store) Summary(ctx context.Context, id string) (*planner.Summary, error) {
-	if err := ctx.Err(); err != nil {
+	sess, unlock, err := s.lockSession(ctx, id)
+	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sess := s.sessions[id]
-	if sess == nil {
-		return nil, notFound(id)
-	}
+	defer unlock()
 	if len(sess.summaries) == 0 {
 		return nil, nil
 	}
@@ -208,15 +209,11 @@ func (s *Store) Summary(ctx context.Context, id string) (*planner.Summary, error
 }
 
 func (s *Store) SaveSummary(ctx context.Context, sum *planner.Summary) error {
-	if err := ctx.Err(); err != nil {
+	sess, unlock, err := s.lockSession(ctx, sum.Session)
+	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sess := s.sessions[sum.Session]
-	if sess == nil {
-		return notFound(sum.Session)
-	}
+	defer unlock()
 	if sum.UpTo < 1 || sum.UpTo > int64(len(sess.msgs)) {
 		return fmt.Errorf("memstore: summary up to %d of %d messages: %w", sum.UpTo, len(sess.msgs), planner.ErrInvalid)
 	}

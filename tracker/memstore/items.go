@@ -92,16 +92,25 @@ func (s *Store) lookup(key string) (*item, error) {
 	return it, nil
 }
 
+// lockItem locks the store and returns item key, or ErrNotFound; unlock undoes the lock.
+func (s *Store) lockItem(key string) (it *item, unlock func(), err error) {
+	s.mu.Lock()
+	if it, err = s.lookup(key); err != nil {
+		s.mu.Unlock()
+		return nil, nil, err
+	}
+	return it, s.mu.Unlock, nil
+}
+
 func (s *Store) Item(ctx context.Context, key string) (*tracker.Item, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	it, err := s.lookup(key)
+	it, unlock, err := s.lockItem(key)
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	return s.view(it), nil
 }
 
@@ -144,12 +153,11 @@ func (s *Store) UpdateItem(ctx context.Context, a tracker.Actor, key string, pat
 	if err := patch.Check(); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	it, err := s.lookup(key)
+	it, unlock, err := s.lockItem(key)
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	if err := checkVersion(it, ifVersion); err != nil {
 		return nil, err
 	}
@@ -273,12 +281,11 @@ func (s *Store) reaches(from, to string) bool {
 }
 
 func (s *Store) RemoveDependency(ctx context.Context, a tracker.Actor, key, blocker string) (*tracker.Item, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	it, err := s.lookup(key)
+	it, unlock, err := s.lockItem(key)
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	if _, ok := it.blockedBy[blocker]; !ok {
 		return nil, fault.Errorf(tracker.ErrNotFound, "%s does not block %s", blocker, key)
 	}
