@@ -1,30 +1,37 @@
 //go:build !linux || nopark
 
-package wsnet
+package poller
 
 import (
 	"net"
 	"syscall"
 )
 
-// idlePoller parks idle connections on Linux; elsewhere, and in a build
+// Poller parks idle connections on Linux; elsewhere, and in a build
 // with -tags nopark (to measure what parking saves: docs/benchmarks.md),
 // every connection reads with a goroutine of its own.
-type idlePoller struct{}
+type Poller struct{}
 
-type pollConn struct{}
+// Conn is a connection's registration, which never parks here.
+type Conn struct{}
 
-func newIdlePoller() *idlePoller { return &idlePoller{} }
+// New returns a Poller that polls nothing.
+func New() *Poller { return &Poller{} }
 
-func (ip *idlePoller) conn(syscall.RawConn) pollConn { return pollConn{} }
+// Conn returns a registration that is not pollable.
+func (ip *Poller) Conn(syscall.RawConn) Conn { return Conn{} }
 
-func (pc *pollConn) pollable() bool { return false }
+// Pollable reports false: the connection reads with a goroutine.
+func (pc *Conn) Pollable() bool { return false }
 
-func (pc *pollConn) park(func()) bool { return false }
+// Park reports false: the caller reads as usual.
+func (pc *Conn) Park(func()) bool { return false }
 
-func (pc *pollConn) stopParking() {}
+// StopParking does nothing: nothing parks.
+func (pc *Conn) StopParking() {}
 
-func (pc *pollConn) close() {}
+// Close does nothing: nothing is registered.
+func (pc *Conn) Close() {}
 
-// own serves every socket through net: nothing here polls descriptors.
-func own(c net.Conn, _ *idlePoller, _ *pollConn) (net.Conn, bool) { return c, false }
+// Own serves every socket through net: nothing here polls descriptors.
+func Own(c net.Conn, _ *Poller, _ *Conn) (net.Conn, bool) { return c, false }
