@@ -46,10 +46,12 @@ type Transport struct {
 	// looked at only by the reader, and never once closing is set: a close handshake may
 	// read it on another goroutine. pc is part of the Transport rather than an allocation of
 	// its own.
-	pc      poller.Conn
-	mu      sync.Mutex // guards closing and cs
-	binary  bool       // binary frames, else text
-	fd      bool       // the socket is served by its descriptor (poller.Own)
+	pc poller.Conn
+	mu sync.Mutex // guards closing and cs
+	// binary and fd, set before anything reads or writes, sit beside closing: together they
+	// take one word of the Transport.
+	binary  bool // binary frames, else text
+	fd      bool // the socket is served by its descriptor (poller.Own)
 	closing bool
 	cs      closeState
 }
