@@ -22,19 +22,19 @@ test: export GORACE := $(strip $(GORACE) atexit_sleep_ms=0)
 ## test: vet, formatting, tidy modules, and every test with the race detector; fuzz targets run their seed corpora (testdata/fuzz); then the tests of each speed mechanism in the build that switches it off
 test: vet
 	$(GO) test -race -count=1 -timeout 60m ./...
-	$(GO) test -race -count=1 -tags nopark ./gateway/internal/wsnet/
-	$(GO) test -race -count=1 -tags nofd ./gateway/internal/wsnet/
+	$(GO) test -race -count=1 -tags nopark ./gateway/internal/poller/ ./gateway/internal/wsnet/
+	$(GO) test -race -count=1 -tags nofd ./gateway/internal/poller/ ./gateway/internal/wsnet/
 	$(GO) test -race -count=1 -tags nodirect ./gateway/internal/wsnet/
-	$(GO) test -race -count=1 -tags notimerheap ./gateway/internal/wsnet/
+	$(GO) test -race -count=1 -tags notimerheap ./gateway/internal/timerheap/
 	$(GO) test -race -count=1 -tags nootlp ./internal/tracing/
 	$(GO) test -count=1 -run '^TestReplicaShedsTheMostBehind$$' ./gateway/
 	$(GO) test -race -count=1 -tags noparallel -run '$(HUB_TESTS)' ./streams/
 
-# The off-switch builds (docs/benchmarks.md) run the tests of what they switch: nopark, nofd,
-# nodirect and notimerheap the whole of gateway/internal/wsnet (its transport under an rpc.Conn
-# over real sockets, parked or not, served by their descriptor or by net, written directly or
-# not; the heartbeat timers), noparallel the hub's
-# fan-out. They add 30 to 40 s to make test on two shared cores (29 s at a load of 6, 41 s at 12
+# The off-switch builds (docs/benchmarks.md) run the tests of what they switch: nopark, nofd and
+# nodirect the whole of gateway/internal/wsnet (its transport under an rpc.Conn over real
+# sockets, parked or not, served by their descriptor or by net, written directly or not), nopark
+# and nofd gateway/internal/poller too, notimerheap gateway/internal/timerheap (the heartbeat
+# timers), noparallel the hub's fan-out. They add 30 to 40 s to make test on two shared cores (29 s at a load of 6, 41 s at 12
 # to 16, 60 % of it building); the gateway package's tests in each build would add 30 to 40 s more
 # a build.
 # TestReplicaShedsTheMostBehind runs without the race detector, under which its fan-outs are too

@@ -7,9 +7,9 @@
 // a session (session.go: auth timeout, heartbeats, close; its lifecycle in
 // lifecycle.go); its messages are routed by the method table (methods.go) to
 // handlers in authn.go, subscribe.go, presence.go and planner.go. Limits are in limits.go, the
-// client port's sockets counted in sockets.go; the sessions' WebSockets and
-// heartbeat timers are served by gateway/internal/wsnet (parked readers,
-// corked and direct writes). With Options.TracerProvider, spans.go records a span for each REST
+// client port's sockets counted in sockets.go; the sessions' WebSockets are served by
+// gateway/internal/wsnet (parked readers, corked and direct writes), their heartbeats by
+// gateway/internal/timerheap. With Options.TracerProvider, spans.go records a span for each REST
 // request, upgrade and JSON-RPC request, parented on the caller's trace context.
 //
 // Caveat: on Linux, idle connections hold no goroutine; elsewhere each

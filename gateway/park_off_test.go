@@ -2,5 +2,5 @@
 
 package gateway_test
 
-// readersPark: every reader keeps its goroutine in this build (wsnet/park_other.go).
+// readersPark: every reader keeps its goroutine in this build (poller/poller_other.go).
 const readersPark = false

@@ -2,5 +2,5 @@
 
 package gateway_test
 
-// readersPark: idle readers park in this build (wsnet/park_linux.go).
+// readersPark: idle readers park in this build (poller/poller_linux.go).
 const readersPark = true

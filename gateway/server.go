@@ -22,6 +22,7 @@ import (
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/gateway/internal/timerheap"
 	"github.com/ballet/gateway/gateway/internal/wsnet"
 	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/internal/tracing"
@@ -116,9 +117,9 @@ type Server struct {
 	cancel   context.CancelFunc
 	draining atomic.Bool
 
-	upgrader *wsnet.Upgrader        // the /rpc connections' sockets, whose idle readers park
-	timers   wsnet.Timers[*session] // every session's heartbeat
-	workers  *rpc.Workers           // the connections' writers and resumed readers
+	upgrader *wsnet.Upgrader            // the /rpc connections' sockets, whose idle readers park
+	timers   timerheap.Timers[*session] // every session's heartbeat
+	workers  *rpc.Workers               // the connections' writers and resumed readers
 
 	mu       sync.Mutex
 	sessions []*session // each at its slot; a slice rather than a map costs each session 8 bytes

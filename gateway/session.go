@@ -16,6 +16,7 @@ import (
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/gateway/internal/timerheap"
 	"github.com/ballet/gateway/gateway/internal/wsnet"
 	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
@@ -62,10 +63,10 @@ type session struct {
 	closeCode websocket.StatusCode // final from stateClosing on
 	closeMsg  string
 	authTimer *time.Timer
-	hb        wsnet.Timer // guarded by srv.timers' lock, which Schedule and Remove take (under mu)
-	expAt     int64       // the token's expiry, Unix ns; zero until authenticated
-	lastSent  int64       // last heartbeat sent, Unix ns
-	addr      addrKey     // the address counted against BALLET_MAX_CONNECTIONS_PER_IP until auth
+	hb        timerheap.Timer // guarded by srv.timers' lock, which Schedule and Remove take (under mu)
+	expAt     int64           // the token's expiry, Unix ns; zero until authenticated
+	lastSent  int64           // last heartbeat sent, Unix ns
+	addr      addrKey         // the address counted against BALLET_MAX_CONNECTIONS_PER_IP until auth
 	// fwd is the client's address when the socket's peer is a trusted proxy
 	// (BALLET_TRUSTED_PROXIES), nil otherwise: most sessions pay 8 bytes for it.
 	fwd *netip.Addr
@@ -219,8 +220,8 @@ func (s *session) CloseCode() (websocket.StatusCode, string) {
 	return s.closeCode, s.closeMsg
 }
 
-// HeartbeatTimer is the session's place in the server's heartbeat timers (wsnet.Beater).
-func (s *session) HeartbeatTimer() *wsnet.Timer { return &s.hb }
+// HeartbeatTimer is the session's place in the server's heartbeat timers (timerheap.Beater).
+func (s *session) HeartbeatTimer() *timerheap.Timer { return &s.hb }
 
 // Heartbeat runs from the server's heartbeat timers: it closes a connection whose
 // token expired (4001) or that went silent (4000), or sends $/heartbeat,

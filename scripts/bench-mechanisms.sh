@@ -181,7 +181,7 @@ for v in "${variants[@]}"; do
 	go build -tags "$tags" -o "$BIN/ballet-gateway-${tags:-default}" ./cmd/ballet-gateway
 done
 go vet -tags nopark,notimerheap,nodirect,noparallel ./gateway/ ./streams/
-go vet -tags nofd ./gateway/internal/wsnet/
+go vet -tags nofd ./gateway/internal/poller/ ./gateway/internal/wsnet/
 
 # The database, the project and the grant.
 log "database $DB"

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/http"
 	"time"
+
+	"github.com/ballet/gateway/gateway/internal/poller"
 )
 
 // Options adjust an Upgrader. A nil *Options means the defaults.
@@ -39,14 +41,14 @@ type AcceptOptions struct {
 // Upgrader upgrades requests to WebSockets whose connections this package
 // serves; the idle readers of its connections share one poller.
 type Upgrader struct {
-	poller  *idlePoller
+	poller  *poller.Poller
 	stall   time.Duration
 	partial partialBudget
 }
 
 // NewUpgrader returns an Upgrader with o.
 func NewUpgrader(o *Options) *Upgrader {
-	u := &Upgrader{poller: newIdlePoller(), stall: defaultFlushStall}
+	u := &Upgrader{poller: poller.New(), stall: defaultFlushStall}
 	if o != nil && o.FlushStall > 0 {
 		u.stall = o.FlushStall
 	}
@@ -97,16 +99,16 @@ func (u *Upgrader) Accept(w http.ResponseWriter, r *http.Request, o *AcceptOptio
 	if err != nil {
 		return nil, err
 	}
-	t := &Transport{sub: sub, partial: &u.partial}
-	c, t.fd = own(c, u.poller, &t.pc)
-	t.cork = newCorkConn(c, u.stall)
-	t.pc = u.poller.conn(t.cork.raw)
+	t := &Transport{sub: sub}
+	c, t.fd = poller.Own(c, u.poller, &t.pc)
+	t.setConn(c, u.stall, &u.partial)
+	t.pc = u.poller.Conn(t.w.raw)
 	// Bytes net/http has already read must stay readable: they go first into the connection's
 	// read buffer, where Park sees them. A client may send them before the 101 arrives, or
 	// right after it while net/http still reads. The rest of net/http's buffers go with brw.
 	if n := brw.Reader.Buffered(); n > 0 {
 		early, _ := brw.Reader.Peek(n)
-		t.cork.unread(early)
+		t.r.unread(early)
 	}
 	return t, nil
 }

@@ -1,12 +1,12 @@
 package wsnet
 
 import (
-	"encoding/binary"
 	"errors"
 	"time"
-	"unicode/utf8"
 
 	"github.com/coder/websocket"
+
+	"github.com/ballet/gateway/gateway/internal/wsframe"
 )
 
 // The closing handshake (RFC 6455 §7): each side sends one close frame and the server closes
@@ -38,21 +38,8 @@ func (t *Transport) sendClose(code websocket.StatusCode, reason string) bool {
 	}
 	t.cs.sent = true
 	t.mu.Unlock()
-	_ = t.cork.writeControl(opClose, closePayload(code, reason))
+	_ = t.w.writeControl(wsframe.OpClose, wsframe.ClosePayload(int(code), reason))
 	return true
-}
-
-// closePayload is a close frame's payload for code and reason.
-func closePayload(code websocket.StatusCode, reason string) []byte {
-	if !sendableCode(code) {
-		return nil
-	}
-	for len(reason) > maxControl-2 {
-		_, n := utf8.DecodeLastRuneInString(reason)
-		reason = reason[:len(reason)-n]
-	}
-	p := binary.BigEndian.AppendUint16(make([]byte, 0, 2+len(reason)), uint16(code))
-	return append(p, reason...)
 }
 
 // closeSent reports whether our close frame is written.
@@ -80,10 +67,10 @@ func (t *Transport) peerClose(ce websocket.CloseError) error {
 	t.cs.peer = &ce
 	t.mu.Unlock()
 	if t.sendClose(ce.Code, ce.Reason) {
-		t.cork.closeWithin(CloseGrace)
-		_ = t.cork.wait()
+		t.w.closeWithin(CloseGrace)
+		_ = t.w.wait()
 		t.BeginClose()
-		_ = t.cork.Close()
+		_ = t.w.Close()
 	}
 	return ce
 }
@@ -111,22 +98,22 @@ func (t *Transport) CloseHandshake(code websocket.StatusCode, reason string) err
 	if again {
 		return nil
 	}
-	t.cork.boundClose(CloseGrace)
+	t.w.boundClose(CloseGrace)
 	t.sendClose(code, reason)
-	if !t.cork.drain.Load() { // else the peer's frames can no longer be read
+	if !t.w.drain.Load() { // else the peer's frames can no longer be read
 		t.awaitPeerClose(time.Now().Add(CloseGrace))
 	}
-	return t.cork.Close()
+	return t.w.Close()
 }
 
 // awaitPeerClose waits until the peer's close frame is read, by the reader when it reads and
 // else here, or the socket fails, or deadline.
 func (t *Transport) awaitPeerClose(deadline time.Time) {
 	for {
-		if t.readMu.TryLock() {
+		if t.r.mu.TryLock() {
 			t.discardUntilClose()
-			t.cork.doneReading()
-			t.readMu.Unlock()
+			t.r.done()
+			t.r.mu.Unlock()
 			return
 		}
 		t.mu.Lock()
@@ -139,8 +126,8 @@ func (t *Transport) awaitPeerClose(deadline time.Time) {
 		}
 		ch := t.cs.readWait
 		t.mu.Unlock()
-		if t.readMu.TryLock() { // the reader left before it could see ch
-			t.readMu.Unlock()
+		if t.r.mu.TryLock() { // the reader left before it could see ch
+			t.r.mu.Unlock()
 			continue
 		}
 		d := time.Until(deadline)
@@ -160,13 +147,16 @@ func (t *Transport) awaitPeerClose(deadline time.Time) {
 // discardUntilClose reads and drops the peer's frames up to its close frame (or the
 // socket's end, CloseGrace at most after our close frame). It holds the read lock.
 func (t *Transport) discardUntilClose() {
-	for t.rerr == nil && t.peerClosed() == nil {
-		h, err := t.readHead()
-		if err != nil || h.n < 0 {
+	for t.r.err == nil && t.peerClosed() == nil {
+		h, err := t.r.header()
+		if err == nil && !h.Masked {
+			err = t.refuseHeader(websocket.StatusProtocolError, unmaskedReason)
+		}
+		if err != nil || h.Length < 0 {
 			return
 		}
-		if h.op < opClose {
-			if t.cork.skip(h.n) != nil {
+		if h.Op < wsframe.OpClose {
+			if t.r.skip(h.Length) != nil {
 				return
 			}
 			continue
@@ -181,7 +171,7 @@ func (t *Transport) discardUntilClose() {
 // connection failed).
 func (t *Transport) CloseNow() error {
 	t.BeginClose()
-	return t.cork.Close()
+	return t.w.Close()
 }
 
 // Close ends the connection as the rpc.Conn ends, with the Owner's code or else 1001.
@@ -201,14 +191,14 @@ func (t *Transport) Close() error {
 // the peer).
 func (t *Transport) Abort() {
 	t.BeginClose()
-	_ = t.cork.Close()
+	_ = t.w.Close()
 }
 
 // CloseWithin closes the socket d from now, whatever is reading or writing it then: the
 // bound of a close handshake (and of what is flushed before it) with a peer that does not
 // answer. The earliest of several bounds holds; a socket closed before then is not held
 // until it passes.
-func (t *Transport) CloseWithin(d time.Duration) { t.cork.closeWithin(d) }
+func (t *Transport) CloseWithin(d time.Duration) { t.w.closeWithin(d) }
 
 // Status is the close code of a connection whose reading ended with err: the peer's, or the
 // one the reading chose (a frame refused), else 1006.

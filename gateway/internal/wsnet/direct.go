@@ -2,7 +2,10 @@
 
 package wsnet
 
-import "github.com/ballet/gateway/rpc"
+import (
+	"github.com/ballet/gateway/gateway/internal/wsframe"
+	"github.com/ballet/gateway/rpc"
+)
 
 // Direct writes: Transport is an rpc.TryWriter, so a frame for a
 // connection whose writer is idle is written by its sender (the fan-out, a
@@ -17,13 +20,13 @@ var _ rpc.TryWriter = (*Transport)(nil)
 // vectored write, framed here, the frames as they are; the bytes the socket
 // does not take are sent by the connection's flusher, and the next Uncork
 // waits for them. It reports false, having written nothing, when it cannot
-// (also once the close frame has gone: the connection's writer then fails).
+// (also once the close frame has gone: the rpc connection's writer goroutine then fails).
 func (t *Transport) TryWrite(frames []rpc.Out) (bool, error) {
-	return t.cork.tryFrames(t.opcode(), frames)
+	return t.w.tryFrames(t.opcode(), frames)
 }
 
 // tryFrames is TryWrite on the connection.
-func (c *corkConn) tryFrames(op byte, frames []rpc.Out) (bool, error) {
+func (c *writer) tryFrames(op wsframe.Opcode, frames []rpc.Out) (bool, error) {
 	if c.raw == nil {
 		return false, nil
 	}

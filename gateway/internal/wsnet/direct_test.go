@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ballet/gateway/gateway/internal/wsframe"
 	"github.com/ballet/gateway/rpc"
 )
 
@@ -29,13 +30,13 @@ func TestDirectFramesReadByTheLibrary(t *testing.T) {
 // TryWrite declines once the close frame has gone.
 func TestDirectFramesStopAtTheCloseFrame(t *testing.T) {
 	cc, _ := tcpPair(t)
-	if ok, err := cc.tryFrames(opText, bodies([]byte("data"))); !ok || err != nil {
+	if ok, err := cc.tryFrames(wsframe.OpText, bodies([]byte("data"))); !ok || err != nil {
 		t.Fatalf("before the close frame: TryWrite %v, %v", ok, err)
 	}
-	if err := cc.writeControl(opClose, []byte{0x03, 0xe9}); err != nil {
+	if err := cc.writeControl(wsframe.OpClose, []byte{0x03, 0xe9}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := cc.tryFrames(opText, bodies([]byte("late"))); ok {
+	if ok, _ := cc.tryFrames(wsframe.OpText, bodies([]byte("late"))); ok {
 		t.Fatal("TryWrite wrote after the close frame")
 	}
 }
@@ -115,7 +116,7 @@ func TestFramesKeptForSlowPeer(t *testing.T) {
 		for i := range fs {
 			fs[i] = numbered(b*per+i, 200)
 		}
-		ok, err := cc.tryFrames(opBinary, bodies(fs...))
+		ok, err := cc.tryFrames(wsframe.OpBinary, bodies(fs...))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +154,7 @@ func TestKeptBodiesAreNotCopied(t *testing.T) {
 		for i := range fs {
 			fs[i] = rpc.Out{Head: []byte(fmt.Sprintf("h%05d:", next+i)), Body: body, Tail: []byte("}"), Keep: true}
 		}
-		ok, err := cc.tryFrames(opBinary, fs)
+		ok, err := cc.tryFrames(wsframe.OpBinary, fs)
 		if err != nil || !ok {
 			t.Fatalf("TryWrite: %v, %v", ok, err)
 		}
@@ -171,7 +172,7 @@ func TestKeptBodiesAreNotCopied(t *testing.T) {
 			}
 			// At most one body is cut (a write ended inside it) and copied; every other is
 			// where it was. The copies are the envelopes: 8 bytes, a header and a tail each.
-			if shared == 0 || copied > (shared+1)*(8+maxHeader+1)+len(body) {
+			if shared == 0 || copied > (shared+1)*(8+wsframe.MaxUnmaskedHeaderLen+1)+len(body) {
 				t.Errorf("left for later: %d bodies by reference, %d bytes copied", shared, copied)
 			}
 		}
@@ -219,10 +220,10 @@ func TestWriteFramesWaitsForThePeer(t *testing.T) {
 		}
 		read <- nil
 	}()
-	if ok, err := cc.tryFrames(opBinary, fs); !ok || err != nil {
+	if ok, err := cc.tryFrames(wsframe.OpBinary, fs); !ok || err != nil {
 		t.Fatalf("TryWrite: %v, %v", ok, err)
 	}
-	if err := cc.writeFrames(opBinary, fs); err != nil {
+	if err := cc.writeFrames(wsframe.OpBinary, fs); err != nil {
 		t.Fatal(err)
 	}
 	cc.mu.Lock()

@@ -1,73 +1,17 @@
 package wsnet
 
 import (
-	"encoding/binary"
 	"slices"
 	"sync"
 
+	"github.com/ballet/gateway/gateway/internal/wsframe"
 	"github.com/ballet/gateway/rpc"
 )
 
 // The server's frames are framed here: each is final, unmasked and uncompressed (the
 // connection never negotiates an extension), a data frame of the subprotocol's kind or a
-// control frame (RFC 6455 §5.2). The rpc connection's frames go out with their headers in one
-// vectored write, with no copy.
-
-const (
-	opContinuation = 0x0
-	opText         = 0x1
-	opBinary       = 0x2
-	opClose        = 0x8
-	opPing         = 0x9
-	opPong         = 0xa
-)
-
-// headerLen is the length of the header of a server frame of n payload bytes.
-func headerLen(n int) int {
-	switch {
-	case n <= 125:
-		return 2
-	case n <= 0xffff:
-		return 4
-	}
-	return 10
-}
-
-// headerSize is the length of a frame header, without its mask, from its second byte b1.
-func headerSize(b1 byte) uint8 {
-	switch b1 & 0x7f {
-	case 126:
-		return 4
-	case 127:
-		return 10
-	}
-	return 2
-}
-
-// payloadLen is the payload length a frame header (without its mask) gives.
-func payloadLen(hdr []byte) uint64 {
-	switch k := hdr[1] & 0x7f; k {
-	case 126:
-		return uint64(binary.BigEndian.Uint16(hdr[2:4]))
-	case 127:
-		return binary.BigEndian.Uint64(hdr[2:10])
-	default:
-		return uint64(k)
-	}
-}
-
-// appendHeader appends the header of a final, unmasked frame of opcode op and n payload bytes
-// (RFC 6455 §5.2).
-func appendHeader(b []byte, op byte, n int) []byte {
-	switch {
-	case n <= 125:
-		return append(b, 0x80|op, byte(n))
-	case n <= 0xffff:
-		return append(b, 0x80|op, 126, byte(n>>8), byte(n))
-	}
-	b = append(b, 0x80|op, 127)
-	return binary.BigEndian.AppendUint64(b, uint64(n))
-}
+// control frame (RFC 6455 §5.2), its header wsframe's. The rpc connection's frames go out with
+// their headers in one vectored write, with no copy.
 
 // gather is a pooled scratch for one vectored write of frames: their own bytes one after
 // another in own (each frame's header and Head, the Tail of the one before), the pieces the
@@ -84,15 +28,12 @@ var gathers = sync.Pool{New: func() any {
 	return &gather{own: make([]byte, 0, 64), parts: make([][]byte, 0, 16), keep: make([]bool, 0, 16)}
 }}
 
-// maxHeader is the longest frame header.
-const maxHeader = 10
-
 // build makes g's pieces for frames and returns their bytes. A frame's Head and Tail are
 // copied (they are short); its Body is a piece of its own, not copied.
-func (g *gather) build(op byte, frames []rpc.Out) int {
+func (g *gather) build(op wsframe.Opcode, frames []rpc.Out) int {
 	need := 0
 	for i := range frames {
-		need += maxHeader + len(frames[i].Head) + len(frames[i].Tail)
+		need += wsframe.MaxUnmaskedHeaderLen + len(frames[i].Head) + len(frames[i].Tail)
 	}
 	// Grown once, so that the pieces cut from it stay where they are.
 	g.own = slices.Grow(g.own[:0], need)
@@ -101,9 +42,9 @@ func (g *gather) build(op byte, frames []rpc.Out) int {
 	for i := range frames {
 		f := &frames[i]
 		size := len(f.Head) + len(f.Body) + len(f.Tail)
-		g.own = appendHeader(g.own, op, size)
+		g.own = wsframe.AppendHeader(g.own, op, size)
 		g.own = append(g.own, f.Head...)
-		n += headerLen(size) + size
+		n += wsframe.UnmaskedHeaderLen(size) + size
 		if len(f.Body) > 0 {
 			g.parts = append(g.parts, g.own[start:len(g.own):len(g.own)], f.Body)
 			g.keep = append(g.keep, false, f.Keep)

@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/coder/websocket"
+
+	"github.com/ballet/gateway/gateway/internal/wsframe"
 )
 
 // memConn is a net.Conn that reads in and writes into out: a Transport over it reads what a
@@ -39,33 +41,17 @@ func (c *memConn) SetWriteDeadline(time.Time) error { return nil }
 // memTransport is a Transport reading in, in pieces of step bytes, text or binary.
 func memTransport(in []byte, step int, binary bool, limit int64) (*Transport, *memConn) {
 	mc := &memConn{in: bytes.NewReader(in), step: step}
-	t := &Transport{cork: newCorkConn(mc, time.Second)}
+	t := newTransport(mc, time.Second, nil)
 	t.Attach(&owner{}, binary, limit)
 	return t, mc
 }
 
 // clientFrames frames msg as a client does: masked with key, in fragments of frag bytes
 // (all of it when frag is 0), with a ping before each continuation.
-func clientFrames(msg []byte, op byte, frag int, key [4]byte) []byte {
+func clientFrames(msg []byte, op wsframe.Opcode, frag int, key [4]byte) []byte {
 	var b []byte
-	frame := func(op byte, fin bool, p []byte) {
-		b0 := op
-		if fin {
-			b0 |= 0x80
-		}
-		b = append(b, b0)
-		switch n := len(p); {
-		case n <= 125:
-			b = append(b, 0x80|byte(n))
-		case n <= 0xffff:
-			b = append(b, 0x80|126, byte(n>>8), byte(n))
-		default:
-			b = binary.BigEndian.AppendUint64(append(b, 0x80|127), uint64(n))
-		}
-		b = append(b, key[:]...)
-		start := len(b)
-		b = append(b, p...)
-		unmask(b[start:], key) // masking and unmasking are the same
+	frame := func(op wsframe.Opcode, fin bool, p []byte) {
+		b = wsframe.AppendFrame(b, wsframe.Header{Fin: fin, Op: op, Masked: true, Mask: key}, p)
 	}
 	if frag <= 0 || frag >= len(msg) {
 		frame(op, true, msg)
@@ -74,8 +60,8 @@ func clientFrames(msg []byte, op byte, frag int, key [4]byte) []byte {
 	for i := 0; i < len(msg); i += frag {
 		end := min(i+frag, len(msg))
 		if i > 0 {
-			frame(opPing, true, []byte("p"))
-			op = opContinuation
+			frame(wsframe.OpPing, true, []byte("p"))
+			op = wsframe.OpContinuation
 		}
 		frame(op, end == len(msg), msg[i:end])
 	}
@@ -97,11 +83,11 @@ func FuzzReadMessages(f *testing.F) {
 	f.Add([]byte("ok \xe2\x82( then more"), []byte{}, uint16(4), uint8(1), uint32(5), false) // refused at its fragment
 	f.Add([]byte("\xf0\x9f\x98\x80\xff"), []byte{}, uint16(2), uint8(0), uint32(5), false)   // refused only at its last
 	f.Fuzz(func(t *testing.T, m1, m2 []byte, frag uint16, step uint8, key uint32, bin bool) {
-		op := byte(opBinary)
+		op := wsframe.OpBinary
 		var k [4]byte
 		binary.BigEndian.PutUint32(k[:], key)
 		if !bin {
-			op = opText
+			op = wsframe.OpText
 			if !utf8.Valid(m1) {
 				checkTextPrefix(t, m1, int(frag), int(step), k)
 				return
@@ -139,8 +125,8 @@ func checkTextPrefix(t *testing.T, text []byte, frag, step int, k [4]byte) {
 		return
 	}
 	sent := (len(text) - 1) / frag * frag
-	in := clientFrames(text, opText, frag, k)
-	in = in[:len(in)-len(clientFrames(text[sent:], opText, 0, k))] // the last fragment
+	in := clientFrames(text, wsframe.OpText, frag, k)
+	in = in[:len(in)-len(clientFrames(text[sent:], wsframe.OpText, 0, k))] // the last fragment
 	tr, mc := memTransport(in, step, false, 1<<20)
 	_, err := tr.Read(context.Background())
 	var r *refusal
@@ -232,19 +218,16 @@ func checkServerFrames(t *testing.T, out []byte) {
 		if len(out) < 2 || out[0]&0xf0 != 0x80 || out[1]&0x80 != 0 {
 			t.Fatalf("not a final unmasked frame: % x", out[:min(len(out), 14)])
 		}
-		op, n := out[0]&0x0f, int(out[1]&0x7f)
-		if op < opClose || n > maxControl || len(out) < 2+n {
+		op, n := wsframe.Opcode(out[0]&0x0f), int(out[1]&0x7f)
+		if op < wsframe.OpClose || n > wsframe.MaxControlPayload || len(out) < 2+n {
 			t.Fatalf("frame % x", out[:min(len(out), 14)])
 		}
-		if op == opClose {
+		if op == wsframe.OpClose {
 			if len(out) != 2+n {
 				t.Fatalf("%d bytes after the close frame", len(out)-2-n)
 			}
-			if n > 0 {
-				code := websocket.StatusCode(binary.BigEndian.Uint16(out[2:]))
-				if !sendableCode(code) || !utf8.Valid(out[4:2+n]) {
-					t.Fatalf("close frame % x", out[2:2+n])
-				}
+			if _, _, err := wsframe.ParseClose(out[2 : 2+n]); err != nil {
+				t.Fatalf("close frame % x: %v", out[2:2+n], err)
 			}
 		}
 		out = out[2+n:]

@@ -11,7 +11,7 @@ import (
 )
 
 // idleConnHeap bounds what one idle connection of this package holds on the heap, parked
-// between messages: its Transport and corkConn, the server's socket, and the test's own share
+// between messages: its Transport and writer, the server's socket, and the test's own share
 // (the client's socket and two cleanups, about 400 bytes). It was about 1.9 KB when set; with
 // coder/websocket's connection under the Transport it was 3.5 KB.
 const idleConnHeap = 2100

@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/ballet/gateway/gateway/internal/wsframe"
 	"github.com/ballet/gateway/internal/leaktest"
 	"github.com/ballet/gateway/rpc"
 )
@@ -135,6 +136,14 @@ func (s *testServer) dialRaw(t testing.TB, first []byte) (net.Conn, *bufio.Reade
 	return c, br, s.accept(t)
 }
 
+// newTransport is a Transport over c, as Upgrader.Accept makes one (without a poller), whose
+// flusher waits stall at most for the peer, counting payloads not yet whole in partial.
+func newTransport(c net.Conn, stall time.Duration, partial *partialBudget) *Transport {
+	t := &Transport{}
+	t.setConn(c, stall, partial)
+	return t
+}
+
 // masked is a client's text frame of p, under the mask 0 (which leaves p as it is).
 func masked(p string) []byte {
 	if len(p) > 125 {
@@ -144,7 +153,7 @@ func masked(p string) []byte {
 }
 
 // readFrame reads one short server frame from br: its opcode and payload.
-func readFrame(t *testing.T, br *bufio.Reader) (byte, []byte) {
+func readFrame(t *testing.T, br *bufio.Reader) (wsframe.Opcode, []byte) {
 	t.Helper()
 	h := make([]byte, 2)
 	if _, err := io.ReadFull(br, h); err != nil || h[1] > 125 {
@@ -154,14 +163,14 @@ func readFrame(t *testing.T, br *bufio.Reader) (byte, []byte) {
 	if _, err := io.ReadFull(br, p); err != nil {
 		t.Fatal(err)
 	}
-	return h[0] & 0x0f, p
+	return wsframe.Opcode(h[0] & 0x0f), p
 }
 
 // readClose reads server frames from br up to a close frame and returns its code.
 func readClose(t *testing.T, br *bufio.Reader) websocket.StatusCode {
 	t.Helper()
 	for {
-		if op, p := readFrame(t, br); op == 8 && len(p) >= 2 {
+		if op, p := readFrame(t, br); op == wsframe.OpClose && len(p) >= 2 {
 			return websocket.StatusCode(binary.BigEndian.Uint16(p))
 		}
 	}

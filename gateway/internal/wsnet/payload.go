@@ -1,12 +1,15 @@
 package wsnet
 
 import (
+	"errors"
 	"math/bits"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/coder/websocket"
+
+	"github.com/ballet/gateway/gateway/internal/wsframe"
 )
 
 // A frame's header declares its length, but its payload's memory is taken as the bytes
@@ -69,11 +72,11 @@ func (b *partialBudget) give(n int64) {
 // budget has no room for.
 const partialBudgetReason = "the server holds too many unfinished messages; try again later"
 
-// refusePartial closes the connection 1013 as the budget has no room for its next piece; the
-// rest of the frame is not read.
+// refusePartial closes the connection 1013 as the budget has no room for its next piece
+// (errNoRoom); the rest of the frame is not read.
 func (t *Transport) refusePartial() error {
-	if t.partial != nil && t.partial.refused != nil {
-		t.partial.refused()
+	if t.r.partial != nil && t.r.partial.refused != nil {
+		t.r.partial.refused()
 	}
 	return t.refuseHeader(websocket.StatusTryAgainLater, partialBudgetReason)
 }
@@ -107,57 +110,62 @@ func pieceClass(got, left int) int {
 	return c
 }
 
-// readPayload reads a frame's n payload bytes onto msg and unmasks them with key. Unless the
+// errNoRoom is a payload whose next piece the budget has no room for: the reading is refused
+// 1013 (Transport.refusePartial).
+var errNoRoom = errors.New("wsnet: " + partialBudgetReason)
+
+// payload reads a frame's n payload bytes onto msg and unmasks them with key. Unless the
 // frame is a whole message by itself (fin, and msg empty), msg's capacity is counted in
-// partialBytes, *held of it so far.
-func (t *Transport) readPayload(msg []byte, n int, key [4]byte, fin bool, held *int64) ([]byte, error) {
+// partialBytes, *held of it so far. When the budget has no room for the next piece it
+// returns errNoRoom, the rest of the frame unread.
+func (r *reader) payload(msg []byte, n int, key [4]byte, fin bool, held *int64) ([]byte, error) {
 	start := len(msg)
 	if n < readChunk || n <= cap(msg)-start || n <= start {
-		if (start > 0 || !fin) && !t.hold(msg, start+n, held) {
-			return nil, t.refusePartial()
+		if (start > 0 || !fin) && !r.hold(msg, start+n, held) {
+			return nil, errNoRoom
 		}
 		msg = growTo(msg, start+n)
 		p := msg[start:]
-		if err := t.cork.readFull(p); err != nil {
+		if err := r.readFull(p); err != nil {
 			return nil, err
 		}
-		unmask(p, key)
+		wsframe.Mask(p, key)
 		return msg, nil
 	}
 	var inHand [32]*[]byte
 	pieces := inHand[:0]
 	for got := 0; got < n; {
 		c := pieceClass(got, n-got)
-		if !t.partial.take(pieceMin << c) {
-			t.putPieces(pieces)
-			return nil, t.refusePartial()
+		if !r.partial.take(pieceMin << c) {
+			r.putPieces(pieces)
+			return nil, errNoRoom
 		}
 		p := piecePools[c].Get().(*[]byte)
 		pieces = append(pieces, p)
 		b := (*p)[:min(len(*p), n-got)]
-		if err := t.cork.readFull(b); err != nil {
-			t.putPieces(pieces)
+		if err := r.readFull(b); err != nil {
+			r.putPieces(pieces)
 			return nil, err
 		}
 		got += len(b)
 	}
-	if (start > 0 || !fin) && !t.hold(msg, start+n, held) {
-		t.putPieces(pieces)
-		return nil, t.refusePartial()
+	if (start > 0 || !fin) && !r.hold(msg, start+n, held) {
+		r.putPieces(pieces)
+		return nil, errNoRoom
 	}
 	msg = growTo(msg, start+n)
 	off := start
 	for _, p := range pieces {
 		off += copy(msg[off:], *p)
 	}
-	t.putPieces(pieces)
-	unmask(msg[start:], key)
+	r.putPieces(pieces)
+	wsframe.Mask(msg[start:], key)
 	return msg, nil
 }
 
 // hold counts the capacity of msg grown to n bytes (growTo) in the budget before it grows,
 // *held of it counted so far; false when the budget has no room for it.
-func (t *Transport) hold(msg []byte, n int, held *int64) bool {
+func (r *reader) hold(msg []byte, n int, held *int64) bool {
 	c := int64(cap(msg))
 	if n > cap(msg) {
 		c = int64(max(n, 2*len(msg)))
@@ -165,7 +173,7 @@ func (t *Transport) hold(msg []byte, n int, held *int64) bool {
 	if c <= *held {
 		return true
 	}
-	if !t.partial.take(c - *held) {
+	if !r.partial.take(c - *held) {
 		return false
 	}
 	*held = c
@@ -173,14 +181,14 @@ func (t *Transport) hold(msg []byte, n int, held *int64) bool {
 }
 
 // putPieces gives pieces back to their pools, and their bytes to the budget.
-func (t *Transport) putPieces(pieces []*[]byte) {
+func (r *reader) putPieces(pieces []*[]byte) {
 	n := 0
 	for _, p := range pieces {
 		n += len(*p)
 		piecePools[bits.TrailingZeros(uint(len(*p)/pieceMin))].Put(p)
 	}
 	if n > 0 {
-		t.partial.give(int64(n))
+		r.partial.give(int64(n))
 	}
 }
 

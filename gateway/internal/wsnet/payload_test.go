@@ -15,11 +15,12 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/ballet/gateway/gateway/internal/wsframe"
 	"github.com/ballet/gateway/internal/heaptest"
 )
 
 // part is a masked client frame of opcode op under the mask 0, final or not.
-func part(op byte, fin bool, p string) []byte {
+func part(op wsframe.Opcode, fin bool, p string) []byte {
 	f := clientFrames([]byte(p), op, 0, [4]byte{})
 	if !fin {
 		f[0] &^= 0x80
@@ -37,13 +38,13 @@ func TestUTF8CheckedPerFragment(t *testing.T) {
 		frames [][]byte
 		want   string // the message; "" for a close 1007
 	}{
-		{"a split character", [][]byte{part(opText, false, "h\xc3"), part(opContinuation, true, "\xa9llo")}, "h\u00e9llo"},
-		{"a character in three fragments", [][]byte{part(opText, false, "\xf0\x9f"), part(opContinuation, false, "\x98"),
-			part(opContinuation, true, "\x80!")}, "\U0001F600!"},
-		{"an invalid first fragment", [][]byte{part(opText, false, "ok \xff")}, ""},
-		{"a split character completed wrongly", [][]byte{part(opText, false, "\xe2\x82"), part(opContinuation, false, "(")}, ""},
-		{"a surrogate begun", [][]byte{part(opText, false, "a\xed\xa0")}, ""},
-		{"a split character never completed", [][]byte{part(opText, false, "\xe2\x82"), part(opContinuation, true, "")}, ""},
+		{"a split character", [][]byte{part(wsframe.OpText, false, "h\xc3"), part(wsframe.OpContinuation, true, "\xa9llo")}, "h\u00e9llo"},
+		{"a character in three fragments", [][]byte{part(wsframe.OpText, false, "\xf0\x9f"), part(wsframe.OpContinuation, false, "\x98"),
+			part(wsframe.OpContinuation, true, "\x80!")}, "\U0001F600!"},
+		{"an invalid first fragment", [][]byte{part(wsframe.OpText, false, "ok \xff")}, ""},
+		{"a split character completed wrongly", [][]byte{part(wsframe.OpText, false, "\xe2\x82"), part(wsframe.OpContinuation, false, "(")}, ""},
+		{"a surrogate begun", [][]byte{part(wsframe.OpText, false, "a\xed\xa0")}, ""},
+		{"a split character never completed", [][]byte{part(wsframe.OpText, false, "\xe2\x82"), part(wsframe.OpContinuation, true, "")}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) { // one at a time: the server's connections come in order
 			var first []byte
@@ -114,14 +115,14 @@ func TestDeclaredLengthReservesNothing(t *testing.T) {
 	var readers sync.WaitGroup
 	t.Cleanup(readers.Wait) // after the transports are aborted (cleanups run last first)
 	for i := range peers {
-		c, br, a := s.dialRaw(t, part(opPing, true, "a"))
+		c, br, a := s.dialRaw(t, part(wsframe.OpPing, true, "a"))
 		a.t.Attach(a.o, false, limit) // nothing reads yet
 		got := make(chan struct{}, 2)
 		readers.Go(func() { _, _ = a.t.Read(context.Background()) })
 		readers.Go(func() {
 			for {
 				op, _ := readFrameErr(br)
-				if op != opPong {
+				if op != wsframe.OpPong {
 					return
 				}
 				got <- struct{}{}
@@ -135,7 +136,7 @@ func TestDeclaredLengthReservesNothing(t *testing.T) {
 	base := heaptest.LiveHeap()
 	for _, p := range peers {
 		// A ping, then a header of 1 MiB: once the pong is out, the reader has the header.
-		if _, err := p.c.Write(append(part(opPing, true, "b"), frameHeader(opText, limit)...)); err != nil {
+		if _, err := p.c.Write(append(part(wsframe.OpPing, true, "b"), frameHeader(wsframe.OpText, limit)...)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -177,16 +178,12 @@ func TestDeclaredLengthReservesNothing(t *testing.T) {
 }
 
 // frameHeader is the header of a final masked client frame declaring n payload bytes.
-func frameHeader(op byte, n uint64) []byte {
-	b := []byte{0x80 | op, 0x80 | 127, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
-	for i := range 8 {
-		b[2+i] = byte(n >> (56 - 8*i))
-	}
-	return b
+func frameHeader(op wsframe.Opcode, n uint64) []byte {
+	return wsframe.Header{Fin: true, Op: op, Masked: true, Length: int64(n)}.Append(nil)
 }
 
 // readFrameErr reads one short server frame from br: its opcode, or 0 when reading failed.
-func readFrameErr(br *bufio.Reader) (byte, []byte) {
+func readFrameErr(br *bufio.Reader) (wsframe.Opcode, []byte) {
 	var h [2]byte
 	if _, err := io.ReadFull(br, h[:]); err != nil || h[1] > 125 {
 		return 0, nil
@@ -195,7 +192,7 @@ func readFrameErr(br *bufio.Reader) (byte, []byte) {
 	if _, err := io.ReadFull(br, p); err != nil {
 		return 0, nil
 	}
-	return h[0] & 0x0f, p
+	return wsframe.Opcode(h[0] & 0x0f), p
 }
 
 // The budget of messages not yet whole (Options.PartialMessageBytes) is taken before a
@@ -210,9 +207,9 @@ func TestPartialBudgetBoundsFragments(t *testing.T) {
 	c, br, a := s.dialRaw(t, nil)
 	a.t.Attach(a.o, false, 1<<20) // nothing reads yet
 	var frames []byte
-	frames = append(frames, part(opText, false, strings.Repeat("a", 1<<10))...)
+	frames = append(frames, part(wsframe.OpText, false, strings.Repeat("a", 1<<10))...)
 	for range 99 {
-		frames = append(frames, part(opContinuation, false, strings.Repeat("a", 1<<10))...)
+		frames = append(frames, part(wsframe.OpContinuation, false, strings.Repeat("a", 1<<10))...)
 	}
 	got := make(chan error, 1)
 	go func() { _, err := a.t.Read(context.Background()); got <- err }()

@@ -6,12 +6,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ballet/gateway/gateway/internal/wsframe"
 	"github.com/ballet/gateway/rpc"
 )
 
-// The sending side of a corkConn: every write goes to the socket at once, as much as it takes
-// without waiting, and what it does not take is kept (pending) for a flusher, which sends it in
-// order while the writer goes on. What is kept of a message is a copy of its own bytes (header,
+// How a writer sends: every write goes to the socket at once, as much as it takes without
+// waiting, and what it does not take is kept (pending) for a flusher, which sends it in order
+// while the caller goes on. What is kept of a message is a copy of its own bytes (header,
 // envelope) and a reference to its body when the body stays unchanged (rpc.Out.Keep: an
 // event's body, shared with every connection that sends it): a peer that stops reading holds
 // what the socket did not take of one write, and of a burst's bodies only references.
@@ -39,7 +40,7 @@ func (p *pending) addCopy(b []byte) {
 // sendLocked sends p after the bytes already accepted. What the socket does not take at once
 // is copied to out and a flusher sends it, so that the caller never waits for the peer.
 // Without a raw connection the write waits.
-func (c *corkConn) sendLocked(p []byte) error {
+func (c *writer) sendLocked(p []byte) error {
 	if c.werr != nil {
 		return c.werr
 	}
@@ -68,7 +69,7 @@ func (c *corkConn) sendLocked(p []byte) error {
 
 // sendFramesLocked sends frames of opcode op, each after its header, as sendLocked sends
 // bytes, and a flusher goroutine sends what the socket did not take.
-func (c *corkConn) sendFramesLocked(op byte, frames []rpc.Out) error {
+func (c *writer) sendFramesLocked(op wsframe.Opcode, frames []rpc.Out) error {
 	left, err := c.sendOutsLocked(op, frames)
 	if left {
 		c.flusher = true
@@ -82,7 +83,7 @@ func (c *corkConn) sendFramesLocked(op byte, frames []rpc.Out) error {
 // out (a copy of what is not Keep), flushing is set, and it reports true: the caller must
 // run flush, on a goroutine of its own or its own. Without a raw connection they are written
 // at once, waiting.
-func (c *corkConn) sendOutsLocked(op byte, frames []rpc.Out) (bool, error) {
+func (c *writer) sendOutsLocked(op wsframe.Opcode, frames []rpc.Out) (bool, error) {
 	if c.werr != nil {
 		return false, c.werr
 	}
@@ -135,7 +136,7 @@ func (c *corkConn) sendOutsLocked(op byte, frames []rpc.Out) (bool, error) {
 // back one write for a slow peer, not two), as much as the socket takes now, and keeps the rest
 // without a flusher: the caller's next wait sends it, on the caller's goroutine, as a writer that
 // waits for its peer anyway would. It does not wait for the peer.
-func (c *corkConn) writeFrames(op byte, frames []rpc.Out) error {
+func (c *writer) writeFrames(op wsframe.Opcode, frames []rpc.Out) error {
 	if err := c.wait(); err != nil {
 		return err
 	}
@@ -149,7 +150,7 @@ func (c *corkConn) writeFrames(op byte, frames []rpc.Out) error {
 }
 
 // trySend writes as much of p as the socket takes now.
-func (c *corkConn) trySend(p []byte) (int, error) {
+func (c *writer) trySend(p []byte) (int, error) {
 	g := gathers.Get().(*gather)
 	defer g.put()
 	g.parts = append(g.parts[:0], p)
@@ -158,7 +159,7 @@ func (c *corkConn) trySend(p []byte) (int, error) {
 
 // sent is the outcome of a write that does not wait: n bytes sent, the system call's err
 // (EAGAIN: the socket took no more) and the raw connection's rerr.
-func (c *corkConn) sent(n int, err, rerr error) (int, error) {
+func (c *writer) sent(n int, err, rerr error) (int, error) {
 	if err == syscall.EAGAIN {
 		err = nil
 	}
@@ -173,7 +174,7 @@ func (c *corkConn) sent(n int, err, rerr error) (int, error) {
 
 // flush sends out until it is empty or a write fails (the connection was closed: then the
 // rest is dropped). It is the only writer to the socket while it runs.
-func (c *corkConn) flush() {
+func (c *writer) flush() {
 	for {
 		c.mu.Lock()
 		if c.werr != nil || c.out.n == 0 {
@@ -201,7 +202,7 @@ func (c *corkConn) flush() {
 // writeParts writes parts in order, waiting for the socket while it takes no more: the peer
 // must take each flushChunk bytes within c.stall, so that a slow peer that keeps reading is
 // served and a stalled one fails.
-func (c *corkConn) writeParts(parts [][]byte) error {
+func (c *writer) writeParts(parts [][]byte) error {
 	if c.raw == nil {
 		for _, p := range parts {
 			if err := c.writeAll(p); err != nil {
@@ -244,7 +245,7 @@ func (c *corkConn) writeParts(parts [][]byte) error {
 
 // writeAll writes p in chunks, each of which the peer must take within
 // c.stall: a slow peer that keeps reading is served, a stalled one fails.
-func (c *corkConn) writeAll(p []byte) error {
+func (c *writer) writeAll(p []byte) error {
 	for len(p) > 0 {
 		n := min(len(p), flushChunk)
 		if err := c.Conn.SetWriteDeadline(time.Now().Add(c.stall)); err != nil {

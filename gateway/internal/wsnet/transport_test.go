@@ -69,7 +69,7 @@ func TestTransportParks(t *testing.T) {
 	ws, a := s.dial(t, "")
 	resumed := make(chan struct{}, 1)
 	resume := func() { resumed <- struct{}{} }
-	if !a.t.pc.pollable() {
+	if !a.t.pc.Pollable() {
 		if a.t.Park(resume) {
 			t.Fatal("parked without a poller")
 		}
@@ -160,7 +160,7 @@ func TestTransportCarriesAnRPCConn(t *testing.T) {
 		}
 	}
 
-	parks := a.t.pc.pollable()
+	parks := a.t.pc.Pollable()
 	deadline := time.Now().Add(10 * time.Second)
 	for (readLoops() == 0) != parks {
 		if time.Now().After(deadline) {

@@ -9,17 +9,17 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ballet/gateway/gateway/internal/wsframe"
 	"github.com/ballet/gateway/rpc"
 )
 
-// corkConn is the hijacked connection a Transport frames its messages on. It can
-// hold back writes and send them in one syscall (between Cork and Uncork,
-// writes are gathered in a pooled buffer), and it never makes a writer wait
-// for the peer: bytes the socket does not take at once are kept and sent by
-// a flusher goroutine of its own, in order, while the writer goes on (see
-// send). Reads go through a pooled buffer, held only while it has unread
-// bytes.
-type corkConn struct {
+// writer is the write side of a connection, and the hijacked socket a Transport frames its
+// messages on, which it closes. It can hold back writes and send them in one syscall (between
+// Cork and Uncork, writes are gathered in a pooled buffer), and it never makes its caller wait
+// for the peer: bytes the socket does not take at once are kept and sent by a flusher
+// goroutine of its own, in order, while the caller goes on (send.go). The frames it sends are
+// built by frames.go; the peer's are read by the Transport's reader (reader.go).
+type writer struct {
 	net.Conn
 	raw syscall.RawConn // for writes that do not wait; nil: every write waits
 
@@ -37,10 +37,6 @@ type corkConn struct {
 
 	closer  *time.Timer // closeWithin's earliest, stopped by Close (mu)
 	closeAt int64       // when closer fires, Unix ns (mu)
-
-	// The reader's; see next.
-	rbuf *[]byte
-	roff int
 
 	drain    atomic.Bool // a frame was refused at its header: Close drains what the peer still sends
 	draining atomic.Bool // Close has begun draining
@@ -64,129 +60,35 @@ var errClosedFrame = errors.New("wsnet: the connection has sent its close frame"
 // within the connection's stall (Options.FlushStall).
 const flushChunk = 64 << 10
 
-func newCorkConn(c net.Conn, stall time.Duration) *corkConn {
-	return &corkConn{Conn: c, raw: rawConnOf(c), stall: stall}
+func newWriter(c net.Conn, stall time.Duration) *writer {
+	return &writer{Conn: c, raw: rawConnOf(c), stall: stall}
 }
 
-var (
-	// Cork buffers start small (a batch is usually one or a few frames: a
-	// heartbeat to every connection at once should not take 16 KiB each)
-	// and grow with append; up to 256 KiB they go back to the pool.
-	corkBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-	readBufs = sync.Pool{New: func() any { b := make([]byte, readChunk); return &b }}
-)
-
-// readChunk is the size of the pooled read buffer.
-const readChunk = 4 << 10
-
-// The reader's side: Transport.Read takes the peer's frames from a pooled buffer, filled by
-// reads of up to readChunk bytes and held only while it has unread bytes. A payload of
-// readChunk bytes or more is read straight into its message. One reader at a time (the
-// Transport's read lock).
-
-// next returns the next n bytes read (n <= readChunk), valid until the next read.
-func (c *corkConn) next(n int) ([]byte, error) {
-	if c.rbuf == nil {
-		c.rbuf = readBufs.Get().(*[]byte)
-		*c.rbuf = (*c.rbuf)[:0]
-		c.roff = 0
-	}
-	b := *c.rbuf
-	if len(b)-c.roff < n && cap(b)-c.roff < n { // make room: move the unread bytes to the front
-		k := copy(b[:cap(b)], b[c.roff:])
-		b, c.roff = b[:k], 0
-	}
-	for len(b)-c.roff < n {
-		m, err := c.Conn.Read(b[len(b):cap(b)])
-		b = b[:len(b)+m]
-		if err != nil && len(b)-c.roff < n {
-			*c.rbuf = b
-			return nil, err
-		}
-	}
-	*c.rbuf = b
-	p := b[c.roff : c.roff+n]
-	c.roff += n
-	return p, nil
-}
-
-// readFull fills p with the next bytes read.
-func (c *corkConn) readFull(p []byte) error {
-	for len(p) > 0 {
-		if c.rbuf != nil && c.roff < len(*c.rbuf) {
-			k := copy(p, (*c.rbuf)[c.roff:])
-			c.roff += k
-			p = p[k:]
-			continue
-		}
-		if len(p) >= readChunk {
-			n, err := c.Conn.Read(p)
-			if err != nil && n < len(p) {
-				return err
-			}
-			p = p[n:]
-			continue
-		}
-		if _, err := c.next(len(p)); err != nil {
-			return err
-		}
-		c.roff -= len(p) // next made them unread; copy them above
-	}
-	return nil
-}
-
-// skip reads and drops the next n bytes.
-func (c *corkConn) skip(n int64) error {
-	for n > 0 {
-		k := int(min(n, readChunk))
-		if _, err := c.next(k); err != nil {
-			return err
-		}
-		n -= int64(k)
-	}
-	return nil
-}
-
-// doneReading gives the read buffer back when nothing in it is unread: between messages, an
-// idle connection holds none.
-func (c *corkConn) doneReading() {
-	if c.rbuf != nil && c.roff == len(*c.rbuf) {
-		*c.rbuf = (*c.rbuf)[:readChunk]
-		readBufs.Put(c.rbuf)
-		c.rbuf, c.roff = nil, 0
-	}
-}
-
-// unread makes p (copied) the first bytes read.
-func (c *corkConn) unread(p []byte) {
-	b := make([]byte, len(p), max(len(p), readChunk))
-	copy(b, p)
-	c.rbuf, c.roff = &b, 0
-}
-
-// readPending reports whether bytes read are not yet taken.
-func (c *corkConn) readPending() bool { return c.rbuf != nil && c.roff < len(*c.rbuf) }
+// Cork buffers start small (a batch is usually one or a few frames: a heartbeat to every
+// connection at once should not take 16 KiB each) and grow with append; up to 256 KiB they go
+// back to the pool.
+var corkBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // writeControl writes a control frame of opcode op (a pong, the close frame), or gathers it
 // while corked. Like every write it does not wait for the peer; the bytes of control frames
 // that wait for a peer that does not read are bounded (maxUnreadControl). Nothing follows a
 // close frame (RFC 6455 §5.5.1).
-func (c *corkConn) writeControl(op byte, payload []byte) error {
+func (c *writer) writeControl(op wsframe.Opcode, payload []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return errClosedFrame
 	}
-	if op == opClose {
+	if op == wsframe.OpClose {
 		c.closed = true
 	}
 	if c.corked {
-		*c.buf = appendHeader(*c.buf, op, len(payload))
+		*c.buf = wsframe.AppendHeader(*c.buf, op, len(payload))
 		*c.buf = append(*c.buf, payload...)
 		return nil
 	}
 	if c.flushing && c.werr == nil {
-		if c.ctrl += headerLen(len(payload)) + len(payload); c.ctrl > maxUnreadControl {
+		if c.ctrl += wsframe.UnmaskedHeaderLen(len(payload)) + len(payload); c.ctrl > maxUnreadControl {
 			c.werr = errUnreadControl
 			_ = c.Conn.Close()
 		}
@@ -194,7 +96,7 @@ func (c *corkConn) writeControl(op byte, payload []byte) error {
 	fs := [1]rpc.Out{{Body: payload}}
 	err := c.sendFramesLocked(op, fs[:])
 	if c.flushing && !c.flusher {
-		// Between a writeFrames and its writer's wait: a pong, or the close frame, does not
+		// Between a writeFrames and its caller's wait: a pong, or the close frame, does not
 		// wait for the writer.
 		c.flusher = true
 		go c.flush()
@@ -206,7 +108,7 @@ func (c *corkConn) writeControl(op byte, payload []byte) error {
 // sending the frame: the socket is then shut for writing (the close frame has gone) and
 // what arrives is read and dropped for up to CloseGrace before it is closed, so that the
 // peer reads the close frame rather than a reset.
-func (c *corkConn) Close() error {
+func (c *writer) Close() error {
 	c.mu.Lock()
 	if c.closer != nil {
 		c.closer.Stop() // the socket and its session need not be held until it fires
@@ -232,7 +134,7 @@ func (c *corkConn) Close() error {
 // bound of a close handshake with a peer that does not answer (the reader waits for the rest
 // of a frame the peer began, with no deadline). Close stops it: a socket closed
 // before then is left alone, and not held until d has passed.
-func (c *corkConn) closeWithin(d time.Duration) {
+func (c *writer) closeWithin(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	at := time.Now().Add(d).UnixNano()
@@ -249,7 +151,7 @@ func (c *corkConn) closeWithin(d time.Duration) {
 
 // boundClose is closeWithin(d) unless a bound is set already: a caller's, which gave the
 // peer the time of a flush before the close frame besides the close grace.
-func (c *corkConn) boundClose(d time.Duration) {
+func (c *writer) boundClose(d time.Duration) {
 	c.mu.Lock()
 	bound := c.closer != nil
 	c.mu.Unlock()
@@ -259,7 +161,7 @@ func (c *corkConn) boundClose(d time.Duration) {
 }
 
 // Cork starts gathering writes.
-func (c *corkConn) Cork() {
+func (c *writer) Cork() {
 	c.mu.Lock()
 	if !c.corked {
 		c.corked = true
@@ -270,14 +172,14 @@ func (c *corkConn) Cork() {
 
 // writeFrame writes a data frame of opcode op, or gathers it while corked; after the close
 // frame it writes nothing and fails.
-func (c *corkConn) writeFrame(op byte, frame []byte) error {
+func (c *writer) writeFrame(op wsframe.Opcode, frame []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return errClosedFrame
 	}
 	if c.corked {
-		*c.buf = appendHeader(*c.buf, op, len(frame))
+		*c.buf = wsframe.AppendHeader(*c.buf, op, len(frame))
 		*c.buf = append(*c.buf, frame...)
 		return nil
 	}
@@ -287,7 +189,7 @@ func (c *corkConn) writeFrame(op byte, frame []byte) error {
 
 // Uncork sends what was gathered, in one write, and stops gathering. Like
 // Write it does not wait for the peer: wait does.
-func (c *corkConn) Uncork() error {
+func (c *writer) Uncork() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.corked {
@@ -305,7 +207,7 @@ func (c *corkConn) Uncork() error {
 
 // canTry reports whether a write now would go straight to the socket
 // without waiting: nothing is held back for a slow peer.
-func (c *corkConn) canTry() bool {
+func (c *writer) canTry() bool {
 	if c.raw == nil {
 		return false
 	}
@@ -315,7 +217,7 @@ func (c *corkConn) canTry() bool {
 }
 
 // backlog is the number of bytes accepted and not yet sent.
-func (c *corkConn) backlog() int {
+func (c *writer) backlog() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.out == nil {
@@ -326,7 +228,7 @@ func (c *corkConn) backlog() int {
 
 // wait returns once every accepted byte has been sent, or with the error
 // that ended the sending.
-func (c *corkConn) wait() error {
+func (c *writer) wait() error {
 	c.mu.Lock()
 	if !c.flushing {
 		err := c.werr

@@ -1,6 +1,6 @@
 //go:build notimerheap
 
-package wsnet
+package timerheap
 
 import "time"
 

@@ -1,6 +1,6 @@
 //go:build linux && !nopark && !nofd
 
-package wsnet
+package poller
 
 import (
 	"errors"
@@ -13,11 +13,11 @@ import (
 	"time"
 )
 
-// fdConn is an upgraded TCP socket served by its descriptor alone, waiting for it on the
-// idle poller's epoll loop rather than on the Go runtime's: a socket the runtime polls costs
+// fdConn is a TCP socket served by its descriptor alone, waiting for it on the
+// Poller's epoll loop rather than on the Go runtime's: a socket the runtime polls costs
 // a pollDesc of 512 bytes outside the heap, a netFD, its finalizer and two addresses, about
 // 0.9 KB of memory an idle connection need not hold. Hijack's connection is given up for a
-// duplicate of its descriptor (own). Reads and writes do not wait in the kernel: one that
+// duplicate of its descriptor (Own). Reads and writes do not wait in the kernel: one that
 // finds the socket not ready waits for the poller to report it ready.
 //
 // A use of the descriptor holds a reference, so that Close never closes it under a system
@@ -26,7 +26,7 @@ import (
 type fdConn struct {
 	fd    int
 	refs  atomic.Int64 // uses of fd, plus one until Close; closingBit once Close ran
-	pc    *pollConn    // the Transport's registration: where reads and writes wait
+	pc    *Conn        // the connection's registration: where reads and writes wait
 	peer  netip.AddrPort
 	rdl   atomic.Int64 // read deadline, Unix ns; 0 for none
 	wdl   atomic.Int64 // write deadline
@@ -40,11 +40,11 @@ var (
 	_ syscall.Conn = (*fdConn)(nil)
 )
 
-// own returns a connection serving c's socket by its descriptor, waiting on pc (ip's
+// Own returns a connection serving c's socket by its descriptor, waiting on pc (ip's
 // registration, once made), having closed c, and true; or c itself and false when its socket
 // cannot be served so (not TCP, or the descriptor not duplicated). c's wrapper, when it has
 // one (a listener's accounting, which has Detach), keeps wrapping it.
-func own(c net.Conn, ip *idlePoller, pc *pollConn) (net.Conn, bool) {
+func Own(c net.Conn, ip *Poller, pc *Conn) (net.Conn, bool) {
 	if ip == nil {
 		return c, false
 	}
@@ -56,8 +56,8 @@ func own(c net.Conn, ip *idlePoller, pc *pollConn) (net.Conn, bool) {
 	return ownTCP(c, pc)
 }
 
-// ownTCP is own for c, a *net.TCPConn.
-func ownTCP(c net.Conn, pc *pollConn) (net.Conn, bool) {
+// ownTCP is Own for c, a *net.TCPConn.
+func ownTCP(c net.Conn, pc *Conn) (net.Conn, bool) {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return c, false
@@ -129,7 +129,7 @@ func (c *fdConn) Close() error {
 			break
 		}
 	}
-	c.pc.close()
+	c.pc.Close()
 	c.release() // the connection's own reference
 	return nil
 }
@@ -263,7 +263,7 @@ func (c *fdConn) SyscallConn() (syscall.RawConn, error) { return (*fdRaw)(c), ni
 // fdRaw is an fdConn's syscall.RawConn: each call holds a reference to the descriptor.
 type fdRaw fdConn
 
-var errRawClosed = errors.New("wsnet: the connection is closed")
+var errRawClosed = errors.New("poller: the connection is closed")
 
 func (r *fdRaw) Control(f func(fd uintptr)) error {
 	c := (*fdConn)(r)

@@ -1,10 +1,10 @@
 //go:build linux && !nopark && nofd
 
-package wsnet
+package poller
 
 import "net"
 
 // A build with -tags nofd leaves fdconn_linux.go out: every socket is served by net and the
 // Go runtime's poller, parked readers or not (what serving the descriptor saves:
 // docs/benchmarks.md).
-func own(c net.Conn, _ *idlePoller, _ *pollConn) (net.Conn, bool) { return c, false }
+func Own(c net.Conn, _ *Poller, _ *Conn) (net.Conn, bool) { return c, false }

@@ -1,4 +1,4 @@
-package wsnet
+package timerheap
 
 import (
 	"math/rand/v2"

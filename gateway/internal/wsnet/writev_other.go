@@ -16,7 +16,7 @@ func rawConnOf(net.Conn) syscall.RawConn { return nil }
 type vectored struct{}
 
 // trySendv is not called: without a raw connection every write waits.
-func (*corkConn) trySendv(*gather) (int, error) { return 0, errors.ErrUnsupported }
+func (*writer) trySendv(*gather) (int, error) { return 0, errors.ErrUnsupported }
 
 // sendvWait is not called: without a raw connection every write waits.
-func (*corkConn) sendvWait(*gather) (int, error) { return 0, errors.ErrUnsupported }
+func (*writer) sendvWait(*gather) (int, error) { return 0, errors.ErrUnsupported }

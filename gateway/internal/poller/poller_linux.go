@@ -1,6 +1,6 @@
 //go:build linux && !nopark
 
-package wsnet
+package poller
 
 import (
 	"errors"
@@ -8,22 +8,23 @@ import (
 	"syscall"
 )
 
-// idlePoller lets idle /rpc connections wait for their next message
-// without a goroutine: a connection with nothing to read parks (its
-// reader's goroutine returns, and with it its stack) and one epoll loop
-// resumes it when the socket turns readable or closes. At thousands of idle
-// connections this halves the memory each one costs.
+// Poller lets idle connections wait for their next message without a
+// goroutine: a connection with nothing to read parks (its reader's goroutine
+// returns, and with it its stack) and one epoll loop resumes it when the
+// socket turns readable or closes. At thousands of idle WebSockets this
+// halves the memory each one costs. Sockets served by their descriptor (Own)
+// wait on the same loop.
 //
 // The loop runs while at least one connection is registered and stops with
 // the last one, so it never outlives the sessions that use it.
-type idlePoller struct {
-	mu     sync.Mutex  // guards the fields below and every pollConn's
-	loop   *pollLoop   // while refs > 0
-	refs   int         // registered connections
-	conns  []*pollConn // registered connections by slot, nil for a free one
-	free   []uint32    // free slots of conns
-	gen    uint32      // the generation of the latest registration
-	broken bool        // epoll failed: connections read with a goroutine each
+type Poller struct {
+	mu     sync.Mutex // guards the fields below and every Conn's
+	loop   *pollLoop  // while refs > 0
+	refs   int        // registered connections
+	conns  []*Conn    // registered connections by slot, nil for a free one
+	free   []uint32   // free slots of conns
+	gen    uint32     // the generation of the latest registration
+	broken bool       // epoll failed: connections read with a goroutine each
 }
 
 // pollLoop is one epoll instance and the goroutine waiting on it. Event
@@ -36,8 +37,8 @@ type pollLoop struct {
 	done         chan struct{}
 }
 
-// pollConn is one connection's registration. Its fields but ip and rc (set
-// by conn, read-only) are guarded by the poller's mutex, not one of its
+// Conn is one connection's registration. Its fields but ip and rc (set
+// by Poller.Conn, read-only) are guarded by the poller's mutex, not one of its
 // own: a registration changes together with the poller's table of
 // connections and its count of registered ones, which the loop reads for
 // many connections in one critical section, and a lock each would grow
@@ -48,8 +49,8 @@ type pollLoop struct {
 // ready for it or the registration closes: resume, the parked reader's;
 // rwait and wwait, a read and a write of a socket served by its descriptor
 // (fdconn_linux.go) that found it not ready.
-type pollConn struct {
-	ip         *idlePoller
+type Conn struct {
+	ip         *Poller
 	rc         syscall.RawConn
 	resume     func() // set while parked
 	rwait      func() // set while a read waits for the socket
@@ -58,17 +59,18 @@ type pollConn struct {
 	gen        uint32 // the registration's generation: an event of an earlier one is stale
 	registered bool
 	added      bool // the fd is in the loop's epoll set
-	noPark     bool // stopParking ran: the reader no longer parks
+	noPark     bool // StopParking ran: the reader no longer parks
 	closed     bool
 }
 
-func newIdlePoller() *idlePoller { return &idlePoller{} }
+// New returns a Poller; its loop starts with the first registration.
+func New() *Poller { return &Poller{} }
 
 // eventData is what epoll reports for the registration slot, gen: never 0, the wake-up pipe's.
 func eventData(slot, gen uint32) (int32, int32) { return int32(slot + 1), int32(gen) }
 
 // registerLocked gives pc a slot and a generation.
-func (ip *idlePoller) registerLocked(pc *pollConn) {
+func (ip *Poller) registerLocked(pc *Conn) {
 	ip.gen++
 	pc.gen = ip.gen
 	if n := len(ip.free); n > 0 {
@@ -84,7 +86,7 @@ func (ip *idlePoller) registerLocked(pc *pollConn) {
 }
 
 // lookupLocked is the registration an event reports, nil when it is stale.
-func (ip *idlePoller) lookupLocked(fd, pad int32) *pollConn {
+func (ip *Poller) lookupLocked(fd, pad int32) *Conn {
 	slot := uint32(fd) - 1
 	if slot >= uint32(len(ip.conns)) {
 		return nil
@@ -95,22 +97,22 @@ func (ip *idlePoller) lookupLocked(fd, pad int32) *pollConn {
 	return nil
 }
 
-// conn returns a registration for the connection rc, one that is not
+// Conn returns a registration for the connection rc, one that is not
 // pollable when rc cannot be polled (not a socket).
-func (ip *idlePoller) conn(rc syscall.RawConn) pollConn {
+func (ip *Poller) Conn(rc syscall.RawConn) Conn {
 	if rc == nil || ip == nil {
-		return pollConn{}
+		return Conn{}
 	}
-	return pollConn{ip: ip, rc: rc}
+	return Conn{ip: ip, rc: rc}
 }
 
-// pollable reports whether the connection can park.
-func (pc *pollConn) pollable() bool { return pc.ip != nil }
+// Pollable reports whether the connection can park.
+func (pc *Conn) Pollable() bool { return pc.ip != nil }
 
-// park arranges for resume to run once the connection is readable or
+// Park arranges for resume to run once the connection is readable or
 // closed, and reports whether it did; when it did not, the caller reads
 // as usual.
-func (pc *pollConn) park(resume func()) bool {
+func (pc *Conn) Park(resume func()) bool {
 	pc.ip.mu.Lock()
 	defer pc.ip.mu.Unlock()
 	if pc.noPark {
@@ -122,7 +124,7 @@ func (pc *pollConn) park(resume func()) bool {
 // await arranges for fn to run once the socket is ready to write (else to read), or the
 // registration closes; false when it cannot (the registration is closed, or the kernel
 // refused), and fn will not run.
-func (pc *pollConn) await(write bool, fn func()) bool {
+func (pc *Conn) await(write bool, fn func()) bool {
 	pc.ip.mu.Lock()
 	defer pc.ip.mu.Unlock()
 	if write {
@@ -133,7 +135,7 @@ func (pc *pollConn) await(write bool, fn func()) bool {
 
 // armLocked sets the callback *slot to fn and asks epoll for what the callbacks set wait
 // for, registering pc first if need be.
-func (pc *pollConn) armLocked(slot *func(), fn func()) bool {
+func (pc *Conn) armLocked(slot *func(), fn func()) bool {
 	ip := pc.ip
 	if pc.closed || ip.broken {
 		return false
@@ -160,7 +162,7 @@ func (pc *pollConn) armLocked(slot *func(), fn func()) bool {
 
 // rearmLocked asks epoll to report once what pc's callbacks wait for. Level-triggered and
 // one-shot: a socket that is ready already reports at once, and reports once per arming.
-func (pc *pollConn) rearmLocked() bool {
+func (pc *Conn) rearmLocked() bool {
 	var events uint32 = syscall.EPOLLONESHOT
 	if pc.resume != nil || pc.rwait != nil {
 		events |= syscall.EPOLLIN | syscall.EPOLLRDHUP
@@ -188,7 +190,7 @@ func (pc *pollConn) rearmLocked() bool {
 
 // readyLocked takes the callbacks that events (what epoll reported) serve, and asks epoll
 // again for what the others wait for.
-func (pc *pollConn) readyLocked(events uint32, ready []func()) []func() {
+func (pc *Conn) readyLocked(events uint32, ready []func()) []func() {
 	const failed = syscall.EPOLLHUP | syscall.EPOLLERR
 	take := func(slot *func()) {
 		if *slot != nil {
@@ -213,9 +215,9 @@ func (pc *pollConn) readyLocked(events uint32, ready []func()) []func() {
 	return ready
 }
 
-// stopParking stops the reader from parking and resumes it if it is parked; a read or a
+// StopParking stops the reader from parking and resumes it if it is parked; a read or a
 // write waiting for the socket goes on waiting.
-func (pc *pollConn) stopParking() {
+func (pc *Conn) StopParking() {
 	pc.ip.mu.Lock()
 	pc.noPark = true
 	resume := pc.resume
@@ -226,10 +228,10 @@ func (pc *pollConn) stopParking() {
 	}
 }
 
-// close unregisters the connection and runs what waits on it (the parked
+// Close unregisters the connection and runs what waits on it (the parked
 // reader resumes, and sees the connection end). It must be called before
 // the connection is closed, and may be called more than once.
-func (pc *pollConn) close() {
+func (pc *Conn) Close() {
 	ip := pc.ip
 	ip.mu.Lock()
 	if pc.closed {
@@ -267,7 +269,7 @@ func (pc *pollConn) close() {
 	}
 }
 
-func startPollLoop(ip *idlePoller) (*pollLoop, error) {
+func startPollLoop(ip *Poller) (*pollLoop, error) {
 	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, err
@@ -289,7 +291,7 @@ func startPollLoop(ip *idlePoller) (*pollLoop, error) {
 
 // run resumes parked connections as their sockets report, until the loop
 // is stopped.
-func (ip *idlePoller) run(l *pollLoop) {
+func (ip *Poller) run(l *pollLoop) {
 	defer close(l.done)
 	events := make([]syscall.EpollEvent, 128)
 	var ready []func()
@@ -327,7 +329,7 @@ func (ip *idlePoller) run(l *pollLoop) {
 
 // fail gives up polling (it does not happen on a working kernel): every
 // parked connection resumes and later ones read with a goroutine each.
-func (ip *idlePoller) fail() {
+func (ip *Poller) fail() {
 	ip.mu.Lock()
 	ip.broken = true
 	var ready []func()

@@ -1,6 +1,6 @@
 //go:build linux && !nopark && !nofd
 
-package wsnet
+package poller
 
 import (
 	"errors"
@@ -15,16 +15,15 @@ import (
 // plain client side.
 func fdPair(t *testing.T) (*fdConn, net.Conn) {
 	t.Helper()
-	cc, cli := tcpPair(t)
-	tc := cc.Conn.(*net.TCPConn)
-	ip := newIdlePoller()
-	pc := new(pollConn)
-	c, ok := own(tc, ip, pc)
+	tc, cli := tcpPair(t)
+	ip := New()
+	pc := new(Conn)
+	c, ok := Own(tc, ip, pc)
 	if !ok {
 		t.Fatal("a TCP socket was not served by its descriptor")
 	}
 	fc := c.(*fdConn)
-	*pc = ip.conn((*fdRaw)(fc))
+	*pc = ip.Conn((*fdRaw)(fc))
 	t.Cleanup(func() { fc.Close() })
 	return fc, cli
 }

@@ -8,6 +8,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/ballet/gateway/gateway/internal/wsframe"
 )
 
 // sockBuf is the send buffer of tcpPair's server side and the receive
@@ -17,8 +19,8 @@ import (
 const sockBuf = 64 << 10
 
 // tcpPair is a connected loopback pair: the server side wrapped in a
-// corkConn, and the plain client side.
-func tcpPair(t *testing.T) (*corkConn, net.Conn) {
+// writer, and the plain client side.
+func tcpPair(t *testing.T) (*writer, net.Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -48,7 +50,7 @@ func tcpPair(t *testing.T) (*corkConn, net.Conn) {
 	if err := srv.(*net.TCPConn).SetWriteBuffer(sockBuf); err != nil {
 		t.Fatal(err)
 	}
-	cc := newCorkConn(srv, defaultFlushStall)
+	cc := newWriter(srv, defaultFlushStall)
 	if cc.raw == nil {
 		t.Fatal("a TCP connection has no raw connection")
 	}
@@ -60,7 +62,7 @@ func tcpPair(t *testing.T) (*corkConn, net.Conn) {
 }
 
 // put sends p as it is, not framed, or gathers it while corked: bytes the tests can follow.
-func (c *corkConn) put(p []byte) error {
+func (c *writer) put(p []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.corked {
@@ -85,7 +87,7 @@ func chunk(i int) []byte {
 const fillBacklog = 1 << 20
 
 // fillSocket writes corked chunks to a peer that does not read until the
-// corkConn holds back fillBacklog bytes. Stopping at the first byte held
+// writer holds back fillBacklog bytes. Stopping at the first byte held
 // back would not do: the socket refuses a write while its buffer waits
 // for the peer to acknowledge what is in flight, and on a loaded machine
 // those acknowledgements come late, after which it takes what was held
@@ -93,7 +95,7 @@ const fillBacklog = 1 << 20
 //
 // A flusher with a short stall may give up on the peer before the fill
 // is done; the socket is full then, and fillSocket returns.
-func fillSocket(t *testing.T, cc *corkConn) {
+func fillSocket(t *testing.T, cc *writer) {
 	t.Helper()
 	for i := 0; cc.backlog() < fillBacklog; i++ {
 		if i == 2048 {
@@ -190,7 +192,7 @@ func TestCorkConnBoundsUnreadControlFrames(t *testing.T) {
 	pong := make([]byte, 125)
 	sent := 0
 	for {
-		if err := cc.writeControl(opPong, pong); err != nil {
+		if err := cc.writeControl(wsframe.OpPong, pong); err != nil {
 			if !errors.Is(err, errUnreadControl) {
 				t.Fatalf("error %v, want errUnreadControl", err)
 			}

@@ -42,7 +42,7 @@ func (v *vectored) writeOrWait(fd uintptr) bool {
 }
 
 // trySendv writes as much of g's pieces, in order, as the socket takes now, in one writev.
-func (c *corkConn) trySendv(g *gather) (int, error) {
+func (c *writer) trySendv(g *gather) (int, error) {
 	v := &g.vectored
 	if v.fn == nil {
 		v.fn = v.write
@@ -52,7 +52,7 @@ func (c *corkConn) trySendv(g *gather) (int, error) {
 
 // sendvWait writes as much of g's pieces, in order, as the socket takes in one writev, waiting
 // for the socket while it takes nothing (until the connection's write deadline).
-func (c *corkConn) sendvWait(g *gather) (int, error) {
+func (c *writer) sendvWait(g *gather) (int, error) {
 	v := &g.vectored
 	if v.waitFn == nil {
 		v.waitFn = v.writeOrWait
@@ -61,7 +61,7 @@ func (c *corkConn) sendvWait(g *gather) (int, error) {
 }
 
 // sendv is one writev of g's pieces through fn.
-func (c *corkConn) sendv(g *gather, fn func(fd uintptr) bool) (int, error) {
+func (c *writer) sendv(g *gather, fn func(fd uintptr) bool) (int, error) {
 	v := &g.vectored
 	v.iov = v.iov[:0]
 	for _, p := range g.parts {
