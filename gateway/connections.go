@@ -6,7 +6,6 @@ package gateway
 import (
 	"cmp"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/ballet/gateway/operator"
@@ -49,18 +48,6 @@ func (s *session) listed(subject string) (operator.Connection, bool) {
 		ConnectedAt: time.Unix(0, s.since).UTC(), RemoteAddr: s.remoteAddr(),
 		Subscriptions: s.subs.len() - watches, Watches: watches, ExpiresAt: time.Unix(0, s.expAt).UTC(),
 	}, true
-}
-
-// ServerRef is a Server to be, for what is built before it (the operators' API): until Store
-// sets it, it lists no connection.
-type ServerRef struct{ atomic.Pointer[Server] }
-
-// Connections is the server's, or none before it is set.
-func (r *ServerRef) Connections(subject string, limit int) ([]operator.Connection, bool) {
-	if s := r.Load(); s != nil {
-		return s.Connections(subject, limit)
-	}
-	return nil, false
 }
 
 // ListingObserver counts listings' outcomes in ballet_gateway_admin_listings_total
