@@ -190,7 +190,7 @@ func checkSampleProvider(t *testing.T, where, provider string) {
 var requiredByServe = []string{"BALLET_DATABASE_URL", "BALLET_OIDC_ISSUER", "BALLET_OIDC_AUDIENCE"}
 
 // drainMargin is how long the gateway waits for sessions after the drain
-// window before it exits (cmd/ballet-gateway: DrainWindow + 5s).
+// window before it exits (internal/server, Run: DrainWindow + 5s).
 const drainMargin = 5 * time.Second
 
 func parseDuration(t *testing.T, what, s string) time.Duration {

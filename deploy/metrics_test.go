@@ -24,10 +24,10 @@ type metricInfo struct {
 	labels map[string]bool
 }
 
-// registeredInCmd are gauges cmd/ballet-gateway registers on the gateway's
-// registry itself (they read the store at scrape time). The test checks that
-// the command still registers them.
-var registeredInCmd = map[string]metricInfo{
+// registeredInRoot are the metrics the replica's composition root (internal/server)
+// registers on the gateway's registry itself (they read the parts at scrape time). The
+// test checks that the root still registers them.
+var registeredInRoot = map[string]metricInfo{
 	"ballet_gateway_log_head":                     {kind: dto.MetricType_GAUGE},
 	"ballet_gateway_tail_lag_seconds":             {kind: dto.MetricType_GAUGE},
 	"ballet_gateway_recent_events_bytes":          {kind: dto.MetricType_GAUGE},
@@ -92,10 +92,10 @@ func gatewayMetrics(t *testing.T) map[string]metricInfo {
 		}
 		out[fam.GetName()] = info
 	}
-	app := readFile(t, filepath.Join(root, "cmd", "ballet-gateway", "app.go"))
-	for name, info := range registeredInCmd {
+	app := readFile(t, filepath.Join(root, "internal", "server", "metrics.go"))
+	for name, info := range registeredInRoot {
 		if !strings.Contains(app, fmt.Sprintf("Name: %q", name)) {
-			t.Fatalf("cmd/ballet-gateway/app.go no longer registers %s: update registeredInCmd", name)
+			t.Fatalf("internal/server/metrics.go no longer registers %s: update registeredInRoot", name)
 		}
 		out[name] = info
 	}
@@ -314,8 +314,8 @@ func TestMetricsExportedAtStart(t *testing.T) {
 		for _, f := range fams {
 			out[f.GetName()] = true
 		}
-		for name := range registeredInCmd {
-			out[name] = true // registered by the command, read at scrape time
+		for name := range registeredInRoot {
+			out[name] = true // registered by the root, read at scrape time
 		}
 		descs := make(chan *prometheus.Desc, 16)
 		gateway.NewPoolCollector(nil).Describe(descs)

@@ -79,7 +79,7 @@ func TestConnectionsListing(t *testing.T) {
 			waitUntil(t, func() bool { return len(listing(t, env, "?subject=alice").Connections) == 0 })
 			// A replica counts its answer once it is written, which may be after the asker has it.
 			waitUntil(t, func() bool {
-				v, _ := labeledMetric(t, env.Server, "ballet_gateway_admin_listings_total", "outcome", gateway.ListingAnswered)
+				v, _ := labeledMetric(t, env.Server, "ballet_gateway_admin_listings_total", "outcome", operator.ListingAnswered)
 				return v >= 4
 			})
 		})

@@ -2,8 +2,9 @@
 // endpoint with its sessions, the REST and root handlers it mounts, health,
 // readiness and metrics.
 //
-// Entry points: NewServer, then Server.Handler (client port) and
-// Server.AdminHandler (admin port); Server.Shutdown drains. A connection is
+// Entry points: NewServer, Server.SetAPI for the REST surfaces built after it, then
+// Server.Handler (client port) and Server.AdminHandler (admin port); Server.Shutdown
+// drains. The binary and the tests' harness build it, and what it needs, in internal/server. A connection is
 // a session (session.go: auth timeout, heartbeats, close; its lifecycle in
 // lifecycle.go); its messages are routed by the method table (methods.go) to
 // handlers in authn.go, subscribe.go, presence.go and planner.go. Limits are in limits.go, the

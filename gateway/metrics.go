@@ -9,6 +9,7 @@ import (
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/gateway/internal/wsnet"
 	"github.com/ballet/gateway/internal/httpapi"
+	"github.com/ballet/gateway/operator"
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/streams"
@@ -43,7 +44,7 @@ type Metrics struct {
 	TailMaxLag       prometheus.Gauge       // BALLET_TAIL_MAX_LAG in seconds, as the command applies it
 	OperatorActions  *prometheus.CounterVec // sign-outs, blocks and unblocks applied from the log, by action
 	OperatorCloses   prometheus.Counter     // connections closed by an operator's sign-out or block
-	AdminListings    *prometheus.CounterVec // operators' connection listings, by outcome (Listing*)
+	AdminListings    *prometheus.CounterVec // operators' connection listings, by outcome (operator.Listing*)
 	IssuerLoaded     prometheus.Gauge       // 1 once the OIDC issuer's discovery and keys are fetched
 	IssuerFailures   prometheus.Counter     // failed attempts to fetch the issuer's discovery or first keys
 	RESTListings     prometheus.Gauge       // REST listings being answered (httpapi.Listings)
@@ -151,7 +152,7 @@ func NewMetrics() *Metrics {
 	for _, a := range actionLabels {
 		m.OperatorActions.WithLabelValues(a)
 	}
-	for _, o := range listingLabels {
+	for _, o := range operator.ListingOutcomes {
 		m.AdminListings.WithLabelValues(o)
 	}
 	for _, k := range []string{"project", "item", "planner"} {

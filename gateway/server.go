@@ -63,8 +63,6 @@ type Options struct {
 	Logger        *slog.Logger
 	// Ready reports whether the gateway's dependencies are up (for /readyz).
 	Ready func(ctx context.Context) error
-	// API serves /api/v1/ on the client port, when set.
-	API http.Handler
 	// Root serves / on the client port, when set (the development UI).
 	Root http.Handler
 	// Now is the clock; nil means time.Now.
@@ -105,7 +103,7 @@ type Server struct {
 	metrics  *Metrics
 	logger   *slog.Logger
 	ready    func(ctx context.Context) error
-	api      http.Handler
+	api      http.Handler // SetAPI's
 	root     http.Handler
 	now      func() time.Time
 	restTime time.Duration
@@ -143,7 +141,7 @@ func NewServer(o *Options) (*Server, error) {
 	}
 	s := &Server{
 		cfg: o.Config.WithDefaults(), verifier: o.Verifier, log: o.Log, hub: o.Hub, roles: o.Roles, planner: o.Planner,
-		metrics: o.Metrics, logger: o.Logger, ready: o.Ready, api: o.API, root: o.Root, now: o.Now, restTime: o.RESTTimeout,
+		metrics: o.Metrics, logger: o.Logger, ready: o.Ready, root: o.Root, now: o.Now, restTime: o.RESTTimeout,
 		revs:    o.Revocations,
 		workers: rpc.NewWorkers(),
 	}
@@ -190,7 +188,12 @@ func NewServer(o *Options) (*Server, error) {
 // Metrics returns the server's metrics.
 func (s *Server) Metrics() *Metrics { return s.metrics }
 
-// Handler serves the client port: /rpc, /healthz, and /api/v1/ when set.
+// SetAPI makes h serve /api/v1/ on the client port: the REST surfaces, which may need the
+// server itself (the operators' listing of its connections), so they are built after it. Call
+// it before Handler.
+func (s *Server) SetAPI(h http.Handler) { s.api = h }
+
+// Handler serves the client port: /rpc, /healthz, and /api/v1/ when SetAPI set it.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /rpc", s.serveRPC)

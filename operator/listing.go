@@ -10,7 +10,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/internal/fault"
 )
 
@@ -29,9 +28,9 @@ const (
 	DefaultMaxListings = 4
 )
 
-// Source is a replica's own connections (gateway.Server.Connections).
+// Source is a replica's own connections (the gateway fills it: gateway.Server.Connections).
 type Source interface {
-	Connections(subject string, limit int) ([]gateway.Connection, bool)
+	Connections(subject string, limit int) ([]Connection, bool)
 }
 
 // ReplicaAnswer says whether a live replica answered a listing in time.
@@ -42,8 +41,8 @@ type ReplicaAnswer struct {
 
 // Listing is the answer of GET /api/v1/admin/connections.
 type Listing struct {
-	Replicas    []ReplicaAnswer      `json:"replicas"`
-	Connections []gateway.Connection `json:"connections"`
+	Replicas    []ReplicaAnswer `json:"replicas"`
+	Connections []Connection    `json:"connections"`
 	// Truncated says that connections were left out: past the limit or MaxListBytes.
 	Truncated bool `json:"truncated"`
 }
@@ -59,7 +58,7 @@ type ListOptions struct {
 	// once (BALLET_ADMIN_MAX_LISTINGS): one more to gather is refused with 429, one more to
 	// answer is not answered. Default DefaultMaxListings.
 	MaxListings int
-	// Observe, when set, counts each listing's outcome (gateway.Listing*).
+	// Observe, when set, counts each listing's outcome (Listing*).
 	Observe func(outcome string)
 }
 
@@ -104,7 +103,7 @@ func Busy(max int) error {
 
 // Fit returns the first of conns (ordered by Order) that fit limit and MaxListBytes in
 // encoded JSON, and whether some did not.
-func Fit(conns []gateway.Connection, limit int) ([]gateway.Connection, bool) {
+func Fit(conns []Connection, limit int) ([]Connection, bool) {
 	Order(conns)
 	size := 0
 	for i, c := range conns {
@@ -120,8 +119,8 @@ func Fit(conns []gateway.Connection, limit int) ([]gateway.Connection, bool) {
 }
 
 // Order sorts connections by subject, then replica, then age.
-func Order(conns []gateway.Connection) {
-	slices.SortFunc(conns, func(a, b gateway.Connection) int {
+func Order(conns []Connection) {
+	slices.SortFunc(conns, func(a, b Connection) int {
 		return cmp.Or(cmp.Compare(a.Subject, b.Subject), cmp.Compare(a.Replica, b.Replica),
 			a.ConnectedAt.Compare(b.ConnectedAt), cmp.Compare(a.ID, b.ID))
 	})
@@ -129,7 +128,7 @@ func Order(conns []gateway.Connection) {
 
 // Answer is a replica's answer: at most limit of its connections of subject, fit to
 // MaxListBytes, each naming replica, and whether some were left out.
-func Answer(src Source, replica, subject string, limit int) ([]gateway.Connection, bool) {
+func Answer(src Source, replica, subject string, limit int) ([]Connection, bool) {
 	conns, more := src.Connections(subject, limit)
 	for i := range conns {
 		conns[i].Replica = replica
@@ -160,20 +159,20 @@ func NewLocal(replica string, src Source, o *ListOptions) *Local {
 // List answers at once.
 func (l *Local) List(_ context.Context, subject string, limit int) (*Listing, error) {
 	if !l.gate.Enter() {
-		l.o.Observe(gateway.ListingRefused)
+		l.o.Observe(ListingRefused)
 		return nil, Busy(l.o.MaxListings)
 	}
 	defer l.gate.Leave()
 	conns, truncated := Answer(l.src, l.replica, subject, limit)
-	l.o.Observe(gateway.ListingAsked)
-	l.o.Observe(gateway.ListingAnswered)
+	l.o.Observe(ListingAsked)
+	l.o.Observe(ListingAnswered)
 	return &Listing{Replicas: []ReplicaAnswer{{Replica: l.replica, Answered: true}}, Connections: nonNil(conns), Truncated: truncated}, nil
 }
 
 // nonNil is conns, empty rather than nil (a JSON array, not null).
-func nonNil(conns []gateway.Connection) []gateway.Connection {
+func nonNil(conns []Connection) []Connection {
 	if conns == nil {
-		return []gateway.Connection{}
+		return []Connection{}
 	}
 	return conns
 }

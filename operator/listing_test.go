@@ -14,7 +14,6 @@ import (
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/auth/authtest"
-	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/internal/leaktest"
 	"github.com/ballet/gateway/operator"
@@ -36,18 +35,18 @@ func newBlockingSource(n int) *blockingSource {
 	return &blockingSource{n: n, entered: make(chan struct{}, 16), release: make(chan struct{})}
 }
 
-func (b *blockingSource) Connections(subject string, limit int) ([]gateway.Connection, bool) {
+func (b *blockingSource) Connections(subject string, limit int) ([]operator.Connection, bool) {
 	b.entered <- struct{}{}
 	<-b.release
 	return connections(min(b.n, limit), "s"), b.n > limit
 }
 
 // connections are n connections of subject, the oldest first.
-func connections(n int, subject string) []gateway.Connection {
+func connections(n int, subject string) []operator.Connection {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	out := make([]gateway.Connection, n)
+	out := make([]operator.Connection, n)
 	for i := range out {
-		out[i] = gateway.Connection{ID: fmt.Sprintf("%016x", i), Subject: subject, Codec: "json",
+		out[i] = operator.Connection{ID: fmt.Sprintf("%016x", i), Subject: subject, Codec: "json",
 			ConnectedAt: at.Add(time.Duration(i) * time.Second), ExpiresAt: at.Add(time.Hour)}
 	}
 	return out
@@ -93,7 +92,7 @@ func TestLocalListingsBound(t *testing.T) {
 		p.Max != 2 || w.Header().Get("Retry-After") != "2" || w.Header().Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("a listing past the bound: %d %v %s", w.Code, w.Header(), w.Body)
 	}
-	if n := seen.Get(gateway.ListingRefused); n != 2 {
+	if n := seen.Get(operator.ListingRefused); n != 2 {
 		t.Fatalf("refused %d, want 2", n)
 	}
 
@@ -104,7 +103,7 @@ func TestLocalListingsBound(t *testing.T) {
 		len(got.Replicas) != 1 || !got.Replicas[0].Answered {
 		t.Fatalf("after the others ended: %+v, %v", got, err)
 	}
-	if n := seen.Get(gateway.ListingAnswered); n != 3 {
+	if n := seen.Get(operator.ListingAnswered); n != 3 {
 		t.Fatalf("answered %d, want 3", n)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/operator"
 )
 
@@ -18,7 +17,7 @@ func TestWriteListing(t *testing.T) {
 	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 	l := &operator.Listing{
 		Replicas: []operator.ReplicaAnswer{{Replica: "aaa", Answered: true}, {Replica: "bbb"}},
-		Connections: []gateway.Connection{
+		Connections: []operator.Connection{
 			{Replica: "aaa", ID: "00000000000000ff", Subject: "alice smith", Codec: "msgpack", ConnectedAt: at,
 				RemoteAddr: "10.0.0.1:5000", Subscriptions: 2, Watches: 1, ExpiresAt: at.Add(time.Hour)},
 			{Replica: "aaa", ID: "0000000000000100", Subject: "robot", ClientID: "ci", Codec: "json", ConnectedAt: at,

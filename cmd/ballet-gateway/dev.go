@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,18 +11,13 @@ import (
 	"net/netip"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ballet/gateway/auth"
-	"github.com/ballet/gateway/gateway"
-	"github.com/ballet/gateway/operator"
-	"github.com/ballet/gateway/planner"
-	plannermem "github.com/ballet/gateway/planner/memstore"
+	"github.com/ballet/gateway/internal/server"
 	"github.com/ballet/gateway/streams"
 	"github.com/ballet/gateway/streams/memlog"
 	"github.com/ballet/gateway/tracker"
-	"github.com/ballet/gateway/tracker/memstore"
 	"github.com/ballet/gateway/web"
 )
 
@@ -79,64 +73,35 @@ func dev(ctx context.Context, args []string, getenv func(string) string) error {
 		ln.Close()
 		return err
 	}
-	store := memlog.New()
-	defer store.Close()
-	svc := tracker.NewService(memstore.New(store), &cfg.tracker)
-	if err := seedDev(ctx, store, svc); err != nil {
-		ln.Close()
-		return err
-	}
 	token, err := issuer.Mint(devUser, auth.TokenOptions{Audience: []string{devAudience}, TTL: devTokenTTL})
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	lazy := &lazyVerifier{ready: make(chan struct{})}
-	revs := auth.NewRevocations()
-	verifier := revs.Verifier(lazy)
-	metrics := gateway.NewMetrics()
-	plannerOpts, err := cfg.plannerOptions(logger, metrics)
+	o, err := cfg.serverOptions(logger)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	plannerSvc := planner.New(plannermem.New(store), svc, plannerOpts)
-	restOpts := cfg.restOptions(logger, metrics)
-	defer plannerSvc.Close()
-	// The one replica lists its own connections.
-	server, replica := &gateway.ServerRef{}, cfg.replica
-	listOpts := cfg.listings
-	listOpts.Observe = metrics.ListingObserver()
-	a := &app{
-		server: server, replica: replica,
-		cfg: cfg, logger: logger, store: store, verifier: verifier, revs: revs, clientLn: ln, planner: plannerSvc,
-		closeWatches: plannerSvc.CloseWatches, root: web.Handler(), metrics: metrics, tracer: tr.Provider(),
-		api: apiMux(tracker.NewHandler(svc, verifier, restOpts),
-			operator.NewHandler(store, verifier, operator.Options{
-				Revocations: revs, Admins: cfg.tracker.AdminSubjects, Connections: operator.NewLocal(replica, server, &listOpts),
-			}, restOpts),
-			planner.NewHandler(plannerSvc, verifier, restOpts)),
-		routes: func(mux *http.ServeMux) {
-			mux.Handle(devIssuer+"/", issuer)
-			mux.HandleFunc("GET /dev/token", devTokenHandler(issuer))
-		},
-		started: func() {
-			// Discovery goes through the server that is now listening, so the
-			// development tokens are checked exactly as in production.
-			vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			v, err := auth.NewVerifier(vctx, issuerURL, devAudience, nil)
-			lazy.set(v, err)
-			if err != nil {
-				metrics.IssuerFailures.Inc()
-				logger.Error("development issuer discovery failed", "err", err)
-				return
-			}
-			metrics.IssuerLoaded.Set(1)
-			printDevBanner(os.Stdout, hostport, issuerURL, token)
-		},
+	o.ClientListener, o.Board, o.TracerProvider = ln, web.Handler(), tr.Provider()
+	o.Issuer = server.Issuer{URL: issuerURL, Audience: devAudience, OnClientPort: true}
+	o.Routes = func(mux *http.ServeMux) {
+		mux.Handle(devIssuer+"/", issuer)
+		mux.HandleFunc("GET /dev/token", devTokenHandler(issuer))
 	}
-	return a.run(ctx)
+	// Once the issuer, served on the client port, is discovered.
+	o.Started = func() { printDevBanner(os.Stdout, hostport, issuerURL, token) }
+	s, err := server.New(ctx, o)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if err := seedDev(ctx, s.Memory, s.Tracker); err != nil {
+		s.Close()
+		ln.Close()
+		return err
+	}
+	return runServer(ctx, s)
 }
 
 // devConfig is dev's configuration: serve's, on loopback, with the scripted planner.
@@ -249,31 +214,4 @@ func devTokenHandler(issuer *auth.Issuer) http.HandlerFunc {
 			"token": tok, "subject": subject, "expires_at": time.Now().Add(ttl).Unix(),
 		})
 	}
-}
-
-// lazyVerifier answers once the development issuer's discovery is done.
-type lazyVerifier struct {
-	once  sync.Once
-	ready chan struct{}
-	v     *auth.Verifier
-	err   error
-}
-
-func (l *lazyVerifier) set(v *auth.Verifier, err error) {
-	l.once.Do(func() {
-		l.v, l.err = v, err
-		close(l.ready)
-	})
-}
-
-func (l *lazyVerifier) Verify(ctx context.Context, token string) (*auth.Principal, error) {
-	select {
-	case <-l.ready:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: issuer not ready", auth.ErrInvalidToken)
-	}
-	if l.err != nil {
-		return nil, errors.Join(auth.ErrInvalidToken, l.err)
-	}
-	return l.v.Verify(ctx, token)
 }

@@ -2,11 +2,7 @@ package main
 
 import (
 	"errors"
-	"log/slog"
-	"net/http"
 
-	"github.com/ballet/gateway/gateway"
-	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/planner/provider"
 )
@@ -41,10 +37,9 @@ var providers = map[string]func(p *providerConfig) (provider.Provider, error){
 	},
 }
 
-// plannerOptions are the planner's settings with the model the configuration names, the
-// logger and the observer of metrics; nil when no provider is named (the planner is then off).
-// The caller adds the bus when the planner runs on several replicas.
-func (c *config) plannerOptions(logger *slog.Logger, metrics *gateway.Metrics) (*planner.Options, error) {
+// plannerOptions are the planner's settings with the model the configuration names; nil when
+// no provider is named (the planner is then off). The replica adds its logger, observer and bus.
+func (c *config) plannerOptions() (*planner.Options, error) {
 	if c.provider.name == "" {
 		return nil, nil
 	}
@@ -56,26 +51,6 @@ func (c *config) plannerOptions(logger *slog.Logger, metrics *gateway.Metrics) (
 		return nil, err
 	}
 	o := c.planner
-	o.Provider, o.Logger, o.Observer = model, logger, metrics.PlannerObserver(model.Name())
-	o.ReplicaID = c.replica
-	logger.Info("planner enabled", "provider", model.Name())
+	o.Provider = model
 	return &o, nil
-}
-
-// restOptions are the REST surfaces' options, with one budget per subject for all of them, and
-// one of listings in flight.
-func (c *config) restOptions(logger *slog.Logger, metrics *gateway.Metrics) *httpapi.HandlerOptions {
-	o := c.rest
-	o.OnRefused = metrics.RESTRejected
-	l := c.listingsREST
-	l.OnRefused, l.OnInFlight = metrics.RESTListingRejected, metrics.RESTListingsInFlight
-	return &httpapi.HandlerOptions{Logger: logger, Rate: httpapi.NewSubjectRate(&o), Listings: httpapi.NewListings(&l)}
-}
-
-// apiMux serves the tracker's REST API, the operators' and, when set, the planner's sessions.
-func apiMux(trackerAPI, operatorAPI, plannerAPI http.Handler) http.Handler {
-	if plannerAPI == nil {
-		return httpapi.Join(trackerAPI, operatorAPI)
-	}
-	return httpapi.Join(trackerAPI, operatorAPI, plannerAPI)
 }

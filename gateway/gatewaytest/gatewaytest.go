@@ -1,12 +1,12 @@
 // Package gatewaytest starts a complete gateway for tests: a real OIDC
-// issuer over HTTP, the event log (in memory, or Postgres in a throwaway
-// database), the tailer and hub, and the server on a loopback port. Two
-// gateways started on one database (Options.Database) are two replicas.
+// issuer over HTTP, and a replica built as the server builds it (internal/server:
+// the event log in memory, or Postgres in a throwaway database, the tailer and
+// hub, the tracker, the planner, the operators' API) served on a loopback port.
+// Two gateways started on one database (Options.Database) are two replicas.
 package gatewaytest
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -21,23 +21,16 @@ import (
 	"github.com/ballet/gateway/gateway/internal/wsnet"
 	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/internal/pgstandby"
+	"github.com/ballet/gateway/internal/server"
 	"github.com/ballet/gateway/internal/tracing"
-	"github.com/ballet/gateway/operator"
-	"github.com/ballet/gateway/operator/pglisting"
 	"github.com/ballet/gateway/planner"
-	plannermem "github.com/ballet/gateway/planner/memstore"
-	plannerpg "github.com/ballet/gateway/planner/pgstore"
 	"github.com/ballet/gateway/planner/provider"
-	"github.com/ballet/gateway/presence"
 	"github.com/ballet/gateway/presence/pgpresence"
 	"github.com/ballet/gateway/streams"
-	"github.com/ballet/gateway/streams/memlog"
 	"github.com/ballet/gateway/streams/migrations"
 	"github.com/ballet/gateway/streams/pglog"
 	"github.com/ballet/gateway/streams/pgtest"
 	"github.com/ballet/gateway/tracker"
-	"github.com/ballet/gateway/tracker/memstore"
-	"github.com/ballet/gateway/tracker/pgstore"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -46,12 +39,7 @@ import (
 const Audience = "ballet-test"
 
 // Store is the event log and project store a test gateway runs on.
-type Store interface {
-	streams.Log
-	streams.ProjectStore
-	streams.Appender
-	streams.SubjectStore
-}
+type Store = server.Store
 
 // Options configure Start. A nil *Options means memory store and defaults.
 type Options struct {
@@ -82,17 +70,18 @@ type Options struct {
 	// API is mounted at /api/v1/ when set; it may be set after Start
 	// through Env.SetAPI.
 	API http.Handler
-	// Tracker runs the tracker on the same store: its REST API at /api/v1/
-	// (unless API is set) and item checks for item:<KEY> subscriptions.
+	// Tracker mounts the replica's REST API at /api/v1/ (unless API is set): the
+	// tracker's, the operators' and, with Planner, the planner's sessions.
 	Tracker bool
-	// AdminSubjects may create projects through the tracker.
+	// AdminSubjects may create projects through the tracker, and call the operators' API.
 	AdminSubjects []string
 	// TrackerOptions adjust the tracker (AdminSubjects are added to theirs).
 	TrackerOptions tracker.Options
 	// Planner runs the planner (implies Tracker) with this provider; its
 	// sessions REST API is mounted next to the tracker's.
 	Planner provider.Provider
-	// PlannerOptions adjust the planner (Provider and Bus are set here).
+	// PlannerOptions adjust the planner (Provider is set here; its logger, observer, replica
+	// id and bus as in the server).
 	PlannerOptions planner.Options
 	// Logger receives the server's logs. Default: discarded.
 	Logger *slog.Logger
@@ -108,8 +97,6 @@ type Options struct {
 	RESTListings httpapi.ListingOptions
 	// WebSockets is the server's WebSockets.
 	WebSockets *wsnet.Options
-	// Listings bound the operators' listings of connections.
-	Listings operator.ListOptions
 	// Roles, when set, wraps the roles the server checks (the Store's), e.g. to change
 	// them at a chosen point of a request.
 	Roles func(gateway.Roles) gateway.Roles
@@ -140,7 +127,7 @@ type Env struct {
 	Presence *pgpresence.Store
 	// StandbyDB is the primary and standby when Options.Standby is set.
 	StandbyDB *pgtest.StandbyDB
-	// Tracker is the tracker service when Options.Tracker is set.
+	// Tracker is the tracker service, on the same store.
 	Tracker *tracker.Service
 	// Planner is the planner service when Options.Planner is set.
 	Planner *planner.Service
@@ -153,83 +140,70 @@ type Env struct {
 	Revocations *auth.Revocations
 	// Replica is the replica's id in operators' listings: its presence's with Postgres.
 	Replica string
-	// Listings lists the connections of the replicas: through the database with Postgres.
-	Listings operator.Lister
-	api      *swapHandler
+	api     *swapHandler
 }
 
-// Start runs a gateway until the test ends.
+// Start runs a gateway until the test ends: the replica's graph as the server builds it
+// (internal/server), served on a loopback port.
 func Start(t testing.TB, o *Options) *Env {
 	t.Helper()
 	if o == nil {
 		o = &Options{}
 	}
-	if o.Planner != nil {
-		o.Tracker = true
-	}
 	env := &Env{Issuer: o.Issuer, api: &swapHandler{}}
-	trackerOpts := o.TrackerOptions
-	trackerOpts.AdminSubjects = slices.Concat(o.AdminSubjects, trackerOpts.AdminSubjects)
 	if env.Issuer == nil {
 		env.Issuer = authtest.NewIssuer(t)
 	}
-	ctx := context.Background()
+	so := serverOptions(o, env)
 	if o.Postgres || o.Standby {
-		var pool *pgxpool.Pool
-		lo := &pglog.Options{PollInterval: 200 * time.Millisecond}
-		if o.Standby {
-			if o.StandbyPair != nil {
-				env.StandbyDB = pgtest.StandbyOn(t, o.StandbyPair)
-			} else {
-				env.StandbyDB = pgtest.Standby(t)
-			}
-			env.DatabaseURL, pool = env.StandbyDB.PrimaryURL, env.StandbyDB.Pool
-			lo.Tail = env.StandbyDB.StandbyPoolWith(t, o.TailConfig)
-		} else {
-			env.DatabaseURL = o.Database
-			if env.DatabaseURL == "" {
-				env.DatabaseURL = pgtest.URL(t)
-			}
-			pc, err := pgxpool.ParseConfig(env.DatabaseURL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if o.TracerProvider != nil {
-				pc.ConnConfig.Tracer = tracing.NewQueryTracer(o.TracerProvider)
-			}
-			if pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(pool.Close)
-			if _, err := migrations.Apply(ctx, pool); err != nil {
-				t.Fatal(err)
-			}
+		so.Postgres = env.database(t, o)
+	}
+	s, err := server.New(context.Background(), so)
+	if err != nil {
+		t.Fatalf("gatewaytest: %v", err)
+	}
+	t.Cleanup(s.Close)
+	// The issuer is up: its discovery, in the background as in the server, takes a moment.
+	for deadline := time.Now().Add(10 * time.Second); s.IssuerReady() != nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gatewaytest: %v", s.IssuerReady())
 		}
-		l, err := pglog.Open(ctx, pool, lo)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		env.Store, env.PGLog, env.Pool = l, l, pool
-		ps, err := pgpresence.Open(ctx, pool, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ps.Close() })
-		env.Presence = ps
-		if o.Standby {
-			env.Store = replayedStore{l}
-		}
-		if o.Tracker {
-			env.Tracker = tracker.NewService(pgstore.New(pool), &trackerOpts)
-		}
-	} else {
-		l := memlog.New()
-		t.Cleanup(func() { l.Close() })
-		env.Store = l
-		if o.Tracker {
-			env.Tracker = tracker.NewService(memstore.New(l), &trackerOpts)
-		}
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	env.Server, env.Hub, env.Tailer, env.Store, env.PGLog = s.Gateway, s.Hub, s.Tailer, s.Log, s.PGLog
+	env.Presence, env.Tracker, env.Planner, env.Revocations, env.Replica = s.Presence, s.Tracker, s.Planner, s.Revocations, s.Replica
+	if o.Standby {
+		env.Store = replayedStore{s.PGLog}
+	}
+	if o.Tracker {
+		env.API = s.API
+		env.api.set(s.API)
+	}
+	if o.API != nil {
+		env.api.set(o.API)
+	}
+	// Served as the server serves its client port: its sockets counted, their deadlines.
+	env.HTTP = httptest.NewUnstartedServer(nil)
+	env.HTTP.Config = s.Gateway.HTTPServer(s.Handler(), nil)
+	env.HTTP.Listener = s.Gateway.Listener(env.HTTP.Listener)
+	env.HTTP.Start()
+	env.BaseURL = env.HTTP.URL
+	env.URL = "ws" + strings.TrimPrefix(env.HTTP.URL, "http") + "/rpc"
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Gateway.Shutdown(sctx)
+		env.HTTP.Close()
+	})
+	return env
+}
+
+// serverOptions are the replica's options for o, in memory; the REST API is env's to swap.
+func serverOptions(o *Options, env *Env) *server.Options {
+	if o.Planner != nil {
+		o.Tracker = true
 	}
 	cfg := o.Config
 	if cfg.HeartbeatInterval == 0 {
@@ -248,134 +222,73 @@ func Start(t testing.TB, o *Options) *Env {
 		// The same: and tests of refusals fail many auths from it.
 		cfg.AddrRate = 1 << 20
 	}
-	env.Revocations = auth.NewRevocations()
-	keys, err := auth.NewVerifier(context.Background(), env.Issuer.URL(), Audience,
-		&auth.VerifierOptions{KeyRefreshInterval: o.KeyRefreshInterval})
-	if err != nil {
-		t.Fatalf("gatewaytest: %v", err)
+	trackerOpts := o.TrackerOptions
+	trackerOpts.AdminSubjects = slices.Concat(o.AdminSubjects, trackerOpts.AdminSubjects)
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
 	}
-	verifier := env.Revocations.Verifier(keys)
-	quiet := o.Logger
-	if quiet == nil {
-		quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	metrics := o.Metrics
-	if metrics == nil {
-		metrics = gateway.NewMetrics()
-	}
-	lo := o.RESTListings
-	lo.OnRefused, lo.OnInFlight = metrics.RESTListingRejected, metrics.RESTListingsInFlight
-	restOpts := &httpapi.HandlerOptions{Logger: quiet, Listings: httpapi.NewListings(&lo)}
-	if o.RESTRate > 0 {
-		restOpts.Rate = httpapi.NewSubjectRate(&httpapi.RateOptions{Rate: o.RESTRate, OnRefused: metrics.RESTRejected})
-	}
-	var plan gateway.Planner
-	server := &gateway.ServerRef{}
-	env.Listings = listings(t, env, server, o.Listings, metrics, quiet)
-	if env.Tracker != nil {
-		api := httpapi.Join(tracker.NewHandler(env.Tracker, verifier, restOpts),
-			operator.NewHandler(env.Store, verifier, operator.Options{
-				Revocations: env.Revocations, Admins: o.AdminSubjects, Connections: env.Listings,
-			}, restOpts))
-		if o.Planner != nil {
-			po := o.PlannerOptions
-			po.Provider = o.Planner
-			po.Logger = quiet
-			var store planner.Store
-			if env.Pool != nil {
-				bus, err := plannerpg.OpenBus(ctx, env.Pool, &plannerpg.BusOptions{Logger: quiet})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { bus.Close() })
-				po.Bus = bus
-				store = plannerpg.New(env.Pool)
-			} else {
-				store = plannermem.New(env.Store.(*memlog.Log))
+	so := &server.Options{
+		Logger: logger, Metrics: o.Metrics, Config: cfg, Tracker: trackerOpts, RESTListings: o.RESTListings,
+		Hub: streams.HubOptions{RecentBytes: o.RecentBytes, CatchUpLimit: o.CatchUpLimit},
+		Issuer: server.Issuer{URL: env.Issuer.URL(), Audience: Audience,
+			Options: &auth.VerifierOptions{KeyRefreshInterval: o.KeyRefreshInterval}},
+		TracerProvider: o.TracerProvider,
+		// Tests mount handlers of their own through SetAPI; without Tracker, none until then.
+		API: func(*httpapi.Router) http.Handler { return env.api },
+		AdjustGateway: func(g *gateway.Options) {
+			g.RESTTimeout, g.WebSockets = o.RESTTimeout, o.WebSockets
+			if o.Roles != nil {
+				g.Roles = o.Roles(g.Roles)
 			}
-			env.Planner = planner.New(store, env.Tracker, &po)
-			t.Cleanup(func() { env.Planner.Close() })
-			plan = env.Planner
-			api = httpapi.Join(api, planner.NewHandler(env.Planner, verifier, restOpts))
+		},
+	}
+	if o.RESTRate > 0 {
+		so.REST = &httpapi.RateOptions{Rate: o.RESTRate}
+	}
+	if o.Planner != nil {
+		po := o.PlannerOptions
+		po.Provider = o.Planner
+		so.Planner = &po
+	}
+	return so
+}
+
+// database is the Postgres database of o, a throwaway one unless o names one, migrated.
+func (env *Env) database(t testing.TB, o *Options) *server.Postgres {
+	ctx := context.Background()
+	pg := &server.Postgres{PollInterval: 200 * time.Millisecond}
+	if o.Standby {
+		if o.StandbyPair != nil {
+			env.StandbyDB = pgtest.StandbyOn(t, o.StandbyPair)
+		} else {
+			env.StandbyDB = pgtest.Standby(t)
 		}
-		env.API = api
-		env.api.set(api)
+		env.DatabaseURL, pg.Pool = env.StandbyDB.PrimaryURL, env.StandbyDB.Pool
+		pg.Tail = env.StandbyDB.StandbyPoolWith(t, o.TailConfig)
+		env.Pool = pg.Pool
+		return pg
 	}
-	if o.API != nil {
-		env.api.set(o.API)
+	env.DatabaseURL = o.Database
+	if env.DatabaseURL == "" {
+		env.DatabaseURL = pgtest.URL(t)
 	}
-	// As in the server: a loss of access the log records ends planner watches too.
-	hubOpts := streams.HubOptions{RecentBytes: o.RecentBytes, CatchUpLimit: o.CatchUpLimit}
-	if env.Planner != nil {
-		hubOpts.OnAccessLost = env.Planner.CloseWatches
-	}
-	hubOpts.OnEvent = func(ev *streams.Event) {
-		gateway.ApplySubjectEvent(env.Revocations, metrics, server.Load(), ev)
-	}
-	metrics.ObserveHub(&hubOpts)
-	env.Hub = streams.NewHub(&hubOpts)
-	t.Cleanup(env.Hub.Close)
-	env.Tailer = streams.NewTailer(env.Store, env.Hub.Dispatch, nil)
-	if err := env.Tailer.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { env.Tailer.Close() })
-	if err := gateway.LoadSubjectControls(ctx, env.Store, env.Revocations); err != nil {
-		t.Fatal(err)
-	}
-	var roles gateway.Roles = env.Store
-	if o.Roles != nil {
-		roles = o.Roles(roles)
-	}
-	srv, err := gateway.NewServer(&gateway.Options{
-		Config: cfg, Verifier: verifier, Log: env.Store, Hub: env.Hub, Roles: roles, API: env.api, Planner: plan,
-		Logger: quiet, Metrics: metrics, RESTTimeout: o.RESTTimeout, PresenceStore: presenceStore(env.Presence), WebSockets: o.WebSockets,
-		Revocations: env.Revocations, TracerProvider: o.TracerProvider,
-	})
+	pc, err := pgxpool.ParseConfig(env.DatabaseURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env.Server = srv
-	server.Store(srv)
-	// Served as the server serves its client port: its sockets counted, their deadlines.
-	env.HTTP = httptest.NewUnstartedServer(nil)
-	env.HTTP.Config = srv.HTTPServer(srv.Handler(), nil)
-	env.HTTP.Listener = srv.Listener(env.HTTP.Listener)
-	env.HTTP.Start()
-	env.BaseURL = env.HTTP.URL
-	env.URL = "ws" + strings.TrimPrefix(env.HTTP.URL, "http") + "/rpc"
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		env.HTTP.Close()
-	})
-	return env
-}
-
-// listings is env's operator.Lister: the replicas on its database, or its own connections.
-func listings(t testing.TB, env *Env, server *gateway.ServerRef, o operator.ListOptions, m *gateway.Metrics, logger *slog.Logger) operator.Lister {
-	t.Helper()
-	o.Observe = m.ListingObserver()
-	if env.Presence == nil {
-		env.Replica = "local"
-		return operator.NewLocal(env.Replica, server, &o)
+	if o.TracerProvider != nil {
+		pc.ConnConfig.Tracer = tracing.NewQueryTracer(o.TracerProvider)
 	}
-	env.Replica = env.Presence.ID()
-	l, err := pglisting.Open(context.Background(), env.Pool, &pglisting.Options{ListOptions: o, Replica: env.Replica, Source: server, Logger: logger})
-	if err != nil {
+	if pg.Pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
-	return l
-}
-
-// presenceStore is ps as a presence.Store: nil (in-process presence) when ps is.
-func presenceStore(ps *pgpresence.Store) presence.Store {
-	if ps == nil {
-		return nil
+	t.Cleanup(pg.Pool.Close)
+	if _, err := migrations.Apply(ctx, pg.Pool); err != nil {
+		t.Fatal(err)
 	}
-	return ps
+	env.Pool = pg.Pool
+	return pg
 }
 
 // replayedStore appends on the primary and returns once the standby the log reads has

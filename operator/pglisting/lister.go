@@ -30,7 +30,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/internal/pglisten"
 	"github.com/ballet/gateway/operator"
 )
@@ -163,7 +162,7 @@ func (l *Lister) goAnswer(id, subject string, limit int) {
 		return
 	}
 	if !l.answers.Enter() {
-		l.o.Observe(gateway.ListingBusy)
+		l.o.Observe(operator.ListingBusy)
 		return
 	}
 	l.wg.Add(1)
@@ -226,14 +225,14 @@ func (l *Lister) answer(id, subject string, limit int) {
 		cancel()
 	}
 	if err != nil {
-		l.o.Observe(gateway.ListingFailed)
+		l.o.Observe(operator.ListingFailed)
 		var pgErr *pgconn.PgError
 		if l.ctx.Err() == nil && (!errors.As(err, &pgErr) || pgErr.Code != "23503") { // foreign_key_violation: the asker gave up
 			l.o.Logger.Warn("connection listing: the answer could not be written", "listing", id, "err", err)
 		}
 		return
 	}
-	l.o.Observe(gateway.ListingAnswered)
+	l.o.Observe(operator.ListingAnswered)
 }
 
 // List asks every live replica for its connections of subject ("" for all), at most limit,
@@ -241,7 +240,7 @@ func (l *Lister) answer(id, subject string, limit int) {
 // progress it refuses with operator.Busy.
 func (l *Lister) List(ctx context.Context, subject string, limit int) (*operator.Listing, error) {
 	if !l.asks.Enter() {
-		l.o.Observe(gateway.ListingRefused)
+		l.o.Observe(operator.ListingRefused)
 		return nil, operator.Busy(l.o.MaxListings)
 	}
 	defer l.asks.Leave()
@@ -287,7 +286,7 @@ func (l *Lister) List(ctx context.Context, subject string, limit int) (*operator
 	if err != nil {
 		return nil, fmt.Errorf("pglisting: ask: %w", err)
 	}
-	l.o.Observe(gateway.ListingAsked)
+	l.o.Observe(operator.ListingAsked)
 	t := time.NewTimer(operator.ListWait)
 	select {
 	case <-w.done:
@@ -304,7 +303,7 @@ func (l *Lister) List(ctx context.Context, subject string, limit int) (*operator
 // gather reads listing id's answers, removes it with them, and puts the listing together.
 func (l *Lister) gather(ctx context.Context, id string, expected []string, limit int) (*operator.Listing, error) {
 	answered := map[string]bool{}
-	var all []gateway.Connection
+	var all []operator.Connection
 	truncated := false
 	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `DELETE FROM connection_listing_answers WHERE listing = $1
@@ -316,7 +315,7 @@ func (l *Lister) gather(ctx context.Context, id string, expected []string, limit
 		var cut bool
 		var body []byte
 		_, err = pgx.ForEachRow(rows, []any{&replica, &cut, &body}, func() error {
-			var conns []gateway.Connection
+			var conns []operator.Connection
 			if err := json.Unmarshal(body, &conns); err != nil {
 				return fmt.Errorf("the answer of replica %s: %w", replica, err)
 			}
@@ -343,7 +342,7 @@ func (l *Lister) gather(ctx context.Context, id string, expected []string, limit
 	out.Connections, cut = operator.Fit(all, limit)
 	out.Truncated = truncated || cut
 	if out.Connections == nil {
-		out.Connections = []gateway.Connection{}
+		out.Connections = []operator.Connection{}
 	}
 	return out, nil
 }

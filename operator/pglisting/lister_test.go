@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/internal/leaktest"
 	"github.com/ballet/gateway/operator"
 	"github.com/ballet/gateway/operator/operatortest"
@@ -29,12 +28,12 @@ type source struct {
 	entered  chan struct{}
 }
 
-func (s *source) Connections(subject string, limit int) ([]gateway.Connection, bool) {
+func (s *source) Connections(subject string, limit int) ([]operator.Connection, bool) {
 	if s.blocked != nil {
 		s.entered <- struct{}{}
 		<-s.blocked
 	}
-	var out []gateway.Connection
+	var out []operator.Connection
 	for _, sub := range s.subjects {
 		for i := range s.n {
 			if subject != "" && sub != subject {
@@ -43,7 +42,7 @@ func (s *source) Connections(subject string, limit int) ([]gateway.Connection, b
 			if len(out) == limit {
 				return out, true
 			}
-			out = append(out, gateway.Connection{ID: fmt.Sprintf("%s-%d", sub, i), Subject: sub, Codec: "json",
+			out = append(out, operator.Connection{ID: fmt.Sprintf("%s-%d", sub, i), Subject: sub, Codec: "json",
 				ConnectedAt: time.Now().UTC(), ExpiresAt: time.Now().Add(time.Hour).UTC()})
 		}
 	}
@@ -136,8 +135,8 @@ func TestListAcrossReplicas(t *testing.T) {
 		t.Fatalf("alice, limit 2: %v, truncated %v, replicas %+v", got, l.Truncated, l.Replicas)
 	}
 	// Each counts its answer once it is committed, which its asker may have read before.
-	waitFor(t, func() bool { return seen.Get(gateway.ListingAnswered) == 4 })
-	if asks := seen.Get(gateway.ListingAsked); asks != 0 {
+	waitFor(t, func() bool { return seen.Get(operator.ListingAnswered) == 4 })
+	if asks := seen.Get(operator.ListingAsked); asks != 0 {
 		t.Fatalf("asked %d by the replicas", asks)
 	}
 }
@@ -166,18 +165,18 @@ func TestAnswersBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(second.Replicas) != 1 || second.Replicas[0].Answered || seen.Get(gateway.ListingBusy) != 1 {
-		t.Fatalf("a listing past the bound: %+v, busy %d", second.Replicas, seen.Get(gateway.ListingBusy))
+	if len(second.Replicas) != 1 || second.Replicas[0].Answered || seen.Get(operator.ListingBusy) != 1 {
+		t.Fatalf("a listing past the bound: %+v, busy %d", second.Replicas, seen.Get(operator.ListingBusy))
 	}
 	if l := <-first; l == nil || l.Replicas[0].Answered {
 		t.Fatalf("a listing whose answer was held past the wait: %+v", l)
 	}
 	close(src.blocked)
-	waitFor(t, func() bool { return seen.Get(gateway.ListingFailed) == 1 })
+	waitFor(t, func() bool { return seen.Get(operator.ListingFailed) == 1 })
 	if n := rows(t, pool); n != 0 {
 		t.Fatalf("%d rows left", n)
 	}
-	if seen.Get(gateway.ListingAnswered) != 0 {
+	if seen.Get(operator.ListingAnswered) != 0 {
 		t.Fatal("an answer counted as answered")
 	}
 }
@@ -201,7 +200,7 @@ func TestCatchUpAfterReconnect(t *testing.T) {
 		WHERE datname = current_database() AND application_name = 'ballet-gateway-listings'`).Scan(&killed); err != nil || !killed {
 		t.Fatalf("terminating the listener: %v, %v", killed, err)
 	}
-	waitFor(t, func() bool { return seen.Get(gateway.ListingAnswered) == 1 })
+	waitFor(t, func() bool { return seen.Get(operator.ListingAnswered) == 1 })
 	var truncated bool
 	var body string
 	if err := pool.QueryRow(ctx, `SELECT truncated, convert_from(connections, 'UTF8') FROM connection_listing_answers
