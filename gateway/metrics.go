@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/gateway/edge"
 	"github.com/ballet/gateway/gateway/internal/wsnet"
 	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/operator"
@@ -130,8 +131,8 @@ func NewMetrics() *Metrics {
 		m.Connections.WithLabelValues(c)
 		m.Connects.WithLabelValues(c)
 	}
-	for st := sockNew; st <= sockSession; st++ {
-		m.Sockets.WithLabelValues(st.String())
+	for _, st := range edge.StateNames() {
+		m.Sockets.WithLabelValues(st)
 	}
 	for _, l := range limitLabels {
 		m.LimitRejections.WithLabelValues(l)

@@ -66,7 +66,7 @@ type session struct {
 	hb        timerheap.Timer // guarded by srv.timers' lock, which Schedule and Remove take (under mu)
 	expAt     int64           // the token's expiry, Unix ns; zero until authenticated
 	lastSent  int64           // last heartbeat sent, Unix ns
-	addr      addrKey         // the address counted against BALLET_MAX_CONNECTIONS_PER_IP until auth
+	addr      netip.Addr      // the address counted against BALLET_MAX_CONNECTIONS_PER_IP until auth
 	// fwd is the client's address when the socket's peer is a trusted proxy
 	// (BALLET_TRUSTED_PROXIES), nil otherwise: most sessions pay 8 bytes for it.
 	fwd *netip.Addr
@@ -91,7 +91,7 @@ type clientSub struct {
 }
 
 // init sets up s, made with its server before the upgrade (which binds its ping hook).
-func (s *session) init(t *wsnet.Transport, c codec.Codec, r *http.Request, addr addrKey) {
+func (s *session) init(t *wsnet.Transport, c codec.Codec, r *http.Request, addr netip.Addr) {
 	srv := s.srv
 	s.t, s.id, s.addr, s.since = t, newConnID(), addr, time.Now().UnixNano()
 	if peer, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && srv.trustedProxy(peer.Addr().Unmap()) {
@@ -355,10 +355,10 @@ func (s *session) forget(id string, cs *clientSub) bool {
 func (s *session) releaseAddr() {
 	s.mu.Lock()
 	addr := s.addr
-	s.addr = addrKey{}
+	s.addr = netip.Addr{}
 	s.mu.Unlock()
 	if addr.IsValid() {
-		s.srv.sockets.releaseAddr(addr)
+		s.srv.releaseAddr(addr)
 	}
 }
 
