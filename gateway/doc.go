@@ -7,7 +7,8 @@
 // drains. The binary and the tests' harness build it, and what it needs, in internal/server. A connection is
 // a session (session.go: auth timeout, heartbeats, close; its lifecycle in
 // lifecycle.go); its messages are routed by the method table (methods.go) to
-// handlers in authn.go, subscribe.go, presence.go and planner.go. Limits are in limits.go; the
+// handlers in authn.go, subscribe.go, presence.go and planner.go. Limits are in limits.go, the budgets in budgets.go on
+// internal/admission's token buckets; the
 // client port's sockets are counted, the admin port served and REST requests logged by
 // gateway/edge; the sessions' WebSockets are served by
 // gateway/internal/wsnet (parked readers, corked and direct writes), their heartbeats by

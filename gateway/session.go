@@ -18,6 +18,7 @@ import (
 	"github.com/ballet/gateway/codec"
 	"github.com/ballet/gateway/gateway/internal/timerheap"
 	"github.com/ballet/gateway/gateway/internal/wsnet"
+	"github.com/ballet/gateway/internal/admission"
 	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 	"github.com/ballet/gateway/streams"
@@ -45,11 +46,11 @@ type session struct {
 	// state is the session's lifecycle: written only by advance, under mu, and atomic so that
 	// the reader's checks of every frame (Admit, Inline, Screen) take no lock.
 	state   atomic.Uint32
-	counted bool        // (mu) the principal's subject is counted against BALLET_MAX_CONNECTIONS_PER_SUBJECT
-	rate    rateLimiter // BALLET_REQUEST_RATE, WebSocket pings included (budgets.go); its own lock
+	counted bool              // (mu) the principal's subject is counted against BALLET_MAX_CONNECTIONS_PER_SUBJECT
+	rate    admission.Limiter // BALLET_REQUEST_RATE, WebSocket pings included (budgets.go); its own lock
 	// frames is the budget of the other frames that are not messages, at frameRate
 	// (budgets.go), made with the first such frame: most clients send none.
-	frames atomic.Pointer[rateLimiter]
+	frames atomic.Pointer[admission.Limiter]
 
 	budget atomic.Pointer[subjectBudget] // the subject's budgets, once counted (budgets.go)
 
