@@ -137,7 +137,7 @@ func NewMetrics() *Metrics {
 	for _, l := range limitLabels {
 		m.LimitRejections.WithLabelValues(l)
 	}
-	for _, a := range actionLabels {
+	for _, a := range operator.Actions {
 		m.OperatorActions.WithLabelValues(a)
 	}
 	for _, o := range operator.ListingOutcomes {

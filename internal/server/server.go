@@ -180,7 +180,13 @@ func New(ctx context.Context, o *Options) (_ *Server, err error) {
 	// Called by the tailer alone, which starts after the server is made (Start).
 	hubOpts.OnEvent = func(ev *streams.Event) {
 		s.Tail.Delivered(ev)
-		gateway.ApplySubjectEvent(s.Revocations, s.Metrics, s.Gateway, ev)
+		var closer operator.SubjectCloser
+		if s.Gateway != nil {
+			closer = s.Gateway
+		}
+		operator.ApplySubjectEvent(s.Revocations, func(action string) {
+			s.Metrics.OperatorActions.WithLabelValues(action).Inc()
+		}, closer, ev)
 	}
 	if s.Planner != nil {
 		hubOpts.OnAccessLost = s.Planner.CloseWatches
@@ -340,7 +346,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	// Before the first connection: the tailer applies what changes from its start on.
 	lctx, lcancel := context.WithTimeout(ctx, 30*time.Second)
-	err := gateway.LoadSubjectControls(lctx, s.Log, s.Revocations)
+	err := operator.LoadSubjectControls(lctx, s.Log, s.Revocations)
 	lcancel()
 	if err != nil {
 		return err
