@@ -64,8 +64,8 @@ func (st sockState) String() string { return sockStateNames[st] }
 // socket is closed without an answer.
 const maxRefusing = 64
 
-// Options configure the client port's sockets. Zero fields are not defaults: the gateway's
-// Config fills them.
+// Options configure the client port's sockets; the gateway fills them from its Config, with
+// its defaults applied.
 type Options struct {
 	MaxConnections      int // BALLET_MAX_CONNECTIONS
 	MaxConnectionsPerIP int // BALLET_MAX_CONNECTIONS_PER_IP
