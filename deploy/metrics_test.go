@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/internal/poolmetrics"
+	"github.com/ballet/gateway/internal/tailmetrics"
 )
 
 // metricInfo is a metric family the queries may name.
@@ -71,11 +73,19 @@ func touchVectors(t *testing.T, v reflect.Value) {
 	}
 }
 
+// replicaMetrics are the gateway's metrics with the tailer's, which the root registers on the
+// same registry.
+func replicaMetrics() *gateway.Metrics {
+	m := gateway.NewMetrics()
+	m.Registry.MustRegister(tailmetrics.New().Collectors()...)
+	return m
+}
+
 // gatewayMetrics gathers the gateway's registry (with the planner's metrics) after giving
 // every labelled vector one child, so that each family and its label names show up.
 func gatewayMetrics(t *testing.T) map[string]metricInfo {
 	t.Helper()
-	m := gateway.NewMetrics()
+	m := replicaMetrics()
 	touchVectors(t, reflect.ValueOf(m).Elem())
 	touchVectors(t, reflect.ValueOf(m.Planner).Elem())
 	fams, err := m.Registry.Gather()
@@ -102,7 +112,7 @@ func gatewayMetrics(t *testing.T) map[string]metricInfo {
 	// The Postgres pool's collector (registered by serve) describes its
 	// families without a pool.
 	descs := make(chan *prometheus.Desc, 16)
-	gateway.NewPoolCollector(nil).Describe(descs)
+	poolmetrics.New(nil).Describe(descs)
 	close(descs)
 	for d := range descs {
 		m := poolDescRE.FindStringSubmatch(d.String())
@@ -318,15 +328,15 @@ func TestMetricsExportedAtStart(t *testing.T) {
 			out[name] = true // registered by the root, read at scrape time
 		}
 		descs := make(chan *prometheus.Desc, 16)
-		gateway.NewPoolCollector(nil).Describe(descs)
+		poolmetrics.New(nil).Describe(descs)
 		close(descs)
 		for d := range descs {
 			out[poolDescRE.FindStringSubmatch(d.String())[1]] = true // registered by serve with its pool
 		}
 		return out
 	}
-	fresh := gather(gateway.NewMetrics())
-	withPlanner := gateway.NewMetrics()
+	fresh := gather(replicaMetrics())
+	withPlanner := replicaMetrics()
 	withPlanner.PlannerObserver("anthropic")
 	planner := gather(withPlanner)
 	for _, line := range strings.Split(table, "\n") {

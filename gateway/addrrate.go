@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ballet/gateway/gateway/edge"
 	"github.com/ballet/gateway/internal/httpapi"
 )
 
@@ -29,7 +30,7 @@ func (s *Server) rateAddr(r *http.Request) netip.Addr {
 	if !a.IsValid() {
 		return a
 	}
-	return netip.Addr(keyOf(a))
+	return edge.KeyOf(a)
 }
 
 // admitUpgrade spends a token of the client's address for a /rpc upgrade; false when it has
@@ -66,9 +67,9 @@ func (s *Server) addrLimited(h http.Handler) http.Handler {
 			httpapi.WriteProblem(w, r, err)
 			return
 		}
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		sw := edge.NewStatusWriter(w)
 		h.ServeHTTP(sw, r)
-		if sw.status == http.StatusUnauthorized {
+		if sw.Status == http.StatusUnauthorized {
 			s.addrRate.ChargeAddr(a)
 		}
 	})

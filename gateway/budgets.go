@@ -9,9 +9,9 @@ package gateway
 
 import (
 	"context"
-	"sync"
 	"time"
 
+	"github.com/ballet/gateway/internal/admission"
 	"github.com/ballet/gateway/rpc"
 )
 
@@ -23,87 +23,18 @@ const (
 	limitReplay          = "replay"
 )
 
-// budgetEpoch makes the budgets' clock monotonic: a wall clock set back
-// would stop them refilling.
-var budgetEpoch = time.Now()
-
-// budgetNow is the budgets' clock in ns, never 0 (a bucket's "never used").
-func budgetNow() int64 { return int64(time.Since(budgetEpoch)) + 1 }
-
-// bucket is a token bucket whose level may fall below zero: a debt, which
-// refills like any level.
-type bucket struct {
-	level float64
-	last  int64 // budgetNow of the last fill; 0: never filled, full
-}
-
-// fill adds what rate has brought since the last fill, up to burst.
-func (b *bucket) fill(now int64, rate, burst float64) {
-	switch {
-	case b.last == 0:
-		b.level = burst
-	case now > b.last:
-		b.level = min(burst, b.level+float64(now-b.last)*rate/1e9)
-	default:
-		return
-	}
-	b.last = now
-}
-
-// until is how long rate takes to bring the level to want.
-func (b *bucket) until(want, rate float64) time.Duration {
-	if b.level >= want {
-		return 0
-	}
-	return time.Duration((want - b.level) / rate * 1e9)
-}
-
-// rateLimiter is a budget of frames, a connection's or a subject's: a
-// token bucket that fills at rate per second up to twice that. A frame
-// beyond it is refused, and refusals have a budget of the same size; past
-// it a refusal is owed, and the reader waits until it is paid before
-// refusing and reading on, so a flood costs the server no more than twice
-// the rate in frames and TCP holds the peer back. Shared by several
-// readers (a subject's connections), each waits its own turn. Safe for
-// concurrent use.
-type rateLimiter struct {
-	mu               sync.Mutex
-	tokens, refusals bucket
-}
-
-// take spends a token for one frame. It reports whether the frame is
-// within the budget; when it is not, wait is how long the reader must
-// wait before refusing it (0 while refusals are within their budget), and
-// retry how long after that refusal a token will be free.
-func (b *rateLimiter) take(rate int) (ok bool, wait, retry time.Duration) {
-	r, burst := float64(rate), 2*float64(rate)
-	now := budgetNow()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.tokens.fill(now, r, burst)
-	b.refusals.fill(now, r, burst)
-	if b.tokens.level >= 1 {
-		b.tokens.level--
-		return true, 0, 0
-	}
-	b.refusals.level--
-	wait = b.refusals.until(0, r)
-	return false, wait, max(b.tokens.until(1, r)-wait, time.Millisecond)
-}
-
 // subjectBudget is what one subject's connections on the replica share. It
 // lives while the subject has an authenticated connection here (Server.subjects).
 type subjectBudget struct {
 	conns    int        // counted against BALLET_MAX_CONNECTIONS_PER_SUBJECT (Server.subjMu)
 	sessions []*session // the conns connections, for CloseSubject (Server.subjMu)
-	requests rateLimiter
+	requests admission.Limiter
 
 	// Replays: one reads at a time (turn), so that the events each one
 	// read are charged before the next is let in, and the budget is never
 	// overdrawn by more than one replay.
 	turn   chan struct{}
-	mu     sync.Mutex
-	replay bucket
+	replay admission.Replay
 }
 
 func newSubjectBudget() *subjectBudget { return &subjectBudget{turn: make(chan struct{}, 1)} }
@@ -115,21 +46,12 @@ func (c *Config) replayBurst() float64 { return float64(max(2*c.ReplayRate, c.Re
 // replayRetry reports how long until the subject may replay again: 0
 // while its replay budget is not overdrawn.
 func (b *subjectBudget) replayRetry(c *Config) time.Duration {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.replay.fill(budgetNow(), float64(c.ReplayRate), c.replayBurst())
-	if d := b.replay.until(0, float64(c.ReplayRate)); d > 0 {
-		return max(d, time.Millisecond)
-	}
-	return 0
+	return b.replay.Retry(float64(c.ReplayRate), c.replayBurst())
 }
 
 // chargeReplay spends n events of the replay budget.
 func (b *subjectBudget) chargeReplay(c *Config, n int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.replay.fill(budgetNow(), float64(c.ReplayRate), c.replayBurst())
-	b.replay.level -= float64(n)
+	b.replay.Charge(float64(c.ReplayRate), c.replayBurst(), n)
 }
 
 // Admit runs on the reader before a frame is decoded (rpc.Hooks):
@@ -143,10 +65,10 @@ func (s *session) Admit(ctx context.Context) error {
 		return nil // only an auth request is served: see Inline and invalid
 	}
 	limit, rate := limitRequests, s.srv.cfg.RequestRate
-	ok, wait, retry := s.rate.take(rate)
+	ok, wait, retry := s.rate.Take(rate)
 	if b := s.budget.Load(); ok && b != nil {
 		limit, rate = limitSubjectRequests, s.srv.cfg.SubjectRequestRate
-		ok, wait, retry = b.requests.take(rate)
+		ok, wait, retry = b.requests.Take(rate)
 	}
 	if ok {
 		return nil
@@ -174,7 +96,7 @@ func (s *session) Pinged(ctx context.Context, _ []byte) bool {
 	if s.conn == nil || s.closing() {
 		return false // not set up yet, or a close handshake under way
 	}
-	ok, wait, _ := s.rate.take(s.srv.cfg.RequestRate)
+	ok, wait, _ := s.rate.Take(s.srv.cfg.RequestRate)
 	if ok {
 		return true
 	}
@@ -213,12 +135,12 @@ func (s *session) Framed() {
 	rate := s.srv.cfg.frameRate()
 	b := s.frames.Load()
 	if b == nil {
-		b = new(rateLimiter)
+		b = new(admission.Limiter)
 		if !s.frames.CompareAndSwap(nil, b) {
 			b = s.frames.Load()
 		}
 	}
-	ok, wait, _ := b.take(rate)
+	ok, wait, _ := b.Take(rate)
 	if ok {
 		return
 	}

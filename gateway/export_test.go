@@ -11,23 +11,20 @@ func SubjectBudgets(s *Server) int {
 
 // Sockets is the number of open sockets s.Listener counts.
 func Sockets(s *Server) int {
-	s.sockets.mu.Lock()
-	defer s.sockets.mu.Unlock()
-	return s.sockets.open
+	open, _, _ := s.sockets.Counts(netip.Addr{})
+	return open
 }
 
 // AddrSockets is how many sockets and unauthenticated sessions of addr s counts against
 // BALLET_MAX_CONNECTIONS_PER_IP.
 func AddrSockets(s *Server, addr string) int {
-	s.sockets.mu.Lock()
-	defer s.sockets.mu.Unlock()
-	return s.sockets.addrs[keyOf(netip.MustParseAddr(addr))]
+	_, _, n := s.sockets.Counts(netip.MustParseAddr(addr))
+	return n
 }
 
 // PendingSockets is how many sockets s counts against BALLET_MAX_PENDING_SOCKETS: new, or
 // with a request being read or served.
 func PendingSockets(s *Server) int {
-	s.sockets.mu.Lock()
-	defer s.sockets.mu.Unlock()
-	return s.sockets.pending
+	_, pending, _ := s.sockets.Counts(netip.Addr{})
+	return pending
 }

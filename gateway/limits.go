@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/gateway/edge"
 	"github.com/ballet/gateway/gateway/internal/wsnet"
 	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/protocol"
@@ -27,8 +28,8 @@ const (
 	limitSubscriptions = "subscriptions"
 	limitRequests      = "requests"
 	limitSubjectConns  = "connections_per_subject"
-	limitConnections   = "connections"
-	limitAddrConns     = "connections_per_ip"
+	limitConnections   = edge.LimitConnections
+	limitAddrConns     = edge.LimitAddrConns
 	limitAddrRate      = "unauthenticated_requests_per_ip" // BALLET_ADDR_RATE (addrrate.go)
 	limitQueuedBytes   = "queued_bytes"
 	// A connection closed as one of the replica's most behind (BALLET_REPLICA_QUEUE_BYTES).
@@ -38,7 +39,7 @@ const (
 	limitPartialBytes = "partial_message_bytes"
 	// A socket refused 503 as the replica had BALLET_MAX_PENDING_SOCKETS sockets not yet a
 	// session nor idle.
-	limitPendingSockets = "pending_sockets"
+	limitPendingSockets = edge.LimitPendingSockets
 	limitRejectionsHelp = "Requests, pings, frames, replays, subscriptions, connections and sockets refused by a limit, by limit."
 )
 
@@ -90,7 +91,7 @@ func (s *Server) PartialBytesBudget() int64 { return s.upgrader.PartialBudget() 
 
 // overloadRetryAfter is the Retry-After of the 503 a full replica answers:
 // long enough for a load balancer to send the retry elsewhere.
-const overloadRetryAfter = 5 * time.Second
+const overloadRetryAfter = edge.RetryAfter
 
 // limitData is the data of a -32029 error.
 type limitData struct {

@@ -25,15 +25,3 @@ func TestPartialMessageBytesDefault(t *testing.T) {
 		t.Errorf("set to 1 MiB with a read limit of 1 MiB: %d, want %d", got, want)
 	}
 }
-
-// The bound of sockets before a session: the setting, else a sixteenth of the replica's
-// places, at least 1024.
-func TestMaxPendingSocketsDefault(t *testing.T) {
-	for _, tc := range []struct{ set, conns, want int }{
-		{0, 100_000, 6_250}, {0, 400, 1024}, {32, 100_000, 32},
-	} {
-		if got := maxPendingSockets(Config{MaxPendingSockets: tc.set, MaxConnections: tc.conns}); got != tc.want {
-			t.Errorf("set %d, %d places: %d, want %d", tc.set, tc.conns, got, tc.want)
-		}
-	}
-}

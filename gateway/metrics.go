@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/gateway/edge"
 	"github.com/ballet/gateway/gateway/internal/wsnet"
 	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/operator"
@@ -19,35 +20,31 @@ import (
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	Connections      *prometheus.GaugeVec   // by codec
-	Connects         *prometheus.CounterVec // by codec
-	Closes           *prometheus.CounterVec // by close code
-	AuthFailures     *prometheus.CounterVec // by reason
-	MessagesIn       *prometheus.CounterVec // by method
-	MessagesOut      *prometheus.CounterVec // by method
-	Requests         *prometheus.CounterVec // by method and code
-	RequestDuration  *prometheus.HistogramVec
-	Subscriptions    *prometheus.GaugeVec // by stream kind
-	EventsDelivered  prometheus.Counter
-	CatchUps         *prometheus.CounterVec // subscriptions that fell behind the window, by outcome (caught_up, lagging)
-	LaggingCloses    prometheus.Counter
-	ServerCloses     *prometheus.CounterVec // stream.closed by reason
-	ReplayEvents     prometheus.Histogram
-	DeliveryLatency  prometheus.Histogram
-	TailerPosition   prometheus.Gauge
-	TailerDispatched prometheus.Counter
-	LimitRejections  *prometheus.CounterVec // by limit
-	Sockets          *prometheus.GaugeVec   // client port sockets by state (new, active, idle, session)
-	SocketsEvicted   prometheus.Counter     // idle keep-alive sockets closed to make room
-	PresenceMembers  prometheus.Gauge       // (stream, subject) pairs present through this replica
-	PresenceChanges  prometheus.Counter     // presence.changed notifications queued to clients
-	TailMaxLag       prometheus.Gauge       // BALLET_TAIL_MAX_LAG in seconds, as the command applies it
-	OperatorActions  *prometheus.CounterVec // sign-outs, blocks and unblocks applied from the log, by action
-	OperatorCloses   prometheus.Counter     // connections closed by an operator's sign-out or block
-	AdminListings    *prometheus.CounterVec // operators' connection listings, by outcome (operator.Listing*)
-	IssuerLoaded     prometheus.Gauge       // 1 once the OIDC issuer's discovery and keys are fetched
-	IssuerFailures   prometheus.Counter     // failed attempts to fetch the issuer's discovery or first keys
-	RESTListings     prometheus.Gauge       // REST listings being answered (httpapi.Listings)
+	Connections     *prometheus.GaugeVec   // by codec
+	Connects        *prometheus.CounterVec // by codec
+	Closes          *prometheus.CounterVec // by close code
+	AuthFailures    *prometheus.CounterVec // by reason
+	MessagesIn      *prometheus.CounterVec // by method
+	MessagesOut     *prometheus.CounterVec // by method
+	Requests        *prometheus.CounterVec // by method and code
+	RequestDuration *prometheus.HistogramVec
+	Subscriptions   *prometheus.GaugeVec // by stream kind
+	EventsDelivered prometheus.Counter
+	CatchUps        *prometheus.CounterVec // subscriptions that fell behind the window, by outcome (caught_up, lagging)
+	LaggingCloses   prometheus.Counter
+	ServerCloses    *prometheus.CounterVec // stream.closed by reason
+	ReplayEvents    prometheus.Histogram
+	LimitRejections *prometheus.CounterVec // by limit
+	Sockets         *prometheus.GaugeVec   // client port sockets by state (new, active, idle, session)
+	SocketsEvicted  prometheus.Counter     // idle keep-alive sockets closed to make room
+	PresenceMembers prometheus.Gauge       // (stream, subject) pairs present through this replica
+	PresenceChanges prometheus.Counter     // presence.changed notifications queued to clients
+	OperatorActions *prometheus.CounterVec // sign-outs, blocks and unblocks applied from the log, by action
+	OperatorCloses  prometheus.Counter     // connections closed by an operator's sign-out or block
+	AdminListings   *prometheus.CounterVec // operators' connection listings, by outcome (operator.Listing*)
+	IssuerLoaded    prometheus.Gauge       // 1 once the OIDC issuer's discovery and keys are fetched
+	IssuerFailures  prometheus.Counter     // failed attempts to fetch the issuer's discovery or first keys
+	RESTListings    prometheus.Gauge       // REST listings being answered (httpapi.Listings)
 
 	Planner *planner.Metrics // fed through PlannerObserver
 }
@@ -97,13 +94,6 @@ func NewMetrics() *Metrics {
 			Help: "stream.closed notifications sent, by reason."}, []string{"reason"}),
 		ReplayEvents: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "replay_events",
 			Help: "Events replayed per stream.subscribe with from_seq.", Buckets: []float64{0, 1, 10, 50, 100, 250, 500, 1000}}),
-		DeliveryLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "delivery_latency_seconds",
-			Help:    "Time from an event's occurred_at to its dispatch to subscribers.",
-			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2.5, 5, 10}}),
-		TailerPosition: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "tailer_position",
-			Help: "Highest event seq this gateway has dispatched."}),
-		TailerDispatched: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "tailer_events_total",
-			Help: "Events read from the log and dispatched."}),
 		LimitRejections: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "limit_rejections_total",
 			Help: limitRejectionsHelp}, []string{"limit"}),
 		Sockets: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "sockets",
@@ -114,8 +104,6 @@ func NewMetrics() *Metrics {
 			Help: "Subjects present on streams through this replica's connections, counted once per stream."}),
 		PresenceChanges: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "presence_changes_total",
 			Help: "presence.changed notifications queued to clients."}),
-		TailMaxLag: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "tail_max_lag_seconds",
-			Help: "BALLET_TAIL_MAX_LAG: /readyz fails while ballet_gateway_tail_lag_seconds is above it."}),
 		OperatorActions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "operator_actions_total",
 			Help: "Operators' actions on subjects this replica applied from the log, by action (sign_out, block, unblock)."}, []string{"action"}),
 		OperatorCloses: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "operator_closes_total",
@@ -131,8 +119,8 @@ func NewMetrics() *Metrics {
 	}
 	r.MustRegister(m.Connections, m.Connects, m.Closes, m.AuthFailures, m.MessagesIn, m.MessagesOut,
 		m.Requests, m.RequestDuration, m.Subscriptions, m.EventsDelivered, m.CatchUps, m.LaggingCloses, m.ServerCloses,
-		m.ReplayEvents, m.DeliveryLatency, m.TailerPosition, m.TailerDispatched, m.LimitRejections,
-		m.Sockets, m.SocketsEvicted, m.PresenceMembers, m.PresenceChanges, m.TailMaxLag,
+		m.ReplayEvents, m.LimitRejections,
+		m.Sockets, m.SocketsEvicted, m.PresenceMembers, m.PresenceChanges,
 		m.OperatorActions, m.OperatorCloses, m.AdminListings, m.IssuerLoaded, m.IssuerFailures, m.RESTListings)
 	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "partial_message_bytes",
 		Help: "Heap held for WebSocket messages whose frames have not all arrived (the process's connections)."},
@@ -143,13 +131,13 @@ func NewMetrics() *Metrics {
 		m.Connections.WithLabelValues(c)
 		m.Connects.WithLabelValues(c)
 	}
-	for st := sockNew; st <= sockSession; st++ {
-		m.Sockets.WithLabelValues(st.String())
+	for _, st := range edge.StateNames() {
+		m.Sockets.WithLabelValues(st)
 	}
 	for _, l := range limitLabels {
 		m.LimitRejections.WithLabelValues(l)
 	}
-	for _, a := range actionLabels {
+	for _, a := range operator.Actions {
 		m.OperatorActions.WithLabelValues(a)
 	}
 	for _, o := range operator.ListingOutcomes {

@@ -116,25 +116,6 @@ func TestPlannerMetrics(t *testing.T) {
 	}
 }
 
-// TestTailMaxLagGauge: the standby's lag bound is exported, zero until the command sets it.
-func TestTailMaxLagGauge(t *testing.T) {
-	m := gateway.NewMetrics()
-	m.TailMaxLag.Set(1.5)
-	fams, err := m.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() == "ballet_gateway_tail_max_lag_seconds" {
-			if got := f.GetMetric()[0].GetGauge().GetValue(); got != 1.5 {
-				t.Errorf("ballet_gateway_tail_max_lag_seconds %v, want 1.5", got)
-			}
-			return
-		}
-	}
-	t.Error("no ballet_gateway_tail_max_lag_seconds")
-}
-
 // TestMetricsPassPromtool runs the exposition through promtool's linter.
 func TestMetricsPassPromtool(t *testing.T) {
 	path, err := exec.LookPath("promtool")

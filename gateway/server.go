@@ -5,10 +5,12 @@ import (
 	crand "crypto/rand"
 	"encoding/binary"
 	"errors"
+	"log"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
-	"net/http/pprof"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,11 +19,11 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/gateway/edge"
 	"github.com/ballet/gateway/gateway/internal/timerheap"
 	"github.com/ballet/gateway/gateway/internal/wsnet"
 	"github.com/ballet/gateway/internal/httpapi"
@@ -128,7 +130,7 @@ type Server struct {
 	wg       sync.WaitGroup
 
 	conns    atomic.Int64         // connections being opened or open (BALLET_MAX_CONNECTIONS)
-	sockets  *sockets             // the client port's sockets, through Listener
+	sockets  *edge.Sockets        // the client port's sockets, through Listener
 	addrRate *httpapi.SubjectRate // BALLET_ADDR_RATE: budgets of addresses not authenticated
 	subjMu   sync.Mutex
 	subjects map[string]*subjectBudget // authenticated connections and budgets by subject
@@ -178,12 +180,36 @@ func NewServer(o *Options) (*Server, error) {
 			}
 		}, Logger: s.logger,
 	})
-	s.sockets = newSockets(s)
+	s.sockets = edge.New(&edge.Options{
+		MaxConnections: s.cfg.MaxConnections, MaxConnectionsPerIP: s.cfg.MaxConnectionsPerIP,
+		MaxPendingSockets: s.cfg.MaxPendingSockets, SocketBufferBytes: s.cfg.SocketBufferBytes,
+		TrustedProxies: s.cfg.TrustedProxies, States: s.metrics.Sockets, Evicted: s.metrics.SocketsEvicted,
+		OnRefused: func(limit string) { s.metrics.LimitRejections.WithLabelValues(limit).Inc() },
+	})
 	s.addrRate = s.newAddrRate()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.queued = s.newQueuedTotal()
 	return s, nil
 }
+
+// Listener counts the sockets ln accepts (BALLET_MAX_CONNECTIONS,
+// BALLET_MAX_CONNECTIONS_PER_IP, BALLET_MAX_PENDING_SOCKETS); serve the client port with it and
+// with HTTPServer (edge.Sockets).
+func (s *Server) Listener(ln net.Listener) net.Listener { return s.sockets.Listener(ln) }
+
+// HTTPServer is the client port's HTTP server for h: the deadlines of the sockets it holds,
+// and their accounting, with Listener.
+func (s *Server) HTTPServer(h http.Handler, errLog *log.Logger) *http.Server {
+	return s.sockets.HTTPServer(h, errLog)
+}
+
+// releaseAddr gives back an /rpc connection's count of its address once it authenticates or ends.
+func (s *Server) releaseAddr(addr netip.Addr) { s.sockets.ReleaseAddr(addr) }
+
+func (s *Server) trustedProxy(a netip.Addr) bool { return s.sockets.TrustedProxy(a) }
+
+// clientAddr is the address r comes from, behind the trusted proxies (edge.Sockets.ClientAddr).
+func (s *Server) clientAddr(r *http.Request) netip.Addr { return s.sockets.ClientAddr(r) }
 
 // Metrics returns the server's metrics.
 func (s *Server) Metrics() *Metrics { return s.metrics }
@@ -213,31 +239,7 @@ func (s *Server) Handler() http.Handler {
 // AdminHandler serves the admin port: /metrics, /readyz, /healthz, and /debug/pprof/ when
 // Config.Pprof is set.
 func (s *Server) AdminHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if s.draining.Load() {
-			http.Error(w, "draining", http.StatusServiceUnavailable)
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := s.ready(ctx); err != nil {
-			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ready\n"))
-	})
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	if s.cfg.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	return mux
+	return edge.Admin(&edge.AdminOptions{Metrics: s.metrics.Registry, Draining: s.draining.Load, Ready: s.ready, Pprof: s.cfg.Pprof})
 }
 
 func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
@@ -247,9 +249,9 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 	}
 	// The session reads the upgrade's span from the request's context (session.init).
 	ctx, span := s.startHTTP(r)
-	uw := &upgradeWriter{statusWriter{ResponseWriter: w, status: http.StatusOK}}
+	uw := &upgradeWriter{edge.NewStatusWriter(w)}
 	s.upgrade(uw, r.WithContext(ctx))
-	endHTTP(span, r.Method, "/rpc", uw.status)
+	endHTTP(span, r.Method, "/rpc", uw.Status)
 }
 
 // upgrade serves GET /rpc: a refusal, or a WebSocket whose session it starts.
@@ -264,15 +266,15 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	if !s.admitUpgrade(w, r) {
 		return
 	}
-	sc := socketOf(r)
+	sc := edge.SocketOf(r)
 	addr, lent, counted := s.acquireAddr(w, r, sc)
 	if !counted {
 		return
 	}
 	release := func() {
 		// A lent count stays the socket's while net/http has it, unless the hijack took it.
-		if addr.IsValid() && (!lent || s.sockets.unlend(sc)) {
-			s.sockets.releaseAddr(addr)
+		if addr.IsValid() && (!lent || s.sockets.Unlend(sc)) {
+			s.sockets.ReleaseAddr(addr)
 		}
 	}
 	if !s.acquireConn(w) {
@@ -291,7 +293,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		release()
 		return
 	}
-	if lent && !s.sockets.unlend(sc) {
+	if lent && !s.sockets.Unlend(sc) {
 		// The socket was closed before the hijack, and its count with it.
 		t.Abort()
 		s.releaseConn()
@@ -321,17 +323,17 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 // acquireAddr counts an /rpc connection against BALLET_MAX_CONNECTIONS_PER_IP until it
 // authenticates: with the count its socket sc holds of the same address (lent, taken on at the
 // hijack), else a count of its own; counted false when the client's address is at the limit and
-// was answered 503. The zero addrKey when the address is unknown (not counted).
-func (s *Server) acquireAddr(w http.ResponseWriter, r *http.Request, sc *socket) (addr addrKey, lent, counted bool) {
+// was answered 503. The zero netip.Addr when the address is unknown (not counted).
+func (s *Server) acquireAddr(w http.ResponseWriter, r *http.Request, sc *edge.Socket) (addr netip.Addr, lent, counted bool) {
 	a := s.clientAddr(r)
 	if !a.IsValid() {
-		return addrKey{}, false, true
+		return netip.Addr{}, false, true
 	}
-	k := keyOf(a)
-	if s.sockets.lend(sc, k) {
+	k := edge.KeyOf(a)
+	if s.sockets.Lend(sc, k) {
 		return k, true, true
 	}
-	if s.sockets.acquireAddr(k) {
+	if s.sockets.AcquireAddr(k) {
 		return k, false, true
 	}
 	s.metrics.LimitRejections.WithLabelValues(limitAddrConns).Inc()
@@ -339,7 +341,7 @@ func (s *Server) acquireAddr(w http.ResponseWriter, r *http.Request, sc *socket)
 		"max", s.cfg.MaxConnectionsPerIP)
 	w.Header().Set("Retry-After", strconv.Itoa(int(overloadRetryAfter/time.Second)))
 	http.Error(w, "too many connections from this address are not authenticated; try again later", http.StatusServiceUnavailable)
-	return addrKey{}, false, false
+	return netip.Addr{}, false, false
 }
 
 func (s *Server) track(sess *session) bool {
@@ -458,61 +460,17 @@ func newConnID() uint64 {
 }
 
 // accessLog bounds each REST request's time (RESTTimeout), and each write of its answer to
-// RESTWriteStall, and logs it with its outcome and its trace id: its span's when tracing is
-// on, else the one of its W3C traceparent, when it carries one (a malformed header is ignored).
+// RESTWriteStall, and logs it with its outcome and its trace id (edge.AccessLog): its span's when
+// tracing is on, else the one of its W3C traceparent, when it carries one (a malformed header is
+// ignored).
 func (s *Server) accessLog(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rc := http.NewResponseController(w)
-		end := start.Add(s.restTime)
-		_ = rc.SetReadDeadline(end)
-		_ = rc.SetWriteDeadline(end)
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, rc: rc, end: end, stall: s.cfg.RESTWriteStall}
-		var tid string
-		served := s.addrLimited(h)
-		if s.tracer != nil {
-			tid = s.traced(served, sw, r)
-		} else {
-			served.ServeHTTP(sw, r)
-			tid = traceID(r.Header.Get("traceparent"))
-		}
-		attrs := []any{"method", r.Method, "path", shorten(r.URL.Path, maxLoggedPath), "status", sw.status,
-			"duration_ms", float64(time.Since(start).Microseconds()) / 1000, "remote", r.RemoteAddr}
-		if tid != "" {
-			attrs = append(attrs, "trace_id", tid)
-		}
-		s.logger.Info("http request", attrs...)
-	})
+	served := s.addrLimited(h)
+	return edge.AccessLog(&edge.AccessLogOptions{Logger: s.logger, Timeout: s.restTime, WriteStall: s.cfg.RESTWriteStall,
+		Serve: func(w *edge.StatusWriter, r *http.Request) string {
+			if s.tracer != nil {
+				return s.traced(served, w, r)
+			}
+			served.ServeHTTP(w, r)
+			return traceID(r.Header.Get("traceparent"))
+		}})
 }
-
-// maxLoggedPath is the most characters of a path the access log writes: a client's path may
-// be as long as the headers' limit (64 KiB), and the log is no place for it.
-const maxLoggedPath = 1024
-
-// statusWriter records an answer's status, and gives each of its writes until RESTWriteStall
-// from its start (but not past the request's end): a client that takes nothing of the answer
-// for that long fails the write, which ends the answer and its connection, so that what the
-// handler holds for the answer is let go rather than held to the end of RESTTimeout.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-	rc     *http.ResponseController
-	end    time.Time     // the request's deadline
-	stall  time.Duration // the longest a write may wait for the client
-	// rc is nil where no stall applies (the /rpc upgrade's answer).
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if dl := time.Now().Add(w.stall); w.rc != nil && dl.Before(w.end) {
-		_ = w.rc.SetWriteDeadline(dl)
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
-	w.ResponseWriter.WriteHeader(code)
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

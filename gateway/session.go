@@ -18,6 +18,7 @@ import (
 	"github.com/ballet/gateway/codec"
 	"github.com/ballet/gateway/gateway/internal/timerheap"
 	"github.com/ballet/gateway/gateway/internal/wsnet"
+	"github.com/ballet/gateway/internal/admission"
 	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 	"github.com/ballet/gateway/streams"
@@ -45,11 +46,11 @@ type session struct {
 	// state is the session's lifecycle: written only by advance, under mu, and atomic so that
 	// the reader's checks of every frame (Admit, Inline, Screen) take no lock.
 	state   atomic.Uint32
-	counted bool        // (mu) the principal's subject is counted against BALLET_MAX_CONNECTIONS_PER_SUBJECT
-	rate    rateLimiter // BALLET_REQUEST_RATE, WebSocket pings included (budgets.go); its own lock
+	counted bool              // (mu) the principal's subject is counted against BALLET_MAX_CONNECTIONS_PER_SUBJECT
+	rate    admission.Limiter // BALLET_REQUEST_RATE, WebSocket pings included (budgets.go); its own lock
 	// frames is the budget of the other frames that are not messages, at frameRate
 	// (budgets.go), made with the first such frame: most clients send none.
-	frames atomic.Pointer[rateLimiter]
+	frames atomic.Pointer[admission.Limiter]
 
 	budget atomic.Pointer[subjectBudget] // the subject's budgets, once counted (budgets.go)
 
@@ -66,7 +67,7 @@ type session struct {
 	hb        timerheap.Timer // guarded by srv.timers' lock, which Schedule and Remove take (under mu)
 	expAt     int64           // the token's expiry, Unix ns; zero until authenticated
 	lastSent  int64           // last heartbeat sent, Unix ns
-	addr      addrKey         // the address counted against BALLET_MAX_CONNECTIONS_PER_IP until auth
+	addr      netip.Addr      // the address counted against BALLET_MAX_CONNECTIONS_PER_IP until auth
 	// fwd is the client's address when the socket's peer is a trusted proxy
 	// (BALLET_TRUSTED_PROXIES), nil otherwise: most sessions pay 8 bytes for it.
 	fwd *netip.Addr
@@ -91,7 +92,7 @@ type clientSub struct {
 }
 
 // init sets up s, made with its server before the upgrade (which binds its ping hook).
-func (s *session) init(t *wsnet.Transport, c codec.Codec, r *http.Request, addr addrKey) {
+func (s *session) init(t *wsnet.Transport, c codec.Codec, r *http.Request, addr netip.Addr) {
 	srv := s.srv
 	s.t, s.id, s.addr, s.since = t, newConnID(), addr, time.Now().UnixNano()
 	if peer, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && srv.trustedProxy(peer.Addr().Unmap()) {
@@ -355,10 +356,10 @@ func (s *session) forget(id string, cs *clientSub) bool {
 func (s *session) releaseAddr() {
 	s.mu.Lock()
 	addr := s.addr
-	s.addr = addrKey{}
+	s.addr = netip.Addr{}
 	s.mu.Unlock()
 	if addr.IsValid() {
-		s.srv.sockets.releaseAddr(addr)
+		s.srv.releaseAddr(addr)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/gateway/edge"
 	"github.com/ballet/gateway/internal/tracing"
 	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
@@ -105,7 +106,7 @@ func endHTTP(span trace.Span, method, route string, status int) {
 }
 
 // traced serves a REST request under its server span.
-func (s *Server) traced(h http.Handler, w *statusWriter, r *http.Request) string {
+func (s *Server) traced(h http.Handler, w *edge.StatusWriter, r *http.Request) string {
 	ctx, span := s.startHTTP(r)
 	r = r.WithContext(ctx)
 	h.ServeHTTP(w, r)
@@ -114,7 +115,7 @@ func (s *Server) traced(h http.Handler, w *statusWriter, r *http.Request) string
 	if route == "" {
 		route = r.Pattern
 	}
-	endHTTP(span, r.Method, route, w.status)
+	endHTTP(span, r.Method, route, w.Status)
 	return traceIDOf(span)
 }
 
@@ -127,7 +128,7 @@ func traceIDOf(span trace.Span) string {
 }
 
 // upgradeWriter notes the upgrade's status and lets the WebSocket library hijack.
-type upgradeWriter struct{ statusWriter }
+type upgradeWriter struct{ *edge.StatusWriter }
 
 func (w *upgradeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return http.NewResponseController(w.ResponseWriter).Hijack()

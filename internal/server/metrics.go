@@ -6,13 +6,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/internal/poolmetrics"
 )
 
-// registerMetrics registers, once, the metrics read from the parts at scrape time, beside
-// those gateway.NewMetrics registers.
+// registerMetrics registers, once, the tailer's metrics and those read from the parts at
+// scrape time, beside those gateway.NewMetrics registers.
 func (s *Server) registerMetrics() {
 	r, hub, srv := s.Metrics.Registry, s.Hub, s.Gateway
+	r.MustRegister(s.Tail.Collectors()...)
 	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ballet_gateway_recent_events_bytes",
 		Help: "Memory of the window of recent events every subscription reads, and of the bodies cached for replays from the log (BALLET_RECENT_EVENTS_BYTES bounds each).",
@@ -47,7 +48,7 @@ func (s *Server) registerMetrics() {
 		return s.PGLog.TailStatus().Lag.Seconds()
 	}))
 	// The alert on the lag compares it with this, so that it follows the setting.
-	s.Metrics.TailMaxLag.Set(s.tailMaxLag().Seconds())
+	s.Tail.MaxLag.Set(s.tailMaxLag().Seconds())
 	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ballet_gateway_queued_bytes",
 		Help: "Bytes queued for the replica's connections and not yet written (BALLET_REPLICA_QUEUE_BYTES bounds them).",
@@ -57,6 +58,6 @@ func (s *Server) registerMetrics() {
 		Help: "BALLET_REPLICA_QUEUE_BYTES as applied: past it the connections with the most queued are closed.",
 	}, func() float64 { return float64(srv.QueuedBytesBudget()) }))
 	if pg := s.o.Postgres; pg != nil {
-		r.MustRegister(gateway.NewPoolCollector(pg.Pool))
+		r.MustRegister(poolmetrics.New(pg.Pool))
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/internal/httpapi"
+	"github.com/ballet/gateway/internal/tailmetrics"
 	"github.com/ballet/gateway/operator"
 	"github.com/ballet/gateway/planner"
 	plannermem "github.com/ballet/gateway/planner/memstore"
@@ -140,6 +141,8 @@ type Server struct {
 	// Replica is this replica's id (Options.Replica, or the one chosen for it).
 	Replica string
 	Metrics *gateway.Metrics
+	// Tail are the tailer's metrics, registered on Metrics' registry.
+	Tail *tailmetrics.Metrics
 
 	o       *Options
 	logger  *slog.Logger
@@ -151,7 +154,7 @@ type Server struct {
 
 // New builds the replica's graph. On an error what it built is closed.
 func New(ctx context.Context, o *Options) (_ *Server, err error) {
-	s := &Server{o: o, logger: o.Logger, Metrics: o.Metrics, Revocations: auth.NewRevocations()}
+	s := &Server{o: o, logger: o.Logger, Metrics: o.Metrics, Tail: tailmetrics.New(), Revocations: auth.NewRevocations()}
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
@@ -176,8 +179,14 @@ func New(ctx context.Context, o *Options) (_ *Server, err error) {
 	hubOpts := o.Hub
 	// Called by the tailer alone, which starts after the server is made (Start).
 	hubOpts.OnEvent = func(ev *streams.Event) {
-		s.Metrics.DeliveryLatency.Observe(time.Since(ev.OccurredAt).Seconds())
-		gateway.ApplySubjectEvent(s.Revocations, s.Metrics, s.Gateway, ev)
+		s.Tail.Delivered(ev)
+		var closer operator.SubjectCloser
+		if s.Gateway != nil {
+			closer = s.Gateway
+		}
+		operator.ApplySubjectEvent(s.Revocations, func(action string) {
+			s.Metrics.OperatorActions.WithLabelValues(action).Inc()
+		}, closer, ev)
 	}
 	if s.Planner != nil {
 		hubOpts.OnAccessLost = s.Planner.CloseWatches
@@ -329,8 +338,7 @@ func (s *Server) Start(ctx context.Context) error {
 	tailerOpts.Logger = s.logger
 	s.Tailer = streams.NewTailer(s.Log, func(evs []streams.Event) {
 		s.Hub.Dispatch(evs)
-		s.Metrics.TailerDispatched.Add(float64(len(evs)))
-		s.Metrics.TailerPosition.Set(float64(evs[len(evs)-1].Seq))
+		s.Tail.Dispatched(evs)
 	}, &tailerOpts)
 	// The tailer outlives ctx: it keeps delivering while connections drain.
 	if err := s.Tailer.Start(context.Background()); err != nil {
@@ -338,12 +346,12 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	// Before the first connection: the tailer applies what changes from its start on.
 	lctx, lcancel := context.WithTimeout(ctx, 30*time.Second)
-	err := gateway.LoadSubjectControls(lctx, s.Log, s.Revocations)
+	err := operator.LoadSubjectControls(lctx, s.Log, s.Revocations)
 	lcancel()
 	if err != nil {
 		return err
 	}
-	s.Metrics.TailerPosition.Set(float64(s.Tailer.Position()))
+	s.Tail.Position.Set(float64(s.Tailer.Position()))
 	s.logger.Info("queued bytes budget", "replica_queue_bytes", s.Gateway.QueuedBytesBudget())
 	return nil
 }

@@ -1,20 +1,23 @@
-package gateway_test
+package poolmetrics_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ballet/gateway/gateway"
-	"github.com/ballet/gateway/gateway/gatewaytest"
+	"github.com/ballet/gateway/internal/poolmetrics"
+	"github.com/ballet/gateway/streams/pgtest"
 )
 
-func TestPoolCollector(t *testing.T) {
-	env := gatewaytest.Start(t, &gatewaytest.Options{Postgres: true})
-	env.Project(t, "WEB", "alice", "viewer")
+func TestCollector(t *testing.T) {
+	pool := pgtest.Pool(t)
+	if err := pool.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(gateway.NewPoolCollector(env.Pool))
+	reg.MustRegister(poolmetrics.New(pool))
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -1,23 +1,23 @@
-package gateway
+package poolmetrics
 
 import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// PoolCollector exports a pgx pool's statistics as ballet_gateway_db_pool_*.
-type PoolCollector struct {
+// Collector exports a pgx pool's statistics as ballet_gateway_db_pool_*.
+type Collector struct {
 	pool *pgxpool.Pool
 
 	conns, maxConns, acquires, emptyAcquires, canceled, waitSeconds *prometheus.Desc
 }
 
-var _ prometheus.Collector = (*PoolCollector)(nil)
+var _ prometheus.Collector = (*Collector)(nil)
 
-// NewPoolCollector returns a collector reading pool's Stat at scrape time.
-func NewPoolCollector(pool *pgxpool.Pool) *PoolCollector {
+// New returns a collector reading pool's Stat at scrape time.
+func New(pool *pgxpool.Pool) *Collector {
 	const ns = "ballet_gateway_db_pool_"
-	return &PoolCollector{
+	return &Collector{
 		pool:          pool,
 		conns:         prometheus.NewDesc(ns+"connections", "Postgres pool connections, by state (idle, acquired, constructing).", []string{"state"}, nil),
 		maxConns:      prometheus.NewDesc(ns+"max_connections", "The pool's maximum size.", nil, nil),
@@ -29,14 +29,14 @@ func NewPoolCollector(pool *pgxpool.Pool) *PoolCollector {
 }
 
 // Describe implements prometheus.Collector.
-func (c *PoolCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.conns, c.maxConns, c.acquires, c.emptyAcquires, c.canceled, c.waitSeconds} {
 		ch <- d
 	}
 }
 
 // Collect implements prometheus.Collector.
-func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.pool.Stat()
 	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.IdleConns()), "idle")
 	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.AcquiredConns()), "acquired")

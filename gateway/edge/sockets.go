@@ -6,7 +6,7 @@
 // an idle session, are bounded by BALLET_MAX_PENDING_SOCKETS across all addresses; and no socket
 // is held without a deadline.
 
-package gateway
+package edge
 
 import (
 	"bufio"
@@ -23,6 +23,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ballet/gateway/gateway/internal/wsnet"
 )
@@ -62,25 +64,58 @@ func (st sockState) String() string { return sockStateNames[st] }
 // socket is closed without an answer.
 const maxRefusing = 64
 
-// sockets counts the client port's sockets.
-type sockets struct {
-	srv        *Server
+// Options configure the client port's sockets; the gateway fills them from its Config, with
+// its defaults applied.
+type Options struct {
+	MaxConnections      int // BALLET_MAX_CONNECTIONS
+	MaxConnectionsPerIP int // BALLET_MAX_CONNECTIONS_PER_IP
+	// MaxPendingSockets is BALLET_MAX_PENDING_SOCKETS; zero means a sixteenth of
+	// MaxConnections, at least 1024.
+	MaxPendingSockets int
+	SocketBufferBytes int // BALLET_SOCKET_BUFFER_BYTES: each socket's kernel buffers
+	// TrustedProxies are the peers whose X-Forwarded-For names the client's address, and whose
+	// sockets no address limit counts (BALLET_TRUSTED_PROXIES).
+	TrustedProxies []netip.Prefix
+
+	States    *prometheus.GaugeVec // open sockets by state (ballet_gateway_sockets)
+	Evicted   prometheus.Counter   // idle keep-alive sockets closed to make room
+	OnRefused func(limit string)   // a socket refused at accept, by the limit it is beyond
+}
+
+// The limits a socket is refused by, as the limit label of ballet_gateway_limit_rejections_total
+// names them.
+const (
+	LimitConnections = "connections"
+	LimitAddrConns   = "connections_per_ip"
+	// A socket refused 503 as the replica had BALLET_MAX_PENDING_SOCKETS sockets not yet a
+	// session nor idle.
+	LimitPendingSockets = "pending_sockets"
+)
+
+// RetryAfter is the Retry-After of the 503 a full replica answers: long enough for a load
+// balancer to send the retry elsewhere.
+const RetryAfter = 5 * time.Second
+
+// Sockets counts the client port's sockets.
+type Sockets struct {
+	o          Options
 	max        int // BALLET_MAX_CONNECTIONS
 	maxIdle    int // idle keep-alive sockets at most: the longest idle is closed past it
 	maxPending int // BALLET_MAX_PENDING_SOCKETS: new sockets are refused while this many are pending
 
 	mu       sync.Mutex
 	open     int
-	pending  int             // sockets new or active (pendingState)
-	idle     list.List       // *socket, longest idle first
-	addrs    map[addrKey]int // sockets, and sessions not yet authenticated, of one address
-	state    map[string]int  // open sockets by state, for the metric
+	pending  int                // sockets new or active (pendingState)
+	idle     list.List          // *Socket, longest idle first
+	addrs    map[netip.Addr]int // sockets, and sessions not yet authenticated, of one address (KeyOf)
+	state    map[string]int     // open sockets by state, for the metric
 	refusing atomic.Int32
 }
 
-func newSockets(srv *Server) *sockets {
-	return &sockets{srv: srv, max: srv.cfg.MaxConnections, maxIdle: max(srv.cfg.MaxConnections/16, 16),
-		maxPending: maxPendingSockets(srv.cfg), addrs: make(map[addrKey]int)}
+// New counts the client port's sockets within o's limits.
+func New(o *Options) *Sockets {
+	return &Sockets{o: *o, max: o.MaxConnections, maxIdle: max(o.MaxConnections/16, 16),
+		maxPending: maxPendingSockets(o.MaxPendingSockets, o.MaxConnections), addrs: make(map[netip.Addr]int)}
 }
 
 // minPendingSockets is the least default of BALLET_MAX_PENDING_SOCKETS: about 30 MB of sockets
@@ -91,50 +126,35 @@ const minPendingSockets = 1024
 // least minPendingSockets: a socket before a session costs about 20–29 KB where an idle session
 // costs about 4 KB, so a replica full of sessions and a sixteenth of its places pending holds
 // about 1.3 times the memory planned for it, where all places pending held 5 to 7 times.
-func maxPendingSockets(c Config) int {
-	if c.MaxPendingSockets > 0 {
-		return c.MaxPendingSockets
+func maxPendingSockets(set, maxConns int) int {
+	if set > 0 {
+		return set
 	}
-	return max(c.MaxConnections/16, minPendingSockets)
+	return max(maxConns/16, minPendingSockets)
 }
 
 // pendingState reports whether a socket in st is not yet a session nor idle: it holds
 // net/http's goroutine and buffers.
 func pendingState(st sockState) bool { return st == sockNew || st == sockActive }
 
-// addrKey is a client address as the per-address limit counts it: an IPv4 address, or an
-// IPv6 address's /64 (one subscriber's network).
-type addrKey netip.Addr
+// StateNames are the state label's values of ballet_gateway_sockets.
+func StateNames() []string { return sockStateNames[sockNew:] }
 
-func keyOf(a netip.Addr) addrKey {
-	a = a.Unmap()
-	if a.Is6() {
-		p, _ := a.Prefix(64)
-		return addrKey(p.Addr())
-	}
-	return addrKey(a)
-}
-
-func (k addrKey) String() string { return netip.Addr(k).String() }
-
-// IsValid reports whether k is an address (the zero addrKey is not).
-func (k addrKey) IsValid() bool { return netip.Addr(k).IsValid() }
-
-// socket is one accepted socket. Its fields are guarded by the registry's mutex.
-type socket struct {
+// Socket is one accepted socket. Its fields are guarded by the registry's mutex.
+type Socket struct {
 	net.Conn
-	reg     *sockets
-	addr    addrKey // the peer's address, counted until the socket is closed or a session's
-	counted bool    // addr is counted
-	lent    bool    // an upgrade takes addr's count on at the hijack (lend)
-	handed  bool    // the hijack gave addr's count to the upgrade
+	reg     *Sockets
+	addr    netip.Addr // the peer's address (KeyOf), counted until the socket is closed or a session's
+	counted bool       // addr is counted
+	lent    bool       // an upgrade takes addr's count on at the hijack (lend)
+	handed  bool       // the hijack gave addr's count to the upgrade
 	state   sockState
 	closed  atomic.Bool
 	idleAt  *list.Element // in reg.idle while idle
 }
 
 // SyscallConn gives the socket's raw connection, for writes that do not wait.
-func (c *socket) SyscallConn() (syscall.RawConn, error) {
+func (c *Socket) SyscallConn() (syscall.RawConn, error) {
 	sc, ok := c.Conn.(syscall.Conn)
 	if !ok {
 		return nil, syscall.EINVAL
@@ -143,7 +163,7 @@ func (c *socket) SyscallConn() (syscall.RawConn, error) {
 }
 
 // CloseWrite shuts the socket for writing.
-func (c *socket) CloseWrite() error {
+func (c *Socket) CloseWrite() error {
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
@@ -152,7 +172,7 @@ func (c *socket) CloseWrite() error {
 
 // Detach lets f replace the socket's connection (the WebSocket's, serving the socket by its
 // descriptor); the socket stays counted until it is closed.
-func (c *socket) Detach(f func(net.Conn) (net.Conn, bool)) bool {
+func (c *Socket) Detach(f func(net.Conn) (net.Conn, bool)) bool {
 	c.reg.mu.Lock()
 	defer c.reg.mu.Unlock()
 	nc, ok := f(c.Conn)
@@ -163,7 +183,7 @@ func (c *socket) Detach(f func(net.Conn) (net.Conn, bool)) bool {
 }
 
 // Close closes the socket and gives its place back, once.
-func (c *socket) Close() error {
+func (c *Socket) Close() error {
 	err := c.Conn.Close()
 	if c.closed.CompareAndSwap(false, true) {
 		c.reg.forget(c)
@@ -175,17 +195,17 @@ func (c *socket) Close() error {
 // BALLET_MAX_CONNECTIONS_PER_IP, BALLET_MAX_PENDING_SOCKETS); serve the client port with it and with HTTPServer. A
 // socket beyond a limit is answered 503 with Retry-After and closed, except that on a full
 // replica the longest idle keep-alive socket is closed to make room first.
-func (s *Server) Listener(ln net.Listener) net.Listener {
-	return &listener{Listener: ln, reg: s.sockets}
+func (r *Sockets) Listener(ln net.Listener) net.Listener {
+	return &listener{Listener: ln, reg: r}
 }
 
 // HTTPServer is the client port's HTTP server for h: the deadlines of the sockets it holds,
 // and their accounting (ConnState), with Listener.
-func (s *Server) HTTPServer(h http.Handler, errLog *log.Logger) *http.Server {
+func (r *Sockets) HTTPServer(h http.Handler, errLog *log.Logger) *http.Server {
 	return &http.Server{Handler: boundBodies(h), ReadHeaderTimeout: requestHeaderTimeout, IdleTimeout: keepAliveIdle,
-		MaxHeaderBytes: 64 << 10, ErrorLog: errLog, ConnState: s.sockets.connState,
+		MaxHeaderBytes: 64 << 10, ErrorLog: errLog, ConnState: r.connState,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if sc, ok := c.(*socket); ok {
+			if sc, ok := c.(*Socket); ok {
 				return context.WithValue(ctx, socketKey{}, sc)
 			}
 			return ctx
@@ -195,9 +215,9 @@ func (s *Server) HTTPServer(h http.Handler, errLog *log.Logger) *http.Server {
 // socketKey is the request context's key of its *socket.
 type socketKey struct{}
 
-// socketOf is the socket r came on, or nil (a server other than HTTPServer).
-func socketOf(r *http.Request) *socket {
-	sc, _ := r.Context().Value(socketKey{}).(*socket)
+// SocketOf is the socket r came on, or nil (a server other than HTTPServer).
+func SocketOf(r *http.Request) *Socket {
+	sc, _ := r.Context().Value(socketKey{}).(*Socket)
 	return sc
 }
 
@@ -232,7 +252,7 @@ func bufferAtMost(c net.Conn, n int) {
 
 type listener struct {
 	net.Listener
-	reg *sockets
+	reg *Sockets
 }
 
 func (l *listener) Accept() (net.Conn, error) {
@@ -243,7 +263,7 @@ func (l *listener) Accept() (net.Conn, error) {
 		}
 		sc, limit := l.reg.admit(c)
 		if sc != nil {
-			bufferAtMost(c, l.reg.srv.cfg.SocketBufferBytes)
+			bufferAtMost(c, l.reg.o.SocketBufferBytes)
 			return sc, nil
 		}
 		l.reg.refuse(c, limit)
@@ -251,23 +271,23 @@ func (l *listener) Accept() (net.Conn, error) {
 }
 
 // admit counts c, or names the limit it is beyond.
-func (r *sockets) admit(c net.Conn) (*socket, string) {
-	sc := &socket{Conn: c, reg: r}
+func (r *Sockets) admit(c net.Conn) (*Socket, string) {
+	sc := &Socket{Conn: c, reg: r}
 	peer := peerAddr(c.RemoteAddr())
-	trusted := !peer.IsValid() || r.srv.trustedProxy(peer)
+	trusted := !peer.IsValid() || r.TrustedProxy(peer)
 	r.mu.Lock()
 	if r.pending >= r.maxPending {
 		r.mu.Unlock()
-		return nil, limitPendingSockets
+		return nil, LimitPendingSockets
 	}
-	var evict *socket
+	var evict *Socket
 	if !trusted {
-		sc.addr = keyOf(peer)
-		if r.addrs[sc.addr] >= r.srv.cfg.MaxConnectionsPerIP {
+		sc.addr = KeyOf(peer)
+		if r.addrs[sc.addr] >= r.o.MaxConnectionsPerIP {
 			// An idle keep-alive socket of the address's makes room, as on a full replica.
 			if evict = r.idleOfLocked(sc.addr); evict == nil {
 				r.mu.Unlock()
-				return nil, limitAddrConns
+				return nil, LimitAddrConns
 			}
 			r.unidleLocked(evict)
 			r.uncountLocked(evict)
@@ -277,9 +297,9 @@ func (r *sockets) admit(c net.Conn) (*socket, string) {
 		front := r.idle.Front()
 		if front == nil {
 			r.mu.Unlock()
-			return nil, limitConnections
+			return nil, LimitConnections
 		}
-		evict = r.unidleLocked(front.Value.(*socket))
+		evict = r.unidleLocked(front.Value.(*Socket))
 	}
 	if !trusted {
 		r.addrs[sc.addr]++
@@ -289,16 +309,16 @@ func (r *sockets) admit(c net.Conn) (*socket, string) {
 	r.setStateLocked(sc, sockNew)
 	r.mu.Unlock()
 	if evict != nil {
-		r.srv.metrics.SocketsEvicted.Inc()
+		r.o.Evicted.Inc()
 		_ = evict.Close()
 	}
 	return sc, ""
 }
 
 // idleOfLocked is the longest idle keep-alive socket of addr, or nil.
-func (r *sockets) idleOfLocked(addr addrKey) *socket {
+func (r *Sockets) idleOfLocked(addr netip.Addr) *Socket {
 	for e := r.idle.Front(); e != nil; e = e.Next() {
-		if sc := e.Value.(*socket); sc.counted && sc.addr == addr {
+		if sc := e.Value.(*Socket); sc.counted && sc.addr == addr {
 			return sc
 		}
 	}
@@ -306,12 +326,12 @@ func (r *sockets) idleOfLocked(addr addrKey) *socket {
 }
 
 // connState follows a socket through net/http (http.Server.ConnState).
-func (r *sockets) connState(c net.Conn, st http.ConnState) {
-	sc, ok := c.(*socket)
+func (r *Sockets) connState(c net.Conn, st http.ConnState) {
+	sc, ok := c.(*Socket)
 	if !ok || sc.closed.Load() {
 		return
 	}
-	var evict *socket
+	var evict *Socket
 	r.mu.Lock()
 	if sc.closed.Load() {
 		r.mu.Unlock()
@@ -325,7 +345,7 @@ func (r *sockets) connState(c net.Conn, st http.ConnState) {
 		r.setStateLocked(sc, sockIdle)
 		sc.idleAt = r.idle.PushBack(sc)
 		if r.idle.Len() > r.maxIdle {
-			evict = r.unidleLocked(r.idle.Front().Value.(*socket))
+			evict = r.unidleLocked(r.idle.Front().Value.(*Socket))
 		}
 	case http.StateHijacked:
 		if sc.lent { // the upgrade's session counts the address from here
@@ -337,13 +357,13 @@ func (r *sockets) connState(c net.Conn, st http.ConnState) {
 	}
 	r.mu.Unlock()
 	if evict != nil {
-		r.srv.metrics.SocketsEvicted.Inc()
+		r.o.Evicted.Inc()
 		_ = evict.Close()
 	}
 }
 
 // forget gives a closed socket's place back.
-func (r *sockets) forget(sc *socket) {
+func (r *Sockets) forget(sc *Socket) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.uncountLocked(sc)
@@ -352,9 +372,9 @@ func (r *sockets) forget(sc *socket) {
 	r.open--
 }
 
-func (r *sockets) setStateLocked(sc *socket, st sockState) {
+func (r *Sockets) setStateLocked(sc *Socket, st sockState) {
 	if sc.state != sockGone {
-		r.srv.metrics.Sockets.WithLabelValues(sc.state.String()).Dec()
+		r.o.States.WithLabelValues(sc.state.String()).Dec()
 	}
 	if pendingState(sc.state) {
 		r.pending--
@@ -364,12 +384,12 @@ func (r *sockets) setStateLocked(sc *socket, st sockState) {
 	}
 	sc.state = st
 	if st != sockGone {
-		r.srv.metrics.Sockets.WithLabelValues(st.String()).Inc()
+		r.o.States.WithLabelValues(st.String()).Inc()
 	}
 }
 
 // unidleLocked takes sc off the idle list and returns it.
-func (r *sockets) unidleLocked(sc *socket) *socket {
+func (r *Sockets) unidleLocked(sc *Socket) *Socket {
 	if sc.idleAt != nil {
 		r.idle.Remove(sc.idleAt)
 		sc.idleAt = nil
@@ -377,17 +397,17 @@ func (r *sockets) unidleLocked(sc *socket) *socket {
 	return sc
 }
 
-func (r *sockets) uncountLocked(sc *socket) {
+func (r *Sockets) uncountLocked(sc *Socket) {
 	if sc.counted {
 		sc.counted = false
 		r.releaseAddrLocked(sc.addr)
 	}
 }
 
-// lend has sc's count of addr go to the upgrade being served on it at the hijack, so that
+// Lend has sc's count of addr go to the upgrade being served on it at the hijack, so that
 // the address is counted once, by the socket then by its session; false when sc does not
 // count addr (a trusted proxy's).
-func (r *sockets) lend(sc *socket, addr addrKey) bool {
+func (r *Sockets) Lend(sc *Socket, addr netip.Addr) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if sc == nil || !sc.counted || sc.addr != addr {
@@ -397,34 +417,35 @@ func (r *sockets) lend(sc *socket, addr addrKey) bool {
 	return true
 }
 
-// unlend takes back what lend lent, once the upgrade is refused: true when the hijack had
+// Unlend takes back what Lend lent, once the upgrade is refused: true when the hijack had
 // already given the count to the upgrade, which must then release it.
-func (r *sockets) unlend(sc *socket) bool {
+func (r *Sockets) Unlend(sc *Socket) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sc.lent = false
 	return sc.handed
 }
 
-// acquireAddr counts a /rpc connection of addr not yet authenticated against
+// AcquireAddr counts a /rpc connection of addr (KeyOf) not yet authenticated against
 // BALLET_MAX_CONNECTIONS_PER_IP.
-func (r *sockets) acquireAddr(addr addrKey) bool {
+func (r *Sockets) AcquireAddr(addr netip.Addr) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.addrs[addr] >= r.srv.cfg.MaxConnectionsPerIP {
+	if r.addrs[addr] >= r.o.MaxConnectionsPerIP {
 		return false
 	}
 	r.addrs[addr]++
 	return true
 }
 
-func (r *sockets) releaseAddr(addr addrKey) {
+// ReleaseAddr gives back a count AcquireAddr took, or one the hijack handed over.
+func (r *Sockets) ReleaseAddr(addr netip.Addr) {
 	r.mu.Lock()
 	r.releaseAddrLocked(addr)
 	r.mu.Unlock()
 }
 
-func (r *sockets) releaseAddrLocked(addr addrKey) {
+func (r *Sockets) releaseAddrLocked(addr netip.Addr) {
 	if r.addrs[addr] <= 1 {
 		delete(r.addrs, addr)
 	} else {
@@ -435,15 +456,15 @@ func (r *sockets) releaseAddrLocked(addr addrKey) {
 // refusal is the answer to a socket refused at accept: nothing of its request is read.
 var refusal = func() []byte {
 	const body = "the gateway is at its connection limit; try again later\n"
-	return []byte("HTTP/1.1 503 Service Unavailable\r\nRetry-After: " + strconv.Itoa(int(overloadRetryAfter/time.Second)) +
+	return []byte("HTTP/1.1 503 Service Unavailable\r\nRetry-After: " + strconv.Itoa(int(RetryAfter/time.Second)) +
 		"\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " + strconv.Itoa(len(body)) +
 		"\r\nConnection: close\r\n\r\n" + body)
 }()
 
 // refuse answers a socket beyond limit 503 and closes it, within wsnet.CloseGrace: it reads the
 // request's header first (an answer before the request is not one to an HTTP client).
-func (r *sockets) refuse(c net.Conn, limit string) {
-	r.srv.metrics.LimitRejections.WithLabelValues(limit).Inc()
+func (r *Sockets) refuse(c net.Conn, limit string) {
+	r.o.OnRefused(limit)
 	if r.refusing.Add(1) > maxRefusing {
 		r.refusing.Add(-1)
 		_ = c.Close()
@@ -464,71 +485,4 @@ func (r *sockets) refuse(c net.Conn, limit string) {
 			_, _ = io.CopyN(io.Discard, c, 64<<10)
 		}
 	}()
-}
-
-// peerAddr is the IP address of a socket's peer, or the zero Addr.
-func peerAddr(a net.Addr) netip.Addr {
-	if ta, ok := a.(*net.TCPAddr); ok {
-		ip, _ := netip.AddrFromSlice(ta.IP)
-		return ip.Unmap()
-	}
-	ap, err := netip.ParseAddrPort(a.String())
-	if err != nil {
-		return netip.Addr{}
-	}
-	return ap.Addr().Unmap()
-}
-
-func (s *Server) trustedProxy(a netip.Addr) bool {
-	for _, p := range s.cfg.TrustedProxies {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// clientAddr is the address a request comes from: its socket's peer, unless that peer is a
-// trusted proxy (BALLET_TRUSTED_PROXIES); then the right-most X-Forwarded-For entry that is
-// not a trusted proxy (the left-most if all are). An entry that is not an address ends the
-// walk at the last trusted hop.
-func (s *Server) clientAddr(r *http.Request) netip.Addr {
-	peer := netip.Addr{}
-	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-		peer = ap.Addr().Unmap()
-	}
-	if !peer.IsValid() || !s.trustedProxy(peer) {
-		return peer
-	}
-	var hops []string
-	for _, v := range r.Header.Values("X-Forwarded-For") {
-		hops = append(hops, strings.Split(v, ",")...)
-	}
-	client := peer
-	for i := len(hops) - 1; i >= 0; i-- {
-		a, ok := parseHop(hops[i])
-		if !ok {
-			return client
-		}
-		client = a
-		if !s.trustedProxy(a) {
-			return a
-		}
-	}
-	return client
-}
-
-// parseHop parses one X-Forwarded-For entry: an address, with a port or in brackets.
-func parseHop(h string) (netip.Addr, bool) {
-	h = strings.TrimSpace(h)
-	if a, err := netip.ParseAddr(h); err == nil {
-		return a.Unmap(), true
-	}
-	if ap, err := netip.ParseAddrPort(h); err == nil {
-		return ap.Addr().Unmap(), true
-	}
-	if a, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
-		return a.Unmap(), true
-	}
-	return netip.Addr{}, false
 }
