@@ -13,6 +13,7 @@ import (
 
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/internal/httpapi"
+	"github.com/ballet/gateway/internal/server"
 	"github.com/ballet/gateway/internal/tracing"
 	"github.com/ballet/gateway/operator"
 	"github.com/ballet/gateway/planner"
@@ -34,7 +35,7 @@ type config struct {
 	adminAddr       string        // BALLET_ADMIN_ADDR: 127.0.0.1:8081 when not set
 	databaseURL     string        // BALLET_DATABASE_URL
 	tailDatabaseURL string        // BALLET_TAIL_DATABASE_URL: a hot standby to tail and replay from
-	tailMaxLag      time.Duration // BALLET_TAIL_MAX_LAG: standby lag beyond which /readyz fails; 5 s when not set
+	tailMaxLag      time.Duration // BALLET_TAIL_MAX_LAG: standby lag beyond which /readyz fails; server.DefaultTailMaxLag when not set
 	oidcIssuer      string        // BALLET_OIDC_ISSUER
 	oidcAudience    string        // BALLET_OIDC_AUDIENCE
 	devAllowRemote  bool          // BALLET_DEV_ALLOW_REMOTE: dev may listen beyond loopback
@@ -68,7 +69,7 @@ const maxPlannerMessageBytes = 1 << 20
 // BALLET_ADDR is not set. A bad value is an error naming the variable, never a silent
 // default, and every bad one is reported at once.
 func loadConfig(getenv func(string) string, addr string) (*config, error) {
-	c := &config{addr: addr, adminAddr: "127.0.0.1:8081", tailMaxLag: 5 * time.Second, replica: newReplicaID()}
+	c := &config{addr: addr, adminAddr: "127.0.0.1:8081", tailMaxLag: server.DefaultTailMaxLag, replica: newReplicaID()}
 	var errs []error
 	for _, s := range c.settings() {
 		if v := getenv(s.name); v != "" {
