@@ -210,6 +210,10 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
+// readyTimeout bounds the checks of one GET /readyz (a ping of the database, Options.Ready):
+// short, so that a probe sees a slow dependency as not ready rather than timing out itself.
+const readyTimeout = 2 * time.Second
+
 // AdminHandler serves the admin port: /metrics, /readyz, /healthz, and /debug/pprof/ when
 // Config.Pprof is set.
 func (s *Server) AdminHandler() http.Handler {
@@ -221,7 +225,7 @@ func (s *Server) AdminHandler() http.Handler {
 			http.Error(w, "draining", http.StatusServiceUnavailable)
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 		defer cancel()
 		if err := s.ready(ctx); err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
