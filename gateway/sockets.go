@@ -83,19 +83,22 @@ func newSockets(srv *Server) *sockets {
 		maxPending: maxPendingSockets(srv.cfg), addrs: make(map[addrKey]int)}
 }
 
-// minPendingSockets is the least default of BALLET_MAX_PENDING_SOCKETS: about 30 MB of sockets
-// before a session, whatever BALLET_MAX_CONNECTIONS.
-const minPendingSockets = 1024
+// Config.MaxPendingSockets' default: MaxConnections over PendingSocketsDivisor, at least
+// MinPendingSockets (about 30 MB of sockets before a session, whatever MaxConnections).
+const (
+	MinPendingSockets     = 1024
+	PendingSocketsDivisor = 16
+)
 
 // maxPendingSockets is BALLET_MAX_PENDING_SOCKETS, or a sixteenth of BALLET_MAX_CONNECTIONS, at
-// least minPendingSockets: a socket before a session costs about 20–29 KB where an idle session
+// least MinPendingSockets: a socket before a session costs about 20–29 KB where an idle session
 // costs about 4 KB, so a replica full of sessions and a sixteenth of its places pending holds
 // about 1.3 times the memory planned for it, where all places pending held 5 to 7 times.
 func maxPendingSockets(c Config) int {
 	if c.MaxPendingSockets > 0 {
 		return c.MaxPendingSockets
 	}
-	return max(c.MaxConnections/16, minPendingSockets)
+	return max(c.MaxConnections/PendingSocketsDivisor, MinPendingSockets)
 }
 
 // pendingState reports whether a socket in st is not yet a session nor idle: it holds
