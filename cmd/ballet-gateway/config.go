@@ -163,14 +163,17 @@ func (c *config) settings() []setting {
 			"unauthenticated sockets of one client address"),
 		atLeast("BALLET_MAX_PENDING_SOCKETS", &g.MaxPendingSockets, 1,
 			"sockets not yet a session nor idle, all addresses together").
-			defaultIs("a sixteenth of BALLET_MAX_CONNECTIONS, at least 1024"),
+			defaultIs(fmt.Sprintf("%s of BALLET_MAX_CONNECTIONS, at least %d",
+				fraction(gateway.PendingSocketsDivisor), gateway.MinPendingSockets)),
 		atLeast("BALLET_CONNECTION_QUEUE_BYTES", &g.ConnectionQueueBytes, 64<<10,
 			"bytes queued for one connection"),
 		atLeast("BALLET_REPLICA_QUEUE_BYTES", &g.ReplicaQueueBytes, 1<<20, "bytes queued for all connections").
-			defaultIs("a quarter of the Go memory limit, 1 GiB without one"),
+			defaultIs(fmt.Sprintf("%s of the Go memory limit, %s without one",
+				fraction(gateway.ReplicaQueueDivisor), binaryBytes(gateway.DefaultReplicaQueueBytes))),
 		atLeast("BALLET_PARTIAL_MESSAGE_BYTES", &g.PartialMessageBytes, 1<<20,
 			"memory of WebSocket messages not yet whole, all connections together").
-			defaultIs("an eighth of the Go memory limit, 256 MiB without one"),
+			defaultIs(fmt.Sprintf("%s of the Go memory limit, %s without one",
+				fraction(gateway.PartialMessageDivisor), binaryBytes(gateway.DefaultPartialMessageBytes))),
 		atLeast("BALLET_SOCKET_BUFFER_BYTES", &g.SocketBufferBytes, 4<<10, "kernel buffers of each client socket"),
 		atLeast("BALLET_RECENT_EVENTS_BYTES", &c.hub.RecentBytes, 1<<20,
 			"memory of the window of recent events subscriptions read and replays use"),

@@ -216,3 +216,24 @@ func (c *config) applyDefaults() {
 	c.listingsREST = c.listingsREST.WithDefaults()
 	c.listings = c.listings.WithDefaults()
 }
+
+// fraction names one n-th in words, as --help gives a default that is a share of a bound.
+func fraction(n int) string {
+	if w, ok := map[int]string{2: "a half", 4: "a quarter", 8: "an eighth", 16: "a sixteenth"}[n]; ok {
+		return w
+	}
+	return fmt.Sprintf("1/%d", n)
+}
+
+// binaryBytes writes n bytes in the largest binary unit that divides them: 1 GiB, 256 MiB.
+func binaryBytes(n int) string {
+	for _, u := range []struct {
+		size int
+		name string
+	}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if n%u.size == 0 {
+			return fmt.Sprintf("%d %s", n/u.size, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
