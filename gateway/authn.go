@@ -12,6 +12,11 @@ import (
 	"github.com/ballet/gateway/rpc"
 )
 
+// verifyTimeout bounds checking one token, which may fetch the issuer's keys once (an HTTP
+// round trip to the issuer): long enough for a slow issuer, short enough that an auth does not
+// wait on a dead one for long.
+const verifyTimeout = 10 * time.Second
+
 type tokenParams struct {
 	Token string `json:"token"`
 }
@@ -33,7 +38,7 @@ func (s *session) verify(ctx context.Context, req *rpc.Request) (*auth.Principal
 	// Bounded by its own timeout, not the connection's context: a context
 	// derived from that one would leave a table of children on it for the
 	// connection's life.
-	vctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	vctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), verifyTimeout)
 	defer cancel()
 	p, err := s.srv.verifier.Verify(vctx, tp.Token)
 	if err != nil {

@@ -51,8 +51,12 @@ var limitLabels = []string{limitSubscriptions, limitRequests, limitSubjectConns,
 	limitAddrRate, limitQueuedBytes, limitReplicaQueuedBytes, limitPartialBytes, limitPendingSockets, limitPings, limitFrames, limitSubjectRequests, limitReplay, httpapi.LimitRequests,
 	httpapi.LimitListings, httpapi.LimitReplicaListings}
 
-// defaultPartialMessageBytes is BALLET_PARTIAL_MESSAGE_BYTES without a Go memory limit.
-const defaultPartialMessageBytes = 256 << 20
+// Config.PartialMessageBytes' default: the Go memory limit over PartialMessageDivisor, or
+// DefaultPartialMessageBytes without one.
+const (
+	DefaultPartialMessageBytes = 256 << 20
+	PartialMessageDivisor      = 8
+)
 
 // partialMessageBytes is the replica's budget for WebSocket messages not yet whole: the
 // setting, or an eighth of the Go memory limit (GOMEMLIMIT, which serve sets from the
@@ -62,9 +66,9 @@ const defaultPartialMessageBytes = 256 << 20
 func partialMessageBytes(setting, readLimit int64) int64 {
 	b := setting
 	if b <= 0 {
-		b = defaultPartialMessageBytes
+		b = DefaultPartialMessageBytes
 		if lim := debug.SetMemoryLimit(-1); lim > 0 && lim < math.MaxInt64 {
-			b = lim / 8
+			b = lim / PartialMessageDivisor
 		}
 	}
 	return max(b, 2*readLimit+64<<10)

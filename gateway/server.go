@@ -375,6 +375,10 @@ func (s *Server) Sessions() int {
 	return len(s.sessions)
 }
 
+// DrainWindow returns the window Shutdown spreads the sessions' closes over, as applied
+// (Config.DrainWindow or its default).
+func (s *Server) DrainWindow() time.Duration { return s.cfg.DrainWindow }
+
 // BeginDrain turns /readyz unready and refuses new /rpc sessions; open
 // sessions stay until Shutdown closes them.
 func (s *Server) BeginDrain() {

@@ -18,8 +18,12 @@ import (
 // most queued are closed 1013 until the sum is back under shedTarget of the budget; their
 // clients reconnect (to this replica or another) and resume from their last seq.
 
-// defaultReplicaQueueBytes is the budget without a Go memory limit.
-const defaultReplicaQueueBytes = 1 << 30
+// Config.ReplicaQueueBytes' default: the Go memory limit over ReplicaQueueDivisor, or
+// DefaultReplicaQueueBytes without one.
+const (
+	DefaultReplicaQueueBytes = 1 << 30
+	ReplicaQueueDivisor      = 4
+)
 
 // shedPause is how long the shedder waits between rounds for the connections it closed
 // to let their queues go.
@@ -32,9 +36,9 @@ func replicaQueueBytes(setting int) int64 {
 		return int64(setting)
 	}
 	if lim := debug.SetMemoryLimit(-1); lim > 0 && lim < math.MaxInt64 {
-		return lim / 4
+		return lim / ReplicaQueueDivisor
 	}
-	return defaultReplicaQueueBytes
+	return DefaultReplicaQueueBytes
 }
 
 // QueuedBytes is what the replica's connections have queued and not yet written.

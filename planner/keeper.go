@@ -153,7 +153,7 @@ func (s *Service) publishStale(ctx context.Context, leases []Lease) {
 	if len(leases) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
 	batch := make([]queued, 0, 2*len(leases))
 	for _, l := range leases {
@@ -177,7 +177,7 @@ func (s *Service) publishStale(ctx context.Context, leases []Lease) {
 
 // expire removes outputs past the resume window and idempotency keys past theirs.
 func (s *Service) expire(ctx context.Context) {
-	ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ectx, cancel := context.WithTimeout(ctx, expireTimeout)
 	defer cancel()
 	if err := s.store.ExpireOutputs(ectx, s.window, abandonedTurn); err != nil {
 		s.logger.Warn("planner: expire outputs", "err", err)

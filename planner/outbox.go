@@ -203,7 +203,7 @@ func (o *outbox) end(drop bool) {
 // misses nothing in between, and a replica that ends a dead turn numbers its error and
 // done after every output sent.
 func (s *Service) write(batch []queued) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
 	start := time.Now()
 	var b OutputBatch

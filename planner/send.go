@@ -175,7 +175,7 @@ func (s *Service) begin(ctx context.Context, c Caller, t *turn, text, key string
 		s.logger.Warn("planner: a turn's replica stopped without ending it", "session", id)
 	}
 	release := func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 		defer cancel()
 		if rerr := s.giveBack(rctx, t); rerr != nil {
 			s.logger.Warn("planner: release lease", "session", id, "err", rerr)

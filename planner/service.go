@@ -49,6 +49,22 @@ const (
 	abandonedTurn = 24 * time.Hour
 )
 
+// How long the planner waits on its store and bus for its own writes.
+const (
+	// writeTimeout bounds one write of a turn's state (its lease, an output batch, its error
+	// and done) and its notification, mostly on a context that outlives the caller's so that
+	// a turn being cancelled still ends in the store: a statement or two, answered in
+	// milliseconds by a healthy database; long enough to ride out a failover's pause, short
+	// enough that a turn does not wait on a dead database for long.
+	writeTimeout = 10 * time.Second
+	// storeMessageTimeout bounds storing one message of a turn's history, which may carry
+	// a large content (a model's answer, a tool's result) within the turn's own context.
+	storeMessageTimeout = 30 * time.Second
+	// expireTimeout bounds one sweep of the outputs and keys past their windows, which may
+	// delete many rows at once.
+	expireTimeout = 30 * time.Second
+)
+
 // Options configure a Service. A nil *Options means defaults.
 type Options struct {
 	// Provider is the model. Default provider.NewScripted(nil), the development script.

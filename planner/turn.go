@@ -31,7 +31,7 @@ func (s *Service) finish(ctx context.Context, t *turn, reason, text string) {
 		s.forget(t)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
 	if text != "" {
 		s.publish(ctx, t, Output{Type: OutputError, Text: text})
@@ -69,7 +69,7 @@ func silent(t *turn) bool {
 // emit publishes o for t's watchers even when t is being cancelled (ctx, t's or its send's,
 // is for its values: the trace).
 func (s *Service) emit(ctx context.Context, t *turn, o Output) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
 	s.publish(ctx, t, o)
 }
@@ -84,7 +84,7 @@ func (s *Service) publish(ctx context.Context, t *turn, o Output) <-chan struct{
 	if silent(t) || ctx.Err() != nil {
 		return nil // not numbered: watchers would see a hole where it was
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
 	t.pubMu.Lock()
 	defer t.pubMu.Unlock()
@@ -194,7 +194,7 @@ func (s *Service) store1(ctx context.Context, t *turn, role string, content any)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, storeMessageTimeout)
 	defer cancel()
 	m, err := s.store.AppendMessage(ctx, t.session.ID, NewMessage{
 		Role: role, Content: b, Actor: tracker.Actor{Kind: tracker.ActorAgent, Subject: t.human},

@@ -139,12 +139,8 @@ type Presence struct {
 	left   bool // (r.mu)
 }
 
-// New returns a registry; with a store, it follows the store's notifications until Close.
-func New(opts *Options) *Registry {
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
+// WithDefaults returns o with its zero fields set to their defaults, as New applies them.
+func (o Options) WithDefaults() Options {
 	if o.Window <= 0 {
 		o.Window = DefaultWindow
 	}
@@ -154,6 +150,16 @@ func New(opts *Options) *Registry {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	return o
+}
+
+// New returns a registry; with a store, it follows the store's notifications until Close.
+func New(opts *Options) *Registry {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o = o.WithDefaults()
 	r := &Registry{
 		store: o.Store, window: o.Window, max: o.MaxMembers, onMembers: o.OnMembers, logger: o.Logger,
 		streams: map[string]*streamState{}, scheduled: map[*streamState]struct{}{}, dirty: map[key]struct{}{},

@@ -16,7 +16,8 @@ type bodyCache struct {
 	mu    sync.Mutex
 	slots [bodyCacheSize]cachedBody
 	// bytes is what the cached bodies take, at most maxBytes: a body that does not fit is
-	// not cached (it is encoded again when asked for).
+	// not cached (it is encoded again when asked for). NewHub sets maxBytes to
+	// HubOptions.RecentBytes.
 	bytes, maxBytes int
 }
 
@@ -59,11 +60,7 @@ func (bc *bodyCache) put(ev *Event, c codec.Codec, body []byte) {
 		*s = cachedBody{seq: ev.Seq, at: ev.OccurredAt.UnixNano(), id: ev.EntityID}
 	}
 	i := codecIndex(c)
-	budget := bc.maxBytes
-	if budget <= 0 {
-		budget = DefaultRecentBytes
-	}
-	if bc.bytes-len(s.body[i])+len(body) > budget {
+	if bc.bytes-len(s.body[i])+len(body) > bc.maxBytes {
 		return
 	}
 	bc.bytes += len(body) - len(s.body[i])

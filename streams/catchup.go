@@ -37,6 +37,11 @@ const (
 // catchUpTimeout bounds one catch-up's reads of the log.
 const catchUpTimeout = 10 * time.Second
 
+// headPoll is how often a catch-up reads the head of a log that does not yet show the events
+// the tailer dispatched (a standby behind the primary): often enough that the wait adds little
+// to the standby's own lag, seldom enough that waiting catch-ups load it little.
+const headPoll = 10 * time.Millisecond
+
 // throttleCheck is the longest a catch-up waiting for its subject's budget goes without
 // looking whether its subscription is still open.
 const throttleCheck = time.Second
@@ -213,7 +218,7 @@ func (h *Hub) readBehind(s *Subscription, from, to int64, limit int) (evs []Even
 		select {
 		case <-ctx.Done():
 			return nil, 0, ctx.Err()
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(headPoll):
 		}
 	}
 	if since := max(from, s.replayHead); since < to {

@@ -102,6 +102,24 @@ const (
 	DefaultCatchUpBytes = 64 << 20 // CatchUpBytes'
 )
 
+// WithDefaults returns o with its zero (or negative) bounds set to their defaults, as NewHub
+// applies them.
+func (o HubOptions) WithDefaults() HubOptions {
+	if o.RecentBytes <= 0 {
+		o.RecentBytes = DefaultRecentBytes
+	}
+	if o.CatchUps <= 0 {
+		o.CatchUps = DefaultCatchUps
+	}
+	if o.CatchUpLimit <= 0 {
+		o.CatchUpLimit = DefaultCatchUpLimit
+	}
+	if o.CatchUpBytes <= 0 {
+		o.CatchUpBytes = DefaultCatchUpBytes
+	}
+	return o
+}
+
 // NewHub returns an empty hub. Close ends its catch-ups.
 func NewHub(opts *HubOptions) *Hub {
 	h := &Hub{seed: maphash.MakeSeed(), groupShared: groupShared}
@@ -111,27 +129,17 @@ func NewHub(opts *HubOptions) *Hub {
 	for i := range h.shards {
 		h.shards[i].subs = make(map[Stream]map[*Subscription]struct{})
 	}
-	budget, catchUps := DefaultRecentBytes, DefaultCatchUps
-	h.catchUpLimit = DefaultCatchUpLimit
-	h.pages.max, h.pages.grace = DefaultCatchUpBytes, pageGrace
+	var o HubOptions
 	if opts != nil {
-		h.onEvent, h.onAccessLost = opts.OnEvent, opts.OnAccessLost
-		h.onDelivered, h.onCatchUp = opts.OnDelivered, opts.OnCatchUp
-		if opts.RecentBytes > 0 {
-			budget = opts.RecentBytes
-		}
-		if opts.CatchUps > 0 {
-			catchUps = opts.CatchUps
-		}
-		if opts.CatchUpLimit > 0 {
-			h.catchUpLimit = opts.CatchUpLimit
-		}
-		if opts.CatchUpBytes > 0 {
-			h.pages.max = int64(opts.CatchUpBytes)
-		}
+		o = *opts
 	}
-	h.win.maxBytes, h.cache.maxBytes = budget, budget
-	h.catchUps = make(chan struct{}, catchUps)
+	o = o.WithDefaults()
+	h.onEvent, h.onAccessLost = o.OnEvent, o.OnAccessLost
+	h.onDelivered, h.onCatchUp = o.OnDelivered, o.OnCatchUp
+	h.catchUpLimit = o.CatchUpLimit
+	h.pages.max, h.pages.grace = int64(o.CatchUpBytes), pageGrace
+	h.win.maxBytes, h.cache.maxBytes = o.RecentBytes, o.RecentBytes
+	h.catchUps = make(chan struct{}, o.CatchUps)
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h
 }

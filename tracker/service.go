@@ -30,21 +30,34 @@ type Service struct {
 	limits Limits
 }
 
+// WithDefaults returns o with its zero item limits set to their defaults, and those above
+// their ceilings lowered to them, as NewService applies them.
+func (o Options) WithDefaults() Options {
+	o.MaxTitleChars = limitOrDefault(o.MaxTitleChars, DefaultMaxTitleChars, CeilingTitleChars)
+	o.MaxDescriptionBytes = limitOrDefault(o.MaxDescriptionBytes, DefaultMaxDescriptionBytes, CeilingDescriptionBytes)
+	return o
+}
+
+// limitOrDefault is v up to ceiling, or def when v is zero or less.
+func limitOrDefault(v, def, ceiling int) int {
+	if v <= 0 {
+		return def
+	}
+	return min(v, ceiling)
+}
+
 // NewService returns a Service over store.
 func NewService(store Store, opts *Options) *Service {
-	s := &Service{store: store, admins: map[string]bool{},
-		limits: Limits{TitleChars: DefaultMaxTitleChars, DescriptionBytes: DefaultMaxDescriptionBytes}}
+	var o Options
 	if opts != nil {
-		for _, a := range opts.AdminSubjects {
-			if a != "" {
-				s.admins[a] = true
-			}
-		}
-		if opts.MaxTitleChars > 0 {
-			s.limits.TitleChars = min(opts.MaxTitleChars, CeilingTitleChars)
-		}
-		if opts.MaxDescriptionBytes > 0 {
-			s.limits.DescriptionBytes = min(opts.MaxDescriptionBytes, CeilingDescriptionBytes)
+		o = *opts
+	}
+	o = o.WithDefaults()
+	s := &Service{store: store, admins: map[string]bool{},
+		limits: Limits{TitleChars: o.MaxTitleChars, DescriptionBytes: o.MaxDescriptionBytes}}
+	for _, a := range o.AdminSubjects {
+		if a != "" {
+			s.admins[a] = true
 		}
 	}
 	return s

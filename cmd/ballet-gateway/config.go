@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/gateway/edge"
 	"github.com/ballet/gateway/internal/httpapi"
+	"github.com/ballet/gateway/internal/server"
 	"github.com/ballet/gateway/internal/tracing"
 	"github.com/ballet/gateway/operator"
 	"github.com/ballet/gateway/planner"
@@ -34,7 +36,7 @@ type config struct {
 	adminAddr       string        // BALLET_ADMIN_ADDR: 127.0.0.1:8081 when not set
 	databaseURL     string        // BALLET_DATABASE_URL
 	tailDatabaseURL string        // BALLET_TAIL_DATABASE_URL: a hot standby to tail and replay from
-	tailMaxLag      time.Duration // BALLET_TAIL_MAX_LAG: standby lag beyond which /readyz fails; 5 s when not set
+	tailMaxLag      time.Duration // BALLET_TAIL_MAX_LAG: standby lag beyond which /readyz fails; server.DefaultTailMaxLag when not set
 	oidcIssuer      string        // BALLET_OIDC_ISSUER
 	oidcAudience    string        // BALLET_OIDC_AUDIENCE
 	devAllowRemote  bool          // BALLET_DEV_ALLOW_REMOTE: dev may listen beyond loopback
@@ -68,7 +70,7 @@ const maxPlannerMessageBytes = 1 << 20
 // BALLET_ADDR is not set. A bad value is an error naming the variable, never a silent
 // default, and every bad one is reported at once.
 func loadConfig(getenv func(string) string, addr string) (*config, error) {
-	c := &config{addr: addr, adminAddr: "127.0.0.1:8081", tailMaxLag: 5 * time.Second, replica: newReplicaID()}
+	c := &config{addr: addr, adminAddr: "127.0.0.1:8081", tailMaxLag: server.DefaultTailMaxLag, replica: newReplicaID()}
 	var errs []error
 	for _, s := range c.settings() {
 		if v := getenv(s.name); v != "" {
@@ -162,14 +164,17 @@ func (c *config) settings() []setting {
 			"unauthenticated sockets of one client address"),
 		atLeast("BALLET_MAX_PENDING_SOCKETS", &g.MaxPendingSockets, 1,
 			"sockets not yet a session nor idle, all addresses together").
-			defaultIs("a sixteenth of BALLET_MAX_CONNECTIONS, at least 1024"),
+			defaultIs(fmt.Sprintf("%s of BALLET_MAX_CONNECTIONS, at least %d",
+				fraction(edge.PendingSocketsDivisor), edge.MinPendingSockets)),
 		atLeast("BALLET_CONNECTION_QUEUE_BYTES", &g.ConnectionQueueBytes, 64<<10,
 			"bytes queued for one connection"),
 		atLeast("BALLET_REPLICA_QUEUE_BYTES", &g.ReplicaQueueBytes, 1<<20, "bytes queued for all connections").
-			defaultIs("a quarter of the Go memory limit, 1 GiB without one"),
+			defaultIs(fmt.Sprintf("%s of the Go memory limit, %s without one",
+				fraction(gateway.ReplicaQueueDivisor), binaryBytes(gateway.DefaultReplicaQueueBytes))),
 		atLeast("BALLET_PARTIAL_MESSAGE_BYTES", &g.PartialMessageBytes, 1<<20,
 			"memory of WebSocket messages not yet whole, all connections together").
-			defaultIs("an eighth of the Go memory limit, 256 MiB without one"),
+			defaultIs(fmt.Sprintf("%s of the Go memory limit, %s without one",
+				fraction(gateway.PartialMessageDivisor), binaryBytes(gateway.DefaultPartialMessageBytes))),
 		atLeast("BALLET_SOCKET_BUFFER_BYTES", &g.SocketBufferBytes, 4<<10, "kernel buffers of each client socket"),
 		atLeast("BALLET_RECENT_EVENTS_BYTES", &c.hub.RecentBytes, 1<<20,
 			"memory of the window of recent events subscriptions read and replays use"),

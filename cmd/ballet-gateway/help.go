@@ -12,8 +12,6 @@ import (
 
 	"github.com/ballet/gateway/operator"
 	"github.com/ballet/gateway/presence"
-	"github.com/ballet/gateway/streams"
-	"github.com/ballet/gateway/tracker"
 )
 
 const usage = `usage:
@@ -205,20 +203,37 @@ func formatValue(field any) string {
 }
 
 // applyDefaults fills in the defaults the packages apply to the options the environment left
-// zero, as they apply them.
+// zero, each from the package's own WithDefaults.
 func (c *config) applyDefaults() {
 	c.gateway = c.gateway.WithDefaults()
 	c.planner = c.planner.WithDefaults()
-	l := tracker.NewService(nil, &c.tracker).Limits()
-	c.tracker.MaxTitleChars, c.tracker.MaxDescriptionBytes = l.TitleChars, l.DescriptionBytes
-	// presence.New and streams.NewHub apply their exported defaults to these.
-	c.gateway.PresenceWindow = cmp.Or(c.gateway.PresenceWindow, presence.DefaultWindow)
-	c.gateway.PresenceMaxMembers = cmp.Or(c.gateway.PresenceMaxMembers, presence.DefaultMaxMembers)
-	c.hub.RecentBytes = cmp.Or(c.hub.RecentBytes, streams.DefaultRecentBytes)
-	c.hub.CatchUps = cmp.Or(c.hub.CatchUps, streams.DefaultCatchUps)
-	c.hub.CatchUpLimit = cmp.Or(c.hub.CatchUpLimit, streams.DefaultCatchUpLimit)
-	c.hub.CatchUpBytes = cmp.Or(c.hub.CatchUpBytes, streams.DefaultCatchUpBytes)
+	c.tracker = c.tracker.WithDefaults()
+	// The gateway hands its presence settings to presence.New, which fills them in.
+	p := presence.Options{Window: c.gateway.PresenceWindow, MaxMembers: c.gateway.PresenceMaxMembers}.WithDefaults()
+	c.gateway.PresenceWindow, c.gateway.PresenceMaxMembers = p.Window, p.MaxMembers
+	c.hub = c.hub.WithDefaults()
 	c.rest = c.rest.WithDefaults()
 	c.listingsREST = c.listingsREST.WithDefaults()
-	c.listings.MaxListings = c.listings.WithDefaults().MaxListings
+	c.listings = c.listings.WithDefaults()
+}
+
+// fraction names one n-th in words, as --help gives a default that is a share of a bound.
+func fraction(n int) string {
+	if w, ok := map[int]string{2: "a half", 4: "a quarter", 8: "an eighth", 16: "a sixteenth"}[n]; ok {
+		return w
+	}
+	return fmt.Sprintf("1/%d", n)
+}
+
+// binaryBytes writes n bytes in the largest binary unit that divides them: 1 GiB, 256 MiB.
+func binaryBytes(n int) string {
+	for _, u := range []struct {
+		size int
+		name string
+	}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if n%u.size == 0 {
+			return fmt.Sprintf("%d %s", n/u.size, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

@@ -2,10 +2,17 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ballet/gateway/internal/server"
+	"github.com/ballet/gateway/operator"
+	"github.com/ballet/gateway/presence"
+	"github.com/ballet/gateway/streams"
+	"github.com/ballet/gateway/tracker"
 )
 
 // runBinary runs the binary with env (and childEnv's) to its end, returning its exit status,
@@ -199,6 +206,31 @@ func TestHelpEveryCommand(t *testing.T) {
 			if code != 0 || !strings.Contains(out, "usage: ballet-gateway "+cmd) && !(cmd == "admin" && strings.Contains(out, "usage:")) || errOut != "" {
 				t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 0 and the usage of %s", args, code, out, errOut, cmd)
 			}
+		}
+	}
+}
+
+// serve --help shows the defaults the packages apply themselves: those the packages fill in
+// beyond their Config and Options types' WithDefaults, each compared with what the package
+// does or exports.
+func TestHelpShowsThePackagesDefaults(t *testing.T) {
+	var out bytes.Buffer
+	help(&out, "serve")
+	limits := tracker.NewService(nil, nil).Limits()
+	for name, want := range map[string]any{
+		"BALLET_TAIL_MAX_LAG":          server.DefaultTailMaxLag,
+		"BALLET_ADMIN_MAX_LISTINGS":    operator.DefaultMaxListings,
+		"BALLET_RECENT_EVENTS_BYTES":   streams.DefaultRecentBytes,
+		"BALLET_MAX_CATCH_UPS":         streams.DefaultCatchUps,
+		"BALLET_CATCH_UP_LIMIT":        streams.DefaultCatchUpLimit,
+		"BALLET_CATCH_UP_BYTES":        streams.DefaultCatchUpBytes,
+		"BALLET_PRESENCE_WINDOW":       presence.DefaultWindow,
+		"BALLET_PRESENCE_MAX_MEMBERS":  presence.DefaultMaxMembers,
+		"BALLET_MAX_TITLE_CHARS":       limits.TitleChars,
+		"BALLET_MAX_DESCRIPTION_BYTES": limits.DescriptionBytes,
+	} {
+		if line := "\n  " + name + "=" + fmt.Sprint(want) + "\n"; !strings.Contains(out.String(), line) {
+			t.Errorf("serve --help lacks %q:\n%s", line[1:], out.String())
 		}
 	}
 }

@@ -33,7 +33,7 @@ func Admin(o *AdminOptions) http.Handler {
 			http.Error(w, "draining", http.StatusServiceUnavailable)
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 		defer cancel()
 		if err := o.Ready(ctx); err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
@@ -51,3 +51,7 @@ func Admin(o *AdminOptions) http.Handler {
 	}
 	return mux
 }
+
+// readyTimeout bounds the checks of one GET /readyz (a ping of the database, AdminOptions.Ready):
+// short, so that a probe sees a slow dependency as not ready rather than timing out itself.
+const readyTimeout = 2 * time.Second

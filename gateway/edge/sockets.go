@@ -118,19 +118,22 @@ func New(o *Options) *Sockets {
 		maxPending: maxPendingSockets(o.MaxPendingSockets, o.MaxConnections), addrs: make(map[netip.Addr]int)}
 }
 
-// minPendingSockets is the least default of BALLET_MAX_PENDING_SOCKETS: about 30 MB of sockets
-// before a session, whatever BALLET_MAX_CONNECTIONS.
-const minPendingSockets = 1024
+// Options.MaxPendingSockets' default: MaxConnections over PendingSocketsDivisor, at least
+// MinPendingSockets (about 30 MB of sockets before a session, whatever MaxConnections).
+const (
+	MinPendingSockets     = 1024
+	PendingSocketsDivisor = 16
+)
 
 // maxPendingSockets is BALLET_MAX_PENDING_SOCKETS, or a sixteenth of BALLET_MAX_CONNECTIONS, at
-// least minPendingSockets: a socket before a session costs about 20–29 KB where an idle session
+// least MinPendingSockets: a socket before a session costs about 20–29 KB where an idle session
 // costs about 4 KB, so a replica full of sessions and a sixteenth of its places pending holds
 // about 1.3 times the memory planned for it, where all places pending held 5 to 7 times.
 func maxPendingSockets(set, maxConns int) int {
 	if set > 0 {
 		return set
 	}
-	return max(maxConns/16, minPendingSockets)
+	return max(maxConns/PendingSocketsDivisor, MinPendingSockets)
 }
 
 // pendingState reports whether a socket in st is not yet a session nor idle: it holds

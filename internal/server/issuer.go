@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/ballet/gateway/auth"
 )
@@ -51,7 +50,7 @@ func (s *Server) discover(ctx context.Context) bool {
 	if s.issuer.lazy == nil {
 		return true
 	}
-	vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	vctx, cancel := context.WithTimeout(ctx, discoverTimeout)
 	defer cancel()
 	v, err := auth.NewVerifier(vctx, s.o.Issuer.URL, s.o.Issuer.Audience, s.o.Issuer.Options)
 	s.issuer.lazy.set(v, err)

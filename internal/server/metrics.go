@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -30,7 +29,7 @@ func (s *Server) registerMetrics() {
 	r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ballet_gateway_log_head", Help: "Highest committed event seq, read at scrape time.",
 	}, func() float64 {
-		hctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		hctx, cancel := context.WithTimeout(context.Background(), headTimeout)
 		defer cancel()
 		head, err := s.Log.Head(hctx)
 		if err != nil {

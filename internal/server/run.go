@@ -27,6 +27,11 @@ func (e *ListenError) Error() string {
 
 func (e *ListenError) Unwrap() error { return e.Err }
 
+// shutdownGrace is how long a shutdown waits beyond the drain window: for the last sessions'
+// close handshakes (the gateway keeps a second of it for them) and the in-flight requests of
+// both ports, before Run returns regardless.
+const shutdownGrace = 5 * time.Second
+
 // Run starts the replica (Start), listens on both ports and serves until ctx ends or a port
 // fails. Then it drains: /readyz turns unready, the client port stops accepting, then open
 // sessions are closed with 1001 spread over the drain window, and the admin port stops last.
@@ -66,10 +71,10 @@ func (s *Server) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case runErr = <-serveErr:
 	}
-	drain := s.o.Config.WithDefaults().DrainWindow // the server's own drain window
+	drain := srv.DrainWindow()
 	s.logger.Info("shutting down", "drain_window", drain.String(), "sessions", srv.Sessions())
 	srv.BeginDrain()
-	stopCtx, cancel := context.WithTimeout(context.Background(), drain+5*time.Second)
+	stopCtx, cancel := context.WithTimeout(context.Background(), drain+shutdownGrace)
 	defer cancel()
 	if err := client.Shutdown(stopCtx); err != nil {
 		s.logger.Warn("client port shutdown", "err", err)

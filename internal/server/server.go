@@ -29,6 +29,23 @@ import (
 	"github.com/ballet/gateway/tracker/pgstore"
 )
 
+// DefaultTailMaxLag is Options.TailMaxLag's default.
+const DefaultTailMaxLag = 5 * time.Second
+
+// How long the server waits on the database and the issuer for its own calls.
+const (
+	// loadControlsTimeout bounds reading every sign-out and block at Start, once, before the
+	// first connection: a whole table, on a database that may itself be starting.
+	loadControlsTimeout = 30 * time.Second
+	// discoverTimeout bounds the discovery of an issuer on the client port: two HTTP round
+	// trips to this process (the discovery document, then the keys).
+	discoverTimeout = 10 * time.Second
+	// headTimeout bounds the read of the log's head at scrape time: one indexed query, well
+	// within a scrape's own timeout, so that a slow database fails the gauge (-1), not the
+	// scrape.
+	headTimeout = 2 * time.Second
+)
+
 // Store is what the gateway needs of the event log and project store.
 type Store interface {
 	streams.Log
@@ -65,7 +82,7 @@ type Options struct {
 	// RESTListings bound the REST listings in flight and a page's bytes, for every surface.
 	RESTListings httpapi.ListingOptions
 	// TailMaxLag is the lag of the standby the log is read from beyond which /readyz fails
-	// (BALLET_TAIL_MAX_LAG). Default 5 s.
+	// (BALLET_TAIL_MAX_LAG). Default DefaultTailMaxLag.
 	TailMaxLag time.Duration
 	// TracerProvider, when set, records the server's spans (tracing is on), and
 	// AttributeValueLength bounds their attributes' values.
@@ -306,7 +323,7 @@ func (s *Server) tailMaxLag() time.Duration {
 	if s.o.TailMaxLag > 0 {
 		return s.o.TailMaxLag
 	}
-	return 5 * time.Second
+	return DefaultTailMaxLag
 }
 
 // tailReady fails once the standby the log reads is further behind than maxLag (while it does
@@ -345,7 +362,7 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("start the log tailer: %w", err)
 	}
 	// Before the first connection: the tailer applies what changes from its start on.
-	lctx, lcancel := context.WithTimeout(ctx, 30*time.Second)
+	lctx, lcancel := context.WithTimeout(ctx, loadControlsTimeout)
 	err := operator.LoadSubjectControls(lctx, s.Log, s.Revocations)
 	lcancel()
 	if err != nil {

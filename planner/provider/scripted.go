@@ -22,10 +22,16 @@ var _ Provider = (*Scripted)(nil)
 
 // NewScripted returns a provider playing script, or DefaultScript when script is nil.
 // Scripts should come from ParseScript or LoadScript, which validate them; actions
-// that set nothing are skipped.
+// that set nothing are skipped. A script's zero Chunk is DefaultChunk, filled in here on a
+// copy: the caller's script is left as it is.
 func NewScripted(script *Script) *Scripted {
 	if script == nil {
 		script = DefaultScript()
+	}
+	if script.Chunk <= 0 {
+		withChunk := *script
+		withChunk.Chunk = DefaultChunk
+		script = &withChunk
 	}
 	return &Scripted{script: script}
 }
@@ -71,9 +77,6 @@ func (s *Scripted) Stream(ctx context.Context, req *Request, onDelta func(Delta)
 			chunk := a.Chunk
 			if chunk <= 0 {
 				chunk = s.script.Chunk
-			}
-			if chunk <= 0 {
-				chunk = DefaultChunk
 			}
 			pieces := splitRunes(vars.Replace(a.Text), chunk)
 			for i, p := range pieces {

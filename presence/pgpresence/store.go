@@ -119,6 +119,11 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error
 // ID is this replica's id in presence_replicas.
 func (s *Store) ID() string { return s.id }
 
+// closeTimeout bounds the removal of this replica's row and members at Close: one short
+// transaction, bounded so that a database that does not answer does not hold up a shutdown
+// (the other replicas drop the row anyway once its TTL passes without a heartbeat).
+const closeTimeout = 5 * time.Second
+
 // Close stops the heartbeat and the listener, and removes this replica's row and members,
 // telling the other replicas. The pool stays open. Safe to call twice.
 func (s *Store) Close() error {
@@ -127,7 +132,7 @@ func (s *Store) Close() error {
 		s.stop()
 		<-s.done
 		_ = s.lsn.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
 		s.mu.Lock()
 		defer s.mu.Unlock()

@@ -88,7 +88,7 @@ func (s *lagState) record(at time.Time, inRecovery, replayedAll, streaming bool,
 
 func (t *tail) probeLag(ctx context.Context) error {
 	at := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, lagProbeTimeout)
 	defer cancel()
 	var inRecovery, replayedAll, streaming bool
 	var age float64

@@ -37,6 +37,10 @@ const (
 	holeWait = 5 * time.Second
 	// lagProbeEvery is how often the standby's lag is measured.
 	lagProbeEvery = time.Second
+	// lagProbeTimeout bounds one measure of the lag, a single query to the standby: twice
+	// lagProbeEvery, so that a standby that does not answer leaves the lag unknown after a
+	// missed probe or two rather than holding the probe loop.
+	lagProbeTimeout = 2 * time.Second
 )
 
 // ErrTailBehind: the standby had not replayed up to the end of a replay's range in time.
