@@ -2,7 +2,7 @@
 GO       ?= go
 FUZZTIME ?= 30s
 
-.PHONY: run test vet build check-docs fuzz bench charts web clean
+.PHONY: run test vet build check-docs fuzz bench charts generate web clean
 
 ## run: the development server (in-memory store, built-in OIDC issuer, demo project)
 # Built first, saying so: the first build of a fresh clone downloads the modules and compiles for a
@@ -81,7 +81,12 @@ bench:
 charts:
 	$(GO) run ./scripts/benchcharts -o docs/benchmarks/ docs/benchmarks/*-mechanisms.jsonl
 
-## web: rebuild the board's embedded assets (web/dist) with npm and esbuild
+## generate: what follows from package protocol's Go types: the browser client's wire types and
+## declarations, docs/asyncapi.yaml's generated places, and web/dist (tests fail until it is run)
+generate: web
+
+## web: the same, through web/Makefile: the browser client's generated files, then web/dist rebuilt
+## with npm and esbuild
 web:
 	$(MAKE) -C web
 

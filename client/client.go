@@ -346,7 +346,7 @@ func (c *Client) dropOrphans(cn *conn) {
 			continue // that connection, and the subscription with it, is gone
 		}
 		ctx, cancel := context.WithTimeout(c.ctx, c.o.ConnectTimeout)
-		err := cn.callPatient(ctx, protocol.StreamUnsubscribe, unsubscribeParams{Subscription: o.id}, nil)
+		err := cn.callPatient(ctx, protocol.StreamUnsubscribe, protocol.UnsubscribeParams{Subscription: o.id}, nil)
 		cancel()
 		if err != nil && !errors.Is(err, protocol.ErrNotFound) {
 			c.log.Debug("stream.unsubscribe failed", "subscription", o.id, "err", err)
@@ -475,22 +475,15 @@ func (c *Client) Notify(ctx context.Context, method string, params any) error {
 	return nil
 }
 
-// PingResult is the result of system.ping.
-type PingResult struct {
-	Time    int64  `json:"time"` // the server's clock, Unix milliseconds
-	Subject string `json:"subject"`
-}
+// PingResult is the result of system.ping: the server's clock (Unix milliseconds) and the
+// connection's subject.
+type PingResult = protocol.PingResult
 
 // Ping checks the connection end to end with system.ping.
 func (c *Client) Ping(ctx context.Context) (PingResult, error) {
 	var r PingResult
-	err := c.Call(ctx, protocol.SystemPing, struct{}{}, &r)
+	err := c.Call(ctx, protocol.SystemPing, protocol.PingParams{}, &r)
 	return r, err
-}
-
-type closedParams struct {
-	Subscription string `json:"subscription"`
-	Reason       string `json:"reason"`
 }
 
 // route serves what the server sends on cn.
@@ -499,16 +492,16 @@ func (c *Client) route(cn *conn, req *rpc.Request) (any, error) {
 	case protocol.Heartbeat:
 		return nil, nil
 	case protocol.StreamEvent:
-		var ev Event
+		var ev protocol.EventParams
 		if err := req.Decode(&ev); err != nil {
 			return nil, err
 		}
 		if s, ok := c.lookup(ev.Subscription).(*Subscription); ok {
-			s.deliver(cn.gen, ev)
+			s.deliver(cn.gen, eventOf(&ev))
 		}
 		return nil, nil
 	case protocol.PresenceChanged:
-		var ch presenceChange
+		var ch protocol.PresenceChangedParams
 		if err := req.Decode(&ch); err != nil {
 			return nil, err
 		}
@@ -517,16 +510,16 @@ func (c *Client) route(cn *conn, req *rpc.Request) (any, error) {
 		}
 		return nil, nil
 	case protocol.PlannerOutput:
-		var out PlannerOutput
+		var out protocol.OutputParams
 		if err := req.Decode(&out); err != nil {
 			return nil, err
 		}
 		if w, ok := c.lookup(out.Subscription).(*Watch); ok {
-			w.deliver(cn.gen, out)
+			w.deliver(cn.gen, outputOf(&out))
 		}
 		return nil, nil
 	case protocol.StreamClosed:
-		var p closedParams
+		var p protocol.ClosedParams
 		if err := req.Decode(&p); err != nil {
 			return nil, err
 		}

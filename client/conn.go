@@ -68,20 +68,6 @@ func (t *wsTransport) Write(ctx context.Context, frame []byte) error {
 	return t.ws.Write(ctx, t.typ, frame)
 }
 
-type tokenParams struct {
-	Token string `json:"token"`
-}
-
-type authResult struct {
-	Subject   string           `json:"subject"`
-	ExpiresAt int64            `json:"expires_at"`
-	Limits    *protocol.Limits `json:"limits,omitempty"` // absent from older servers
-}
-
-type heartbeat struct {
-	Time int64 `json:"time"`
-}
-
 // connect dials, authenticates and starts the connection's goroutines.
 func (c *Client) connect(ctx context.Context, gen uint64) (*conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
@@ -119,8 +105,8 @@ func (c *Client) connect(ctx context.Context, gen uint64) (*conn, error) {
 	cn.OnMessage()
 	cn.rpc.Start(cn.ctx)
 	sent := time.Now()
-	var ar authResult
-	if err := cn.call(ctx, protocol.Auth, tokenParams{Token: tok}, &ar); err != nil {
+	var ar protocol.AuthResult
+	if err := cn.call(ctx, protocol.Auth, protocol.AuthParams{Token: tok}, &ar); err != nil {
 		cn.shutdown()
 		return nil, fmt.Errorf("client: auth: %w", err)
 	}
@@ -247,7 +233,7 @@ func (cn *conn) keepalive() {
 			if now.Sub(lastSent) >= iv {
 				lastSent = now
 				ctx, cancel := context.WithTimeout(cn.ctx, iv)
-				_ = cn.rpc.Notify(ctx, protocol.Heartbeat, heartbeat{Time: now.UnixMilli()})
+				_ = cn.rpc.Notify(ctx, protocol.Heartbeat, protocol.HeartbeatParams{Time: now.UnixMilli()})
 				cancel()
 			}
 		}
@@ -283,15 +269,15 @@ func (cn *conn) refreshLoop(issued, exp time.Time) {
 	}
 }
 
-func (cn *conn) refresh() (authResult, error) {
+func (cn *conn) refresh() (protocol.AuthResult, error) {
 	ctx, cancel := context.WithTimeout(cn.ctx, cn.c.o.ConnectTimeout)
 	defer cancel()
-	var ar authResult
+	var ar protocol.AuthResult
 	tok, err := cn.c.o.Token(ctx)
 	if err != nil {
 		return ar, fmt.Errorf("client: token: %w", err)
 	}
-	err = cn.call(ctx, protocol.AuthRefresh, tokenParams{Token: tok}, &ar)
+	err = cn.call(ctx, protocol.AuthRefresh, protocol.AuthParams{Token: tok}, &ar)
 	if err == nil && ar.Limits != nil {
 		cn.c.setLimits(cn, limitsOf(ar.Limits))
 	}

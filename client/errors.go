@@ -103,13 +103,6 @@ func (e *LimitError) Unwrap() error {
 	return &rpc.Error{Code: code, Message: e.Error()}
 }
 
-// limitData is the data of a -32029 error.
-type limitData struct {
-	Limit        string `json:"limit"`
-	Max          int    `json:"max"`
-	RetryAfterMs int64  `json:"retry_after_ms"`
-}
-
 // asLimitError turns a -32029 answer into a *LimitError; other errors
 // are returned as they are.
 func asLimitError(err error) error {
@@ -118,10 +111,12 @@ func asLimitError(err error) error {
 		return err
 	}
 	le := &LimitError{err: re}
-	var d limitData
+	var d protocol.LimitData
 	if raw, jerr := json.Marshal(re.Data); re.Data != nil && jerr == nil && json.Unmarshal(raw, &d) == nil {
 		le.Limit, le.Max = d.Limit, d.Max
-		le.RetryAfter = time.Duration(max(d.RetryAfterMs, 0)) * time.Millisecond
+		if d.RetryAfterMs != nil {
+			le.RetryAfter = time.Duration(max(*d.RetryAfterMs, 0)) * time.Millisecond
+		}
 	}
 	return le
 }

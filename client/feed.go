@@ -148,7 +148,7 @@ func (b *core[T]) settled(ctx context.Context, cn *conn, epoch uint64) bool {
 	}
 	b.mu.Unlock()
 	if done {
-		_ = cn.callPatient(ctx, protocol.StreamUnsubscribe, unsubscribeParams{Subscription: b.id}, nil)
+		_ = cn.callPatient(ctx, protocol.StreamUnsubscribe, protocol.UnsubscribeParams{Subscription: b.id}, nil)
 	}
 	return !done
 }
@@ -189,10 +189,6 @@ func (b *core[T]) Unsubscribe(ctx context.Context) error {
 	return b.c.Unsubscribe(ctx, b.id)
 }
 
-type unsubscribeParams struct {
-	Subscription string `json:"subscription"`
-}
-
 // Unsubscribe ends the stream subscription or planner watch with this id.
 // An id the client does not know is an error matching protocol.ErrNotFound.
 func (c *Client) Unsubscribe(ctx context.Context, id string) error {
@@ -209,7 +205,7 @@ func (c *Client) Unsubscribe(ctx context.Context, id string) error {
 	}
 	// The client has forgotten it: an unsubscribe refused for the rate is
 	// sent again until ctx ends, or the server would keep counting it.
-	err := cn.callPatient(ctx, protocol.StreamUnsubscribe, unsubscribeParams{Subscription: id}, nil)
+	err := cn.callPatient(ctx, protocol.StreamUnsubscribe, protocol.UnsubscribeParams{Subscription: id}, nil)
 	if err == nil || rpc.Code(err) == int(protocol.ErrNotFound) || rpc.Code(err) == 0 && !isCtxErr(ctx) {
 		return nil // done, or the server dropped it with the connection
 	}

@@ -24,7 +24,9 @@ const (
 )
 
 // PlannerOutput is one planner.output notification: output of a planner
-// turn. The JSON form is the notification's params.
+// turn, as Go programs read it (protocol.OutputParams is the wire's form,
+// whose is_error is present on every tool_result). The JSON form is the
+// notification's params, without is_error when false.
 type PlannerOutput struct {
 	Subscription string `json:"subscription"`
 	Session      string `json:"session"`
@@ -42,6 +44,15 @@ type PlannerOutput struct {
 	Seq       int64         `json:"seq,omitempty"`
 }
 
+// outputOf returns the output of a planner.output's params.
+func outputOf(p *protocol.OutputParams) PlannerOutput {
+	return PlannerOutput{
+		Subscription: p.Subscription, Session: p.Session, Turn: p.Turn, Offset: p.Offset, Type: p.Type,
+		Text: p.Text, Tool: p.Tool, ToolUseID: p.ToolUseID, Input: p.Input, IsError: p.IsError != nil && *p.IsError,
+		Seq: p.Seq,
+	}
+}
+
 // SendOptions configure PlannerSend. A nil *SendOptions means defaults.
 type SendOptions struct {
 	// IdempotencyKey names the message (1–64 characters, unique per message
@@ -50,16 +61,6 @@ type SendOptions struct {
 	// one to make a send that is repeated later, by this process or
 	// another, count once. Default: a random key per call.
 	IdempotencyKey string
-}
-
-type sendParams struct {
-	Session        string `json:"session"`
-	Text           string `json:"text"`
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
-}
-
-type sendResult struct {
-	Seq int64 `json:"seq"`
 }
 
 // PlannerSend stores the human's message text in session and starts the
@@ -75,14 +76,15 @@ type sendResult struct {
 // next connection, until ctx ends: the message is stored and answered
 // once.
 func (c *Client) PlannerSend(ctx context.Context, session, text string, opts *SendOptions) (seq int64, err error) {
-	p := sendParams{Session: session, Text: text}
+	var key string
 	if opts != nil {
-		p.IdempotencyKey = opts.IdempotencyKey
+		key = opts.IdempotencyKey
 	}
-	if p.IdempotencyKey == "" {
-		p.IdempotencyKey = newKey()
+	if key == "" {
+		key = newKey()
 	}
-	var r sendResult
+	p := protocol.SendParams{Session: session, Text: text, IdempotencyKey: &key}
+	var r protocol.SendResult
 	var lost uint64 // the connection the last attempt was lost with
 	for {
 		cn, err := c.connAfter(ctx, lost)
@@ -133,11 +135,7 @@ func newKey() string {
 	return hex.EncodeToString(b[:])
 }
 
-type cancelParams struct {
-	Session string `json:"session"`
-}
-
 // PlannerCancel stops the session's running turn, if any (planner.cancel).
 func (c *Client) PlannerCancel(ctx context.Context, session string) error {
-	return c.Call(ctx, protocol.PlannerCancel, cancelParams{Session: session}, nil)
+	return c.Call(ctx, protocol.PlannerCancel, protocol.CancelParams{Session: session}, nil)
 }

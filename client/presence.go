@@ -10,17 +10,7 @@ import (
 )
 
 // PresenceSubject names a subject in a presence change.
-type PresenceSubject struct {
-	Subject string `json:"subject"`
-}
-
-// presenceChange is presence.changed's params.
-type presenceChange struct {
-	Subscription string            `json:"subscription"`
-	Stream       string            `json:"stream"`
-	Joined       []PresenceSubject `json:"joined"`
-	Left         []PresenceSubject `json:"left"`
-}
+type PresenceSubject = protocol.PresenceSubject
 
 // presence is the subjects present on a subscription's stream and, with
 // item presence, on each item of its project, as the server's
@@ -45,7 +35,7 @@ func (p *presence) reset() {
 	p.mu.Unlock()
 }
 
-func (p *presence) apply(ch presenceChange) {
+func (p *presence) apply(ch protocol.PresenceChangedParams) {
 	p.mu.Lock()
 	m := p.members[ch.Stream]
 	if m == nil {
@@ -138,43 +128,48 @@ func (s *Subscription) PresenceChanged() <-chan struct{} {
 	return s.presence.changed
 }
 
-// PresenceMember is one subject of PresenceGet's answer.
-type PresenceMember struct {
-	Subject     string `json:"subject"`
-	Connections int    `json:"connections"`
-}
+// PresenceMember is one subject of PresenceGet's answer, with its connections.
+type PresenceMember = protocol.PresenceMember
 
 // PresenceMembers is presence.get's answer.
 type PresenceMembers struct {
-	Stream    string           `json:"stream"`
-	Members   []PresenceMember `json:"members"`
-	Truncated bool             `json:"truncated,omitempty"`
+	Stream    string
+	Members   []PresenceMember
+	Truncated bool
 	// Items, from PresenceGetItems: the project's items that have someone
 	// present, in order of stream.
-	Items []ItemMembers `json:"items,omitempty"`
+	Items []ItemMembers
 	// ItemsTruncated: (item, subject) pairs past the server's bound were
 	// left out of Items.
-	ItemsTruncated bool `json:"items_truncated,omitempty"`
+	ItemsTruncated bool
 }
 
-// ItemMembers is who has one item open.
-type ItemMembers struct {
-	Stream  string           `json:"stream"` // "item:<KEY>"
-	Members []PresenceMember `json:"members"`
-}
+// ItemMembers is who has one item ("item:<KEY>") open.
+type ItemMembers = protocol.ItemMembers
 
 // PresenceGet returns who is present on stream now, on every replica, with
 // their connection counts. It needs tracker.read on the project.
 func (c *Client) PresenceGet(ctx context.Context, stream string) (PresenceMembers, error) {
-	var m PresenceMembers
-	err := c.Call(ctx, protocol.PresenceGet, map[string]string{"stream": stream}, &m)
-	return m, err
+	return c.presenceGet(ctx, protocol.PresenceGetParams{Stream: stream})
 }
 
 // PresenceGetItems is PresenceGet of a project ("project:<KEY>") that also
 // answers who has each of its items open (Items).
 func (c *Client) PresenceGetItems(ctx context.Context, project string) (PresenceMembers, error) {
-	var m PresenceMembers
-	err := c.Call(ctx, protocol.PresenceGet, map[string]any{"stream": project, "items": true}, &m)
-	return m, err
+	return c.presenceGet(ctx, protocol.PresenceGetParams{Stream: project, Items: true})
+}
+
+func (c *Client) presenceGet(ctx context.Context, p protocol.PresenceGetParams) (PresenceMembers, error) {
+	var r protocol.PresenceGetResult
+	if err := c.Call(ctx, protocol.PresenceGet, p, &r); err != nil {
+		return PresenceMembers{}, err
+	}
+	m := PresenceMembers{Stream: r.Stream, Members: r.Members, Truncated: r.Truncated}
+	if r.Items != nil {
+		m.Items = *r.Items
+	}
+	if r.ItemsTruncated != nil {
+		m.ItemsTruncated = *r.ItemsTruncated
+	}
+	return m, nil
 }

@@ -12,8 +12,10 @@ import (
 	"github.com/ballet/gateway/rpc"
 )
 
-// Event is one stream.event: an event of the log on a subscription. The
-// JSON form is the notification's params.
+// Event is one stream.event: an event of the log on a subscription, as Go
+// programs read it (protocol.EventParams is the wire's form, whose
+// entity_key is null when the event has none). The JSON form is the
+// notification's params, without a null entity_key.
 type Event struct {
 	Subscription string        `json:"subscription"`
 	Seq          int64         `json:"seq"`
@@ -26,11 +28,20 @@ type Event struct {
 	Payload      codec.RawJSON `json:"payload"` // JSON text, whatever the codec
 }
 
-// Actor is who caused an event.
-type Actor struct {
-	Kind    string `json:"kind"` // "human", "agent", "system", …
-	Subject string `json:"subject"`
+// eventOf returns the event of a stream.event's params.
+func eventOf(p *protocol.EventParams) Event {
+	ev := Event{
+		Subscription: p.Subscription, Seq: p.Seq, Type: p.Type, EntityType: p.EntityType, EntityID: p.EntityID,
+		OccurredAt: p.OccurredAt, Actor: p.Actor, Payload: p.Payload,
+	}
+	if p.EntityKey != nil {
+		ev.EntityKey = *p.EntityKey
+	}
+	return ev
 }
+
+// Actor is who caused an event: its kind ("human", "agent", "system", …) and subject.
+type Actor = protocol.Actor
 
 // Time returns OccurredAt as a time.
 func (e *Event) Time() time.Time { return time.UnixMilli(e.OccurredAt) }
@@ -93,20 +104,6 @@ type Subscription struct {
 
 var _ entry = (*Subscription)(nil)
 
-type subscribeParams struct {
-	Subscription string   `json:"subscription"`
-	Stream       string   `json:"stream"`
-	FromSeq      *int64   `json:"from_seq,omitempty"`
-	Types        []string `json:"types,omitempty"`
-	Presence     bool     `json:"presence,omitempty"`
-	ItemPresence bool     `json:"item_presence,omitempty"`
-}
-
-type subscribeResult struct {
-	Subscription string `json:"subscription"`
-	Seq          int64  `json:"seq"`
-}
-
 // Subscribe subscribes to stream ("project:<KEY>" or "item:<KEY>"). While
 // the client is reconnecting it waits for the next connection, up to ctx.
 // Errors from the server match protocol.ErrForbidden, protocol.ErrNotFound,
@@ -147,11 +144,11 @@ func (c *Client) Subscribe(ctx context.Context, stream string, opts *SubscribeOp
 // params are stream.subscribe's params without from_seq. With presence,
 // they also start the followed list afresh: the snapshot of the new
 // subscription comes next, possibly before its result.
-func (s *Subscription) params() subscribeParams {
+func (s *Subscription) params() protocol.SubscribeParams {
 	if s.presence != nil {
 		s.presence.reset()
 	}
-	return subscribeParams{Subscription: s.id, Stream: s.stream, Types: s.types,
+	return protocol.SubscribeParams{Subscription: s.id, Stream: s.stream, Types: s.types,
 		Presence: s.presence != nil && s.presence.own, ItemPresence: s.itemPresence}
 }
 
@@ -171,7 +168,7 @@ func (s *Subscription) first(ctx context.Context) error {
 		}
 		epoch := s.epoch
 		s.mu.Unlock()
-		var res subscribeResult
+		var res protocol.SubscribeResult
 		err = cn.call(ctx, protocol.StreamSubscribe, p, &res)
 		if errors.Is(err, ErrConnectionLost) && ctx.Err() == nil && !s.c.isClosed() {
 			continue
@@ -249,7 +246,7 @@ func (s *Subscription) resync(ctx context.Context, cn *conn) error {
 	old, epoch := s.last, s.epoch
 	s.feed.hold = true
 	s.mu.Unlock()
-	var res subscribeResult
+	var res protocol.SubscribeResult
 	err := cn.callPatient(ctx, protocol.StreamSubscribe, s.params(), &res)
 	if err != nil {
 		s.mu.Lock()

@@ -52,20 +52,6 @@ type Watch struct {
 
 var _ entry = (*Watch)(nil)
 
-type watchParams struct {
-	Subscription string `json:"subscription"`
-	Session      string `json:"session"`
-	Turn         string `json:"turn,omitempty"`
-	After        *int64 `json:"after,omitempty"`
-}
-
-type watchResult struct {
-	Subscription string `json:"subscription"`
-	Running      bool   `json:"running"`
-	Turn         string `json:"turn,omitempty"`
-	Resumed      *bool  `json:"resumed,omitempty"`
-}
-
 // PlannerWatch watches a planner session's output (planner.watch); it runs
 // until Unsubscribe. Needs tracker.read on the session's project. A client may
 // watch one session several times: each Watch gets every output.
@@ -94,10 +80,10 @@ func (c *Client) PlannerWatch(ctx context.Context, session string, opts *WatchOp
 }
 
 // begin starts a planner.watch: outputs are held from now until its answer.
-func (w *Watch) begin(resume bool) (watchParams, uint64) {
+func (w *Watch) begin(resume bool) (protocol.WatchParams, uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	p := watchParams{Subscription: w.id, Session: w.session}
+	p := protocol.WatchParams{Subscription: w.id, Session: w.session}
 	if resume {
 		turn, after, ok := w.pos.resumeFrom()
 		if ok {
@@ -124,7 +110,7 @@ func (w *Watch) first(ctx context.Context) error {
 			return err
 		}
 		p, epoch := w.begin(w.fromStart)
-		var res watchResult
+		var res protocol.WatchResult
 		err = cn.call(ctx, protocol.PlannerWatch, p, &res)
 		if err != nil {
 			w.abort()
@@ -171,7 +157,7 @@ func (w *Watch) restore(ctx context.Context, cn *conn) error {
 	if stale {
 		// The id is still taken on the server: free it first (not found
 		// means the server had ended that watch itself).
-		err := cn.callPatient(ctx, protocol.StreamUnsubscribe, unsubscribeParams{Subscription: w.id}, nil)
+		err := cn.callPatient(ctx, protocol.StreamUnsubscribe, protocol.UnsubscribeParams{Subscription: w.id}, nil)
 		if err != nil && rpc.Code(err) == 0 {
 			return err
 		}
@@ -182,7 +168,7 @@ func (w *Watch) restore(ctx context.Context, cn *conn) error {
 		w.mu.Unlock()
 	}
 	p, epoch := w.begin(true)
-	var res watchResult
+	var res protocol.WatchResult
 	err := cn.callPatient(ctx, protocol.PlannerWatch, p, &res)
 	if err != nil {
 		w.abort()

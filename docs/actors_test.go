@@ -176,14 +176,14 @@ func TestActorKinds(t *testing.T) {
 	same("event-log.md Actors table", table)
 
 	// The browser client's declarations: Actor's kind is a union of string literals.
-	dts := read("../web/src/client/types/subscription.d.ts")
+	dts := read("../web/src/client/types/wire.d.ts")
 	m := regexp.MustCompile(`(?s)export type Actor = \{.*?\bkind: ([^;]+);`).FindStringSubmatch(dts)
 	if m == nil {
-		t.Fatal("subscription.d.ts: no Actor type with a kind")
+		t.Fatal("wire.d.ts: no Actor type with a kind")
 	}
 	var union []string
 	for _, s := range strings.Split(m[1], "|") {
-		union = append(union, strings.Trim(strings.TrimSpace(s), `"`))
+		union = append(union, strings.Trim(strings.TrimSpace(s), `"'`))
 	}
 	same("web client Actor.kind", union)
 }

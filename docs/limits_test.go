@@ -49,14 +49,14 @@ func TestLimitsFields(t *testing.T) {
 		t.Errorf("asyncapi.yaml's Limits requires %v; the gateway always sends %v", required, mandatory)
 	}
 
-	src, err := os.ReadFile("../web/src/client/limits.js")
+	src, err := os.ReadFile("../web/src/client/wire.js")
 	if err != nil {
 		t.Fatal(err)
 	}
 	typedef := regexp.MustCompile(`(?s)@typedef \{object\} Limits .*?\*/`).Find(src)
 	var js []string
-	for _, m := range regexp.MustCompile(`@property \{number\} \[([a-z_]+)\]`).FindAllSubmatch(typedef, -1) {
+	for _, m := range regexp.MustCompile(`@property \{number\} \[?([a-z_]+)\]?`).FindAllSubmatch(typedef, -1) {
 		js = append(js, string(m[1]))
 	}
-	check("the browser client's Limits (limits.js)", js)
+	check("the browser client's Limits (wire.js)", js)
 }

@@ -17,18 +17,8 @@ import (
 // wait on a dead one for long.
 const verifyTimeout = 10 * time.Second
 
-type tokenParams struct {
-	Token string `json:"token"`
-}
-
-type authResult struct {
-	Subject   string           `json:"subject"`
-	ExpiresAt int64            `json:"expires_at"`
-	Limits    *protocol.Limits `json:"limits"`
-}
-
 func (s *session) verify(ctx context.Context, req *rpc.Request) (*auth.Principal, error) {
-	var tp tokenParams
+	var tp protocol.AuthParams
 	if err := req.Decode(&tp); err != nil {
 		return nil, err
 	}
@@ -50,7 +40,7 @@ func (s *session) verify(ctx context.Context, req *rpc.Request) (*auth.Principal
 	return p, nil
 }
 
-func (s *session) auth(ctx context.Context, req *rpc.Request, _ *auth.Principal) (any, error) {
+func (s *session) auth(ctx context.Context, req *rpc.Request, _ *call) (any, error) {
 	if err := s.checkAuthAddr(); err != nil {
 		s.logger().Info("auth refused before verification: its address is beyond its rate", "rate", s.srv.cfg.AddrRate)
 		s.refuse()
@@ -103,10 +93,10 @@ func (s *session) auth(ctx context.Context, req *rpc.Request, _ *auth.Principal)
 		s.authTimer = nil // an idle connection keeps only what it needs
 	}
 	s.mu.Unlock()
-	return authResult{Subject: p.Subject, ExpiresAt: p.ExpiresAt.Unix(), Limits: s.srv.advertised()}, nil
+	return protocol.AuthResult{Subject: p.Subject, ExpiresAt: p.ExpiresAt.Unix(), Limits: s.srv.advertised()}, nil
 }
 
-func (s *session) refresh(ctx context.Context, req *rpc.Request, _ *auth.Principal) (any, error) {
+func (s *session) refresh(ctx context.Context, req *rpc.Request, _ *call) (any, error) {
 	p, err := s.verify(ctx, req)
 	if err != nil {
 		return nil, err
@@ -121,7 +111,7 @@ func (s *session) refresh(ctx context.Context, req *rpc.Request, _ *auth.Princip
 	s.principal = p
 	s.mu.Unlock()
 	s.setExpiry(p.ExpiresAt)
-	return authResult{Subject: p.Subject, ExpiresAt: p.ExpiresAt.Unix(), Limits: s.srv.advertised()}, nil
+	return protocol.AuthResult{Subject: p.Subject, ExpiresAt: p.ExpiresAt.Unix(), Limits: s.srv.advertised()}, nil
 }
 
 // setExpiry closes the connection with 4001 when the token expires, unless

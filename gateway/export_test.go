@@ -28,3 +28,22 @@ func PendingSockets(s *Server) int {
 	_, pending, _ := s.sockets.Counts(netip.Addr{})
 	return pending
 }
+
+// MethodRequirements returns, by method name, the permission the method table requires on the
+// project the params name ("" for none) and whether the method takes a subscription place.
+func MethodRequirements() map[string]struct {
+	Perm       string
+	Subscribes bool
+} {
+	out := map[string]struct {
+		Perm       string
+		Subscribes bool
+	}{}
+	for name, m := range methods {
+		out[name] = struct {
+			Perm       string
+			Subscribes bool
+		}{string(m.perm), m.subscribes}
+	}
+	return out
+}

@@ -97,13 +97,6 @@ func (s *Server) PartialBytesBudget() int64 { return s.upgrader.PartialBudget() 
 // long enough for a load balancer to send the retry elsewhere.
 const overloadRetryAfter = edge.RetryAfter
 
-// limitData is the data of a -32029 error.
-type limitData struct {
-	Limit        string `json:"limit"`
-	Max          int    `json:"max"`
-	RetryAfterMs *int64 `json:"retry_after_ms,omitempty"`
-}
-
 // limitError is -32029 for limit, whose value is max, counted.
 func (s *Server) limitError(limit string, max int, retryAfter time.Duration) error {
 	s.metrics.LimitRejections.WithLabelValues(limit).Inc()
@@ -112,7 +105,7 @@ func (s *Server) limitError(limit string, max int, retryAfter time.Duration) err
 
 // limitExceeded is -32029 for limit, whose value is max.
 func limitExceeded(limit string, max int, retryAfter time.Duration) error {
-	d := limitData{Limit: limit, Max: max}
+	d := protocol.LimitData{Limit: limit, Max: max}
 	msg := "limit exceeded: " + limit + " (at most " + strconv.Itoa(max) + ")"
 	if retryAfter > 0 {
 		ms := int64(math.Ceil(float64(retryAfter) / float64(time.Millisecond)))

@@ -5,20 +5,25 @@ package gateway
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ballet/gateway/auth"
+	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
+	"github.com/ballet/gateway/streams"
 )
 
 // method is one entry of the method table: the handler of a request or
 // notification, and what is required before it runs.
 type method struct {
-	// serve answers the message; p is the caller, nil only for auth.
-	serve func(s *session, ctx context.Context, req *rpc.Request, p *auth.Principal) (any, error)
+	// serve answers the message; c carries the caller (nil only for auth) and
+	// what this entry requires of the handler.
+	serve func(s *session, ctx context.Context, req *rpc.Request, c *call) (any, error)
 	// anonymous: served before authentication, and only then (auth).
 	anonymous bool
 	// planner: served only when the server runs the planner.
@@ -26,13 +31,56 @@ type method struct {
 	// human: the caller must be a person, not a service (RFC 9068: a
 	// client-credentials token has sub = client id).
 	human bool
-	// perm is the permission needed on the project the params name. The
-	// handler checks it (stream.subscribe, presence.get) or the planner
-	// service does, since the project is known only from the params.
+	// perm is the permission needed on the project the params name, known
+	// only once they are read: the handler checks this one (call.authorize),
+	// or hands the check to the planner service (call.caller), and Handle
+	// answers an internal error to a success that did neither.
 	perm auth.Perm
 	// subscribes: each success takes one of the connection's
-	// BALLET_MAX_SUBSCRIPTIONS places until stream.unsubscribe.
+	// BALLET_MAX_SUBSCRIPTIONS places, under the params' subscription id,
+	// until stream.unsubscribe or stream.closed. The handler takes it
+	// (call.reserve) and only a method that subscribes can; Handle gives it
+	// back when the method fails, and answers an internal error to a
+	// success that took none.
 	subscribes bool
+}
+
+// call is one message being served, as its handler sees it: the caller and
+// what the method's table entry requires of the handler.
+type call struct {
+	p       *auth.Principal
+	m       *method
+	checked atomic.Bool // perm was checked, or handed to the planner service
+	id      string      // the subscription id reserved, with cs
+	cs      *clientSub
+}
+
+// authorize checks the table's perm on the stream's project (session.authorize).
+func (c *call) authorize(ctx context.Context, s *session, st streams.Stream) error {
+	c.checked.Store(true)
+	return s.authorize(ctx, st, c.p, c.m.perm)
+}
+
+// caller is the planner service's caller, which checks the method's perm
+// itself: planner.send and planner.cancel tracker.write on the session's
+// project, planner.watch tracker.read (TestTablePermissions holds the two
+// together).
+func (c *call) caller() planner.Caller {
+	c.checked.Store(true)
+	return planner.CallerFor(c.p)
+}
+
+// reserve claims id in the connection's subscription namespace for cs, if
+// the method subscribes (session.reserve).
+func (c *call) reserve(s *session, id string, cs *clientSub) error {
+	if !c.m.subscribes || c.cs != nil {
+		return fmt.Errorf("method takes no subscription place, or took one already")
+	}
+	if err := s.reserve(id, cs); err != nil {
+		return err
+	}
+	c.id, c.cs = id, cs
+	return nil
 }
 
 // methods is every method the gateway serves, keyed by the names of the
@@ -86,16 +134,28 @@ func (s *session) Handle(ctx context.Context, req *rpc.Request) (result any, err
 	case m.human && !p.Human:
 		return nil, rpc.Errorf(protocol.ErrForbidden, "%s needs a person's token, not a service's", req.Method)
 	}
-	return m.serve(s, ctx, req, p)
+	c := &call{p: p, m: &m}
+	result, err = m.serve(s, ctx, req, c)
+	switch {
+	case err != nil:
+		if c.cs != nil {
+			s.forget(c.id, c.cs)
+		}
+	case m.perm != "" && !c.checked.Load(), m.subscribes && c.cs == nil:
+		// A handler that does not do what its table entry says: a bug, answered as one.
+		s.logger().Error("method served without what its table entry requires", "method", req.Method)
+		return nil, rpc.ErrInternal
+	}
+	return result, err
 }
 
-func (s *session) ping(_ context.Context, _ *rpc.Request, p *auth.Principal) (any, error) {
-	return map[string]any{"time": s.srv.now().UnixMilli(), "subject": p.Subject}, nil
+func (s *session) ping(_ context.Context, _ *rpc.Request, c *call) (any, error) {
+	return protocol.PingResult{Time: s.srv.now().UnixMilli(), Subject: c.p.Subject}, nil
 }
 
 // heartbeatReceived does nothing: any message counts as the peer's
 // liveness (OnMessage), a heartbeat only exists to be one.
-func (s *session) heartbeatReceived(context.Context, *rpc.Request, *auth.Principal) (any, error) {
+func (s *session) heartbeatReceived(context.Context, *rpc.Request, *call) (any, error) {
 	return nil, nil
 }
 

@@ -7,7 +7,6 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/internal/subqueue"
 	"github.com/ballet/gateway/planner"
@@ -28,30 +27,6 @@ type Planner interface {
 
 var _ Planner = (*planner.Service)(nil)
 
-type sendParams struct {
-	Session        string  `json:"session"`
-	Text           string  `json:"text"`
-	IdempotencyKey *string `json:"idempotency_key"`
-}
-
-type sessionParams struct {
-	Session string `json:"session"`
-}
-
-type watchParams struct {
-	Subscription string `json:"subscription"`
-	Session      string `json:"session"`
-	Turn         string `json:"turn"`
-	After        *int64 `json:"after"`
-}
-
-type watchResult struct {
-	Subscription string `json:"subscription"`
-	Running      bool   `json:"running"`
-	Turn         string `json:"turn,omitempty"`
-	Resumed      *bool  `json:"resumed,omitempty"`
-}
-
 // plannerError answers a planner error with its kind's code (fault.Code) and its
 // caller-safe detail, or else the code's own words; a limit's refusal is -32029 with its
 // data, and an error of no kind, or of one without a code (a closing planner), is internal.
@@ -71,8 +46,8 @@ func plannerError(method string, err error) error {
 	return rpc.Errorf(code, "%s", msg)
 }
 
-func (s *session) plannerSend(ctx context.Context, req *rpc.Request, p *auth.Principal) (any, error) {
-	var sp sendParams
+func (s *session) plannerSend(ctx context.Context, req *rpc.Request, c *call) (any, error) {
+	var sp protocol.SendParams
 	if err := req.Decode(&sp); err != nil {
 		return nil, err
 	}
@@ -85,25 +60,25 @@ func (s *session) plannerSend(ctx context.Context, req *rpc.Request, p *auth.Pri
 			return nil, rpc.Errorf(rpc.ErrInvalidParams, "params.idempotency_key must be 1 to %d characters", planner.MaxIdempotencyKey)
 		}
 	}
-	seq, err := s.srv.planner.SendWithKey(ctx, planner.CallerFor(p), sp.Session, sp.Text, key)
+	seq, err := s.srv.planner.SendWithKey(ctx, c.caller(), sp.Session, sp.Text, key)
 	if err != nil {
 		return nil, plannerError(req.Method, err)
 	}
-	return map[string]int64{"seq": seq}, nil
+	return protocol.SendResult{Seq: seq}, nil
 }
 
-func (s *session) plannerCancel(ctx context.Context, req *rpc.Request, p *auth.Principal) (any, error) {
-	var cp sessionParams
+func (s *session) plannerCancel(ctx context.Context, req *rpc.Request, c *call) (any, error) {
+	var cp protocol.CancelParams
 	if err := req.Decode(&cp); err != nil {
 		return nil, err
 	}
 	if cp.Session == "" {
 		return nil, rpc.Errorf(rpc.ErrInvalidParams, "session is required")
 	}
-	if err := s.srv.planner.Cancel(ctx, planner.CallerFor(p), cp.Session); err != nil {
+	if err := s.srv.planner.Cancel(ctx, c.caller(), cp.Session); err != nil {
 		return nil, plannerError(req.Method, err)
 	}
-	return struct{}{}, nil
+	return protocol.Empty{}, nil
 }
 
 // plannerWatch delivers planner.output for a session under a subscription id
@@ -111,8 +86,8 @@ func (s *session) plannerCancel(ctx context.Context, req *rpc.Request, p *auth.P
 // cannot keep up gets stream.closed lagging, as the spec says; one that loses
 // tracker.read on the project gets forbidden or not_found, after its last
 // planner.output, like a stream subscription.
-func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Principal) (any, error) {
-	var wp watchParams
+func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, c *call) (any, error) {
+	var wp protocol.WatchParams
 	if err := req.Decode(&wp); err != nil {
 		return nil, err
 	}
@@ -129,7 +104,7 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 		return nil, rpc.Errorf(rpc.ErrInvalidParams, "params.turn needs params.after")
 	}
 	cs := &clientSub{kind: "planner"}
-	if err := s.reserve(wp.Subscription, cs); err != nil {
+	if err := c.reserve(s, wp.Subscription, cs); err != nil {
 		return nil, err
 	}
 	// Frames the client has not taken yet; like a stream subscription's queue, closed when
@@ -163,11 +138,10 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 		}
 		return s.sendOutput(sink, body, "")
 	}
-	res, stopWatch, err := s.srv.planner.WatchFrom(ctx, planner.CallerFor(p), wp.Session,
+	res, stopWatch, err := s.srv.planner.WatchFrom(ctx, c.caller(), wp.Session,
 		planner.WatchOptions{Turn: wp.Turn, After: wp.After}, fn)
 	if err != nil {
-		s.forget(wp.Subscription, cs)
-		return nil, plannerError(req.Method, err)
+		return nil, plannerError(req.Method, err) // Handle gives the place back
 	}
 	stop := func() {
 		queue.Close()
@@ -183,7 +157,7 @@ func (s *session) plannerWatch(ctx context.Context, req *rpc.Request, p *auth.Pr
 	if !current {
 		stop()
 	}
-	return watchResult{Subscription: wp.Subscription, Running: res.Running, Turn: res.Turn, Resumed: res.Resumed}, nil
+	return protocol.WatchResult{Subscription: wp.Subscription, Running: res.Running, Turn: res.Turn, Resumed: res.Resumed}, nil
 }
 
 // serverClosed tells the client the server ended a subscription.
@@ -192,7 +166,7 @@ func (s *session) serverClosed(id, reason string) {
 	if reason == streams.ReasonLagging {
 		s.srv.metrics.LaggingCloses.Inc()
 	}
-	frame, err := s.notification(protocol.StreamClosed, closedParams{Subscription: id, Reason: reason})
+	frame, err := s.notification(protocol.StreamClosed, protocol.ClosedParams{Subscription: id, Reason: reason})
 	if err != nil || !s.conn.TrySend(frame, nil) {
 		// A client that cannot take even this notice is hopelessly behind.
 		s.closeWith(websocket.StatusTryAgainLater, "client too slow")

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/internal/subqueue"
 	"github.com/ballet/gateway/presence"
 	"github.com/ballet/gateway/protocol"
@@ -121,28 +120,10 @@ func (k *presenceSink) PresenceLost() {
 	}
 }
 
-type presenceGetParams struct {
-	Stream string `json:"stream"`
-	Items  bool   `json:"items"` // on a project: who has each of its items open
-}
-
-type presenceGetResult struct {
-	Stream         string            `json:"stream"`
-	Members        []presence.Member `json:"members"`
-	Truncated      bool              `json:"truncated"`
-	Items          *[]itemMembers    `json:"items,omitempty"`
-	ItemsTruncated *bool             `json:"items_truncated,omitempty"`
-}
-
-type itemMembers struct {
-	Stream  string            `json:"stream"`
-	Members []presence.Member `json:"members"`
-}
-
 // presenceGet answers the members of a stream on every replica; it needs tracker.read on the
 // stream's project, like subscribing to it.
-func (s *session) presenceGet(ctx context.Context, req *rpc.Request, p *auth.Principal) (any, error) {
-	var gp presenceGetParams
+func (s *session) presenceGet(ctx context.Context, req *rpc.Request, c *call) (any, error) {
+	var gp protocol.PresenceGetParams
 	if err := req.Decode(&gp); err != nil {
 		return nil, err
 	}
@@ -156,7 +137,7 @@ func (s *session) presenceGet(ctx context.Context, req *rpc.Request, p *auth.Pri
 	// Short queries; see authorize's callers for why not on the connection's context.
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), presenceTimeout)
 	defer cancel()
-	if err := s.authorize(qctx, st, p, auth.PermRead); err != nil {
+	if err := c.authorize(qctx, s, st); err != nil {
 		return nil, err
 	}
 	members, truncated, err := s.srv.presence.Members(qctx, st.String())
@@ -166,7 +147,7 @@ func (s *session) presenceGet(ctx context.Context, req *rpc.Request, p *auth.Pri
 	if members == nil {
 		members = []presence.Member{}
 	}
-	res := presenceGetResult{Stream: st.String(), Members: members, Truncated: truncated}
+	res := protocol.PresenceGetResult{Stream: st.String(), Members: members, Truncated: truncated}
 	if gp.Items {
 		pairs, truncated, err := s.srv.presence.Members(qctx, itemsStream(st.Key))
 		if err != nil {
@@ -179,8 +160,8 @@ func (s *session) presenceGet(ctx context.Context, req *rpc.Request, p *auth.Pri
 }
 
 // groupMembers returns the members of an items stream as those of each item, in order.
-func groupMembers(pairs []presence.Member) []itemMembers {
-	out := []itemMembers{}
+func groupMembers(pairs []presence.Member) []protocol.ItemMembers {
+	out := []protocol.ItemMembers{}
 	for _, m := range pairs {
 		key, subject, ok := presence.SplitSubject(m.Subject)
 		if !ok {
@@ -188,7 +169,7 @@ func groupMembers(pairs []presence.Member) []itemMembers {
 		}
 		stream := itemStreamPrefix + key
 		if len(out) == 0 || out[len(out)-1].Stream != stream {
-			out = append(out, itemMembers{Stream: stream})
+			out = append(out, protocol.ItemMembers{Stream: stream})
 		}
 		last := &out[len(out)-1]
 		last.Members = append(last.Members, presence.Member{Subject: subject, Connections: m.Connections})

@@ -270,7 +270,7 @@ func (s *session) rescheduleLocked(now time.Time) {
 }
 
 func (s *session) sendHeartbeat() {
-	frame, err := s.notification(protocol.Heartbeat, heartbeat{Time: s.srv.now().UnixMilli()})
+	frame, err := s.notification(protocol.Heartbeat, protocol.HeartbeatParams{Time: s.srv.now().UnixMilli()})
 	if err == nil && s.conn.TrySend(frame, nil) {
 		s.srv.metrics.MessagesOut.WithLabelValues(protocol.Heartbeat).Inc()
 	}
@@ -367,10 +367,6 @@ func (s *session) getPrincipal() *auth.Principal {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.principal
-}
-
-type heartbeat struct {
-	Time int64 `json:"time"`
 }
 
 // abort ends the session now: the rpc connection ends and the socket is

@@ -51,27 +51,9 @@ func (s *session) reserve(id string, cs *clientSub) error {
 	return nil
 }
 
-type subscribeParams struct {
-	Subscription string   `json:"subscription"`
-	Stream       string   `json:"stream"`
-	FromSeq      *int64   `json:"from_seq"`
-	Types        []string `json:"types"`
-	Presence     bool     `json:"presence"`      // its subject is present on the stream while it lives (presence.go)
-	ItemPresence bool     `json:"item_presence"` // on a project: follows who has its items open
-}
-
-type subscribeResult struct {
-	Subscription string `json:"subscription"`
-	Seq          int64  `json:"seq"`
-}
-
-type closedParams struct {
-	Subscription string `json:"subscription"`
-	Reason       string `json:"reason"`
-}
-
-func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Principal) (any, error) {
-	var sp subscribeParams
+func (s *session) subscribe(ctx context.Context, req *rpc.Request, c *call) (any, error) {
+	p := c.p
+	var sp protocol.SubscribeParams
 	if err := req.Decode(&sp); err != nil {
 		return nil, err
 	}
@@ -105,7 +87,7 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 	}
 	kind := st.Kind.String()
 	cs := &clientSub{kind: kind}
-	if err := s.reserve(sp.Subscription, cs); err != nil {
+	if err := c.reserve(s, sp.Subscription, cs); err != nil {
 		return nil, err
 	}
 	// Access is checked by the hub once the subscription is registered and
@@ -117,12 +99,11 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 		FromSeq: sp.FromSeq, Types: types, ReplayLimit: s.srv.cfg.ReplayLimit,
 		OnClosed: s.subClosed, Replay: replay, CatchUp: s.catchUp,
 		Admit: func(ctx context.Context) error {
-			denied = s.authorize(ctx, st, p, auth.PermRead)
+			denied = c.authorize(ctx, s, st)
 			return denied
 		},
 	})
-	if err != nil {
-		s.forget(sp.Subscription, cs)
+	if err != nil { // Handle gives the place back
 		switch {
 		case rpc.Code(denied) != 0:
 			return nil, denied // -32003 or -32004, as authorize words it
@@ -157,7 +138,7 @@ func (s *session) subscribe(ctx context.Context, req *rpc.Request, p *auth.Princ
 		s.srv.metrics.ReplayEvents.Observe(float64(sub.Replayed()))
 	}
 	noteReplay(ctx, sp.Stream, sub)
-	return subscribeResult{Subscription: sp.Subscription, Seq: head}, nil
+	return protocol.SubscribeResult{Subscription: sp.Subscription, Seq: head}, nil
 }
 
 // authorize checks perm on the stream's project: -32004 for an unknown
@@ -204,12 +185,8 @@ func (s *session) subClosed(sub *streams.Subscription, reason string) {
 	s.serverClosed(sub.ID(), reason)
 }
 
-type unsubscribeParams struct {
-	Subscription string `json:"subscription"`
-}
-
-func (s *session) unsubscribe(_ context.Context, req *rpc.Request, _ *auth.Principal) (any, error) {
-	var up unsubscribeParams
+func (s *session) unsubscribe(_ context.Context, req *rpc.Request, _ *call) (any, error) {
+	var up protocol.UnsubscribeParams
 	if err := req.Decode(&up); err != nil {
 		return nil, err
 	}
@@ -219,7 +196,7 @@ func (s *session) unsubscribe(_ context.Context, req *rpc.Request, _ *auth.Princ
 	if !ok || !s.forget(up.Subscription, cs) {
 		return nil, rpc.Errorf(protocol.ErrNotFound, "subscription %q not found", up.Subscription)
 	}
-	return struct{}{}, nil
+	return protocol.Empty{}, nil
 }
 
 // Ready hands a subscription with events to pull to the connection's writer

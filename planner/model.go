@@ -7,9 +7,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/ballet/gateway/auth"
-	"github.com/ballet/gateway/codec"
 	"github.com/ballet/gateway/internal/fault"
 	"github.com/ballet/gateway/internal/httpapi"
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/streams"
 	"github.com/ballet/gateway/tracker"
 )
@@ -249,20 +249,7 @@ const (
 
 // Output is one piece of a turn's live output: the params of planner.output without
 // "subscription".
-type Output struct {
-	Session string `json:"session"`
-	// Turn is the id of the turn the output belongs to, and Offset its place in the turn
-	// (1, 2, 3, ...): the same on every replica, for every watcher.
-	Turn      string        `json:"turn,omitempty"`
-	Offset    int64         `json:"offset,omitempty"`
-	Type      string        `json:"type"`
-	Text      string        `json:"text,omitempty"`
-	Tool      string        `json:"tool,omitempty"`
-	ToolUseID string        `json:"tool_use_id,omitempty"`
-	Input     codec.RawJSON `json:"input,omitempty"`
-	IsError   *bool         `json:"is_error,omitempty"` // set on every tool_result
-	Seq       int64         `json:"seq,omitempty"`
-}
+type Output = protocol.Output
 
 // TurnOfOwner returns the turn id of a lease owner, which is "<replica>/<turn>".
 func TurnOfOwner(owner string) string {

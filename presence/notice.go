@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/protocol"
 )
 
 // ChunkSize is the most subjects (joined and left together) one presence.changed carries: a
@@ -76,17 +77,6 @@ func (n *Notice) Split(prefix string) []*Notice {
 	return out
 }
 
-// wireNotice is the params of one presence.changed, without "subscription".
-type wireNotice struct {
-	Stream string        `json:"stream"`
-	Joined []wireSubject `json:"joined"`
-	Left   []wireSubject `json:"left"`
-}
-
-type wireSubject struct {
-	Subject string `json:"subject"`
-}
-
 // Bodies returns the notice's presence.changed params (without "subscription", which the
 // connection adds) encoded in c: one body per chunk of at most ChunkSize subjects, left
 // before joined, at least one. Each codec's bodies are encoded once and shared by every
@@ -106,14 +96,14 @@ func (n *Notice) encode(c codec.Codec) ([][]byte, error) {
 	left, joined := n.Left, n.Joined
 	var out [][]byte
 	for first := true; first || len(left)+len(joined) > 0; first = false {
-		w := wireNotice{Stream: n.Stream, Joined: []wireSubject{}, Left: []wireSubject{}}
+		w := protocol.Presence{Stream: n.Stream, Joined: []protocol.PresenceSubject{}, Left: []protocol.PresenceSubject{}}
 		room := ChunkSize
 		for ; room > 0 && len(left) > 0; room-- {
-			w.Left = append(w.Left, wireSubject{left[0]})
+			w.Left = append(w.Left, protocol.PresenceSubject{Subject: left[0]})
 			left = left[1:]
 		}
 		for ; room > 0 && len(joined) > 0; room-- {
-			w.Joined = append(w.Joined, wireSubject{joined[0]})
+			w.Joined = append(w.Joined, protocol.PresenceSubject{Subject: joined[0]})
 			joined = joined[1:]
 		}
 		b, err := c.Marshal(w)

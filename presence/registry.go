@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/ballet/gateway/protocol"
 )
 
 // Defaults of Options.
@@ -49,10 +51,7 @@ type Sink interface {
 }
 
 // Member is a subject present on a stream and its connections there, on every replica.
-type Member struct {
-	Subject     string `json:"subject"`
-	Connections int    `json:"connections"`
-}
+type Member = protocol.PresenceMember
 
 // Options configure a Registry. A nil *Options means defaults.
 type Options struct {

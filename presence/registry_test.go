@@ -204,7 +204,7 @@ func TestAcrossReplicas(t *testing.T) {
 	p2 := rb.Join("project:WEB", "alice", "4", newSink())
 	wa.want(t, []string{"alice"}, nil)
 	wb.want(t, []string{"alice"}, nil)
-	waitMembers(t, []presence.Member{{"alice", 2}, {"wa", 1}, {"wb", 1}}, ra, rb)
+	waitMembers(t, []presence.Member{{Subject: "alice", Connections: 2}, {Subject: "wa", Connections: 1}, {Subject: "wb", Connections: 1}}, ra, rb)
 	p1.Leave()
 	wa.quiet(t, 4*window)
 	wb.quiet(t, 0)
@@ -241,7 +241,7 @@ func TestStoreDown(t *testing.T) {
 	sh.mu.Unlock()
 	// Once the store answers, the flushes retried carry alice to b, and bob reaches a.
 	wa.want(t, []string{"bob"}, nil)
-	waitMembers(t, []presence.Member{{"alice", 1}, {"bob", 1}, {"wa", 1}}, ra, rb)
+	waitMembers(t, []presence.Member{{Subject: "alice", Connections: 1}, {Subject: "bob", Connections: 1}, {Subject: "wa", Connections: 1}}, ra, rb)
 	p.Leave()
 	wa.want(t, nil, []string{"alice"})
 }
@@ -294,12 +294,12 @@ func TestEnterAndWatch(t *testing.T) {
 	bob := rb.Enter("items:WEB", "WEB-2 bob", "c2")
 	w.want(t, []string{"WEB-2 bob"}, nil)
 	wb.want(t, []string{"WEB-2 bob"}, nil)
-	waitMembersOf(t, "items:WEB", []presence.Member{{"WEB-1 alice", 1}, {"WEB-2 bob", 1}}, ra, rb)
+	waitMembersOf(t, "items:WEB", []presence.Member{{Subject: "WEB-1 alice", Connections: 1}, {Subject: "WEB-2 bob", Connections: 1}}, ra, rb)
 
 	// The last watcher on A leaves; alice stays present for the others.
 	pw.Leave()
 	wb.quiet(t, 4*window)
-	waitMembersOf(t, "items:WEB", []presence.Member{{"WEB-1 alice", 1}, {"WEB-2 bob", 1}}, ra, rb)
+	waitMembersOf(t, "items:WEB", []presence.Member{{Subject: "WEB-1 alice", Connections: 1}, {Subject: "WEB-2 bob", Connections: 1}}, ra, rb)
 	// Changes while nobody watches on A: a new watcher's snapshot is current.
 	bob.Leave()
 	wb.want(t, nil, []string{"WEB-2 bob"})

@@ -3,6 +3,7 @@ package protocol
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -60,5 +61,35 @@ func TestCodes(t *testing.T) {
 	}
 	if ErrNotFound.Error() != "not found" || Code(-32050).Error() != "error -32050" {
 		t.Errorf("names: %q, %q", ErrNotFound.Error(), Code(-32050).Error())
+	}
+}
+
+// TestTableTypes: every method has params, every request a result and no notification one, and
+// each type is a struct whose keys are named, once each.
+func TestTableTypes(t *testing.T) {
+	for _, m := range table {
+		request := m.Dir&Served != 0 && !m.Notification
+		if m.Params == nil || (m.Result != nil) != request {
+			t.Errorf("%s: params %v, result %v (a request: %v)", m.Name, m.Params, m.Result, request)
+		}
+		for _, typ := range []reflect.Type{m.Params, m.Result} {
+			if typ == nil {
+				continue
+			}
+			if typ.Kind() != reflect.Struct {
+				t.Errorf("%s: %s is no struct", m.Name, typ)
+				continue
+			}
+			seen := map[string]bool{}
+			for _, f := range Fields(typ) {
+				if f.Name == "" || seen[f.Name] {
+					t.Errorf("%s: %s has the key %q unnamed or twice", m.Name, typ, f.Name)
+				}
+				seen[f.Name] = true
+			}
+		}
+	}
+	if got := Fields(reflect.TypeFor[EventParams]()); len(got) != 9 || got[0].Name != "subscription" || got[1].Name != "seq" {
+		t.Errorf("EventParams' keys: %+v", got)
 	}
 }

@@ -3,7 +3,8 @@
 // dist/index.html pointing at them, and records the hash of the sources in
 // dist/build.json so that a Go test can tell when dist is out of date.
 //
-// Usage: node build.mjs            (or: make -C web)
+// Usage: node build.mjs [DIR]      (or: make -C web); DIR instead of dist/, as
+// dist_test.go builds it afresh to compare.
 
 import { createHash } from 'node:crypto';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
@@ -13,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import * as esbuild from 'esbuild';
 
 const root = path.dirname(fileURLToPath(import.meta.url));
-const dist = path.join(root, 'dist');
+const dist = process.argv[2] ? path.resolve(process.argv[2]) : path.join(root, 'dist');
 
 /**
  * sourceFiles lists what the build depends on, relative to web/, with "/"
@@ -61,7 +62,7 @@ const result = await esbuild.build({
   legalComments: 'eof',
   charset: 'utf8',
   entryNames: '[name]-[hash]',
-  outdir: 'dist/assets',
+  outdir: path.join(dist, 'assets'),
   metafile: true,
   logLevel: 'warning',
 });
@@ -84,4 +85,4 @@ const build = {
   assets: Object.values(assets).sort(),
 };
 await writeFile(path.join(dist, 'build.json'), `${JSON.stringify(build, null, 2)}\n`);
-console.log(`built dist/: ${build.assets.join(', ')} (sources ${build.source_hash.slice(0, 12)})`);
+console.log(`built ${path.relative(root, dist) || dist}/: ${build.assets.join(', ')} (sources ${build.source_hash.slice(0, 12)})`);

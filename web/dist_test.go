@@ -1,15 +1,19 @@
 package web
 
 import (
+	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"testing"
+	"time"
 )
 
 // sourceHash computes what build.mjs records as source_hash: SHA-256 over
@@ -64,6 +68,31 @@ func TestDistIsCurrent(t *testing.T) {
 	for _, a := range rec.Assets {
 		if _, err := fs.Stat(dist, "dist/"+a); err != nil {
 			t.Errorf("dist/build.json lists %s, which is not embedded: run make web", a)
+		}
+	}
+}
+
+// TestDistIsBuilt: dist/ is exactly what make web builds from the sources, byte for byte, so
+// that nobody edits it by hand: the build runs afresh into a temporary directory.
+func TestDistIsBuilt(t *testing.T) {
+	node := nodeModules(t, "esbuild")
+	fresh := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "build.mjs", fresh)
+	cmd.WaitDelay = 5 * time.Second
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("node build.mjs: %v\n%s", err, out)
+	}
+	want, got := readTree(t, fresh), readTree(t, "dist")
+	for name, w := range want {
+		if g, ok := got[name]; !ok || !bytes.Equal(g, w) {
+			t.Errorf("dist/%s is not what make web builds: run make web", name)
+		}
+	}
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("dist/%s is built by nothing: run make web", name)
 		}
 	}
 }

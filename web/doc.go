@@ -7,7 +7,8 @@
 // Entry point: Handler serves the built assets embedded from web/dist. They
 // are built with `make web` (esbuild, from npm) and committed, so building
 // the gateway needs nothing but Go; a test fails with "run make web" when
-// dist no longer matches the sources.
+// dist no longer matches the sources. The client's wire types (src/client/wire.js) are
+// generated from package protocol's Go types (internal/apigen, run by `make generate`).
 //
 // Caveat: the board signs in through the development issuer (/dev/token), so
 // it works against `ballet-gateway dev` only.

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/ballet/gateway/internal/apigen"
 )
 
 // TestTypeDeclarations: the browser client's TypeScript declarations
@@ -44,6 +46,19 @@ func TestTypeDeclarations(t *testing.T) {
 		}
 	}
 	run("-p", "src/client/examples/tsconfig.json")
+}
+
+// TestWireTypes: the browser client's wire types (src/client/wire.js) are what package
+// protocol's Go types generate, so that its declarations follow the server's.
+func TestWireTypes(t *testing.T) {
+	want, err := apigen.WireJS("../protocol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("src/client/wire.js")
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("src/client/wire.js is not what package protocol's types generate (%v): run make generate", err)
+	}
 }
 
 func readTree(t *testing.T, dir string) map[string][]byte {

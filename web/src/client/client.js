@@ -247,7 +247,7 @@ export class Client {
   /**
    * ping checks the connection end to end (system.ping).
    * @param {CallOptions} [opts]
-   * @returns {Promise<{time: number, subject: string}>}
+   * @returns {Promise<import('./wire.js').PingResult>}
    */
   ping(opts) {
     return this.call('system.ping', {}, opts);
@@ -322,7 +322,7 @@ export class Client {
    * LimitError (Limit.PlannerMessageBytes, code InvalidParams, as the
    * server's refusal would be).
    * @param {string} session @param {string} text @param {import('./watch.js').SendOptions} [opts]
-   * @returns {Promise<{seq: number}>} the message's position in the transcript
+   * @returns {Promise<import('./wire.js').SendResult>} the message's position in the transcript
    */
   plannerSend(session, text, opts) {
     return plannerSend(this, session, text, opts);
@@ -341,7 +341,7 @@ export class Client {
    * presenceGet asks who is present on a stream now, on every replica
    * (presence.get, an extension; needs tracker.read).
    * @param {string} stream @param {CallOptions} [opts]
-   * @returns {Promise<{stream: string, members: Array<{subject: string, connections: number}>, truncated?: boolean}>}
+   * @returns {Promise<import('./wire.js').PresenceGetResult>}
    */
   presenceGet(stream, opts) {
     return this.call('presence.get', { stream }, opts);
@@ -352,7 +352,7 @@ export class Client {
    * answers who has each of its items open (items, items_truncated).
    * @param {string} stream
    * @param {CallOptions} [opts]
-   * @returns {Promise<{stream: string, members: Array<{subject: string, connections: number}>, truncated?: boolean, items: Array<{stream: string, members: Array<{subject: string, connections: number}>}>, items_truncated: boolean}>}
+   * @returns {Promise<import('./wire.js').PresenceGetResult & {items: import('./wire.js').ItemMembers[], items_truncated: boolean}>}
    */
   presenceGetItems(stream, opts) {
     return this.call('presence.get', { stream, items: true }, opts);

@@ -91,7 +91,7 @@ export class Conn {
    * with token, within timeoutMs. It returns the auth result.
    * @param {string} token
    * @param {number} timeoutMs
-   * @returns {Promise<{subject: string, expires_at: number, limits?: Limits}>}
+   * @returns {Promise<import('./wire.js').AuthResult>}
    */
   async handshake(token, timeoutMs) {
     const timer = setTimeout(() => this.die(new ConnectTimeoutError(), CloseCode.Normal), timeoutMs);

@@ -30,3 +30,5 @@ export {
 /** @typedef {import('./watch.js').PlannerOutput} PlannerOutput */
 /** @typedef {import('./watch.js').WatchOptions} WatchOptions */
 /** @typedef {import('./watch.js').SendOptions} SendOptions */
+// The wire's params and results (wire.js, generated from the server's Go types), by method.
+/** @typedef {import('./wire.js').Methods} Methods */

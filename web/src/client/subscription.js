@@ -5,21 +5,8 @@
 import { ClosedError, Code, ConnectionLostError, OverflowError, RpcError, StreamClosedError } from './errors.js';
 
 /**
- * @typedef {object} Actor
- * @property {"human"|"agent"|"service"|"system"} kind who made the change: a person, the
- *   planner for a person, a program, or an operator's command
- * @property {string} subject
- *
- * @typedef {object} StreamEvent one stream.event: an event of the log
- * @property {string} subscription
- * @property {number} seq
- * @property {string} type e.g. "item.state_changed"
- * @property {string} entity_type
- * @property {string} entity_id
- * @property {string|null} entity_key
- * @property {number} occurred_at Unix milliseconds
- * @property {Actor} actor
- * @property {Record<string, any>} payload
+ * @typedef {import('./wire.js').Actor} Actor who made the change
+ * @typedef {import('./wire.js').EventParams} StreamEvent one stream.event: an event of the log
  *
  * @typedef {object} SubscribeOptions
  * @property {number} [fromSeq] Replay the stream's events after it first.

@@ -6,18 +6,7 @@ import { plannerMessageLimit } from './limits.js';
 import { Entry } from './subscription.js';
 
 /**
- * @typedef {object} PlannerOutput one planner.output notification
- * @property {string} subscription
- * @property {string} session
- * @property {string} [turn] the turn's id; absent from a server that does not number outputs
- * @property {number} [offset] the output's place in the turn: 1, 2, 3, …
- * @property {'text'|'tool_call'|'tool_result'|'message'|'compacted'|'error'|'done'} type
- * @property {string} [text] a piece of the answer; the tool's result; the error; the reason of done
- * @property {string} [tool]
- * @property {string} [tool_use_id]
- * @property {any} [input] the tool call's input
- * @property {boolean} [is_error]
- * @property {number} [seq] the stored message (message, compacted)
+ * @typedef {import('./wire.js').OutputParams} PlannerOutput one planner.output notification
  *
  * @typedef {object} WatchOptions
  * @property {(out: PlannerOutput) => void} [onOutput] The session's output,

@@ -137,12 +137,9 @@ export class Client {
     /**
      * ping checks the connection end to end (system.ping).
      * @param {CallOptions} [opts]
-     * @returns {Promise<{time: number, subject: string}>}
+     * @returns {Promise<import('./wire.js').PingResult>}
      */
-    ping(opts?: CallOptions): Promise<{
-        time: number;
-        subject: string;
-    }>;
+    ping(opts?: CallOptions): Promise<import("./wire.js").PingResult>;
     /**
      * subscribe subscribes to a change stream ("project:<KEY>" or
      * "item:<KEY>"). Its events reach onEvent each exactly once and in seq
@@ -187,11 +184,9 @@ export class Client {
      * LimitError (Limit.PlannerMessageBytes, code InvalidParams, as the
      * server's refusal would be).
      * @param {string} session @param {string} text @param {import('./watch.js').SendOptions} [opts]
-     * @returns {Promise<{seq: number}>} the message's position in the transcript
+     * @returns {Promise<import('./wire.js').SendResult>} the message's position in the transcript
      */
-    plannerSend(session: string, text: string, opts?: import("./watch.js").SendOptions): Promise<{
-        seq: number;
-    }>;
+    plannerSend(session: string, text: string, opts?: import("./watch.js").SendOptions): Promise<import("./wire.js").SendResult>;
     /**
      * plannerCancel stops the session's running turn, if any (planner.cancel).
      * @param {string} session @param {CallOptions} [opts]
@@ -202,37 +197,18 @@ export class Client {
      * presenceGet asks who is present on a stream now, on every replica
      * (presence.get, an extension; needs tracker.read).
      * @param {string} stream @param {CallOptions} [opts]
-     * @returns {Promise<{stream: string, members: Array<{subject: string, connections: number}>, truncated?: boolean}>}
+     * @returns {Promise<import('./wire.js').PresenceGetResult>}
      */
-    presenceGet(stream: string, opts?: CallOptions): Promise<{
-        stream: string;
-        members: Array<{
-            subject: string;
-            connections: number;
-        }>;
-        truncated?: boolean;
-    }>;
+    presenceGet(stream: string, opts?: CallOptions): Promise<import("./wire.js").PresenceGetResult>;
     /**
      * presenceGetItems is presenceGet of a project (project:<KEY>) that also
      * answers who has each of its items open (items, items_truncated).
      * @param {string} stream
      * @param {CallOptions} [opts]
-     * @returns {Promise<{stream: string, members: Array<{subject: string, connections: number}>, truncated?: boolean, items: Array<{stream: string, members: Array<{subject: string, connections: number}>}>, items_truncated: boolean}>}
+     * @returns {Promise<import('./wire.js').PresenceGetResult & {items: import('./wire.js').ItemMembers[], items_truncated: boolean}>}
      */
-    presenceGetItems(stream: string, opts?: CallOptions): Promise<{
-        stream: string;
-        members: Array<{
-            subject: string;
-            connections: number;
-        }>;
-        truncated?: boolean;
-        items: Array<{
-            stream: string;
-            members: Array<{
-                subject: string;
-                connections: number;
-            }>;
-        }>;
+    presenceGetItems(stream: string, opts?: CallOptions): Promise<import("./wire.js").PresenceGetResult & {
+        items: import("./wire.js").ItemMembers[];
         items_truncated: boolean;
     }>;
     /** @param {State} state @param {Error} [err] */

@@ -58,13 +58,9 @@ export class Conn {
      * with token, within timeoutMs. It returns the auth result.
      * @param {string} token
      * @param {number} timeoutMs
-     * @returns {Promise<{subject: string, expires_at: number, limits?: Limits}>}
+     * @returns {Promise<import('./wire.js').AuthResult>}
      */
-    handshake(token: string, timeoutMs: number): Promise<{
-        subject: string;
-        expires_at: number;
-        limits?: Limits;
-    }>;
+    handshake(token: string, timeoutMs: number): Promise<import("./wire.js").AuthResult>;
     /**
      * start begins heartbeats and token refresh once auth succeeded.
      * @param {number} issued Unix ms when auth was sent

@@ -14,6 +14,7 @@ export type SubscribeOptions = import("./subscription.js").SubscribeOptions;
 export type PlannerOutput = import("./watch.js").PlannerOutput;
 export type WatchOptions = import("./watch.js").WatchOptions;
 export type SendOptions = import("./watch.js").SendOptions;
+export type Methods = import("./wire.js").Methods;
 export { Client, dial } from "./client.js";
 export { Watch, Position } from "./watch.js";
 export { msgpack, json, codecFor } from "./codec.js";

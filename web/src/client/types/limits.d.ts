@@ -50,69 +50,11 @@ export function plannerMessageLimit(limits: Limits | null, text: string): LimitE
  * @param {unknown} err
  */
 export function isSubjectLimit(err: unknown): boolean;
-/**
- * @typedef {object} Limits what the server advertised in its auth result
- * @property {number} [subscriptions] stream subscriptions and planner watches per connection
- * @property {number} [requests_per_second] requests per second per connection, in bursts of twice that
- * @property {number} [subject_requests_per_second] requests per second of the subject's connections on a replica together, in bursts of twice that
- * @property {number} [message_bytes] the largest message the server reads
- * @property {number} [queued_bytes] bytes the server queues for the connection, not yet written; beyond, it closes the connection (1013)
- * @property {number} [replay] events replayed at most; more is -32010
- * @property {number} [replay_events_per_second] events replayed per second for the subject on a replica
- * @property {number} [connections_per_subject] connections of one subject on a replica
- * @property {number} [heartbeat_ms] the server's heartbeat interval
- * @property {number} [planner_message_bytes] the longest planner.send text, in bytes of UTF-8 (from a server that runs the planner)
- * @property {number} [planner_turns] planner turns of the subject running at once, on all replicas (from a server that runs the planner)
- */
+/** @typedef {import('./wire.js').Limits} Limits what the server advertised in its auth result */
 /** The heartbeat interval when neither the options nor the server say one: the spec's. */
 export const DEFAULT_HEARTBEAT_MS: 15000;
 /**
  * what the server advertised in its auth result
  */
-export type Limits = {
-    /**
-     * stream subscriptions and planner watches per connection
-     */
-    subscriptions?: number | undefined;
-    /**
-     * requests per second per connection, in bursts of twice that
-     */
-    requests_per_second?: number | undefined;
-    /**
-     * requests per second of the subject's connections on a replica together, in bursts of twice that
-     */
-    subject_requests_per_second?: number | undefined;
-    /**
-     * the largest message the server reads
-     */
-    message_bytes?: number | undefined;
-    /**
-     * bytes the server queues for the connection, not yet written; beyond, it closes the connection (1013)
-     */
-    queued_bytes?: number | undefined;
-    /**
-     * events replayed at most; more is -32010
-     */
-    replay?: number | undefined;
-    /**
-     * events replayed per second for the subject on a replica
-     */
-    replay_events_per_second?: number | undefined;
-    /**
-     * connections of one subject on a replica
-     */
-    connections_per_subject?: number | undefined;
-    /**
-     * the server's heartbeat interval
-     */
-    heartbeat_ms?: number | undefined;
-    /**
-     * the longest planner.send text, in bytes of UTF-8 (from a server that runs the planner)
-     */
-    planner_message_bytes?: number | undefined;
-    /**
-     * planner turns of the subject running at once, on all replicas (from a server that runs the planner)
-     */
-    planner_turns?: number | undefined;
-};
+export type Limits = import("./wire.js").Limits;
 import { LimitError } from './errors.js';

@@ -1,19 +1,6 @@
 /**
- * @typedef {object} Actor
- * @property {"human"|"agent"|"service"|"system"} kind who made the change: a person, the
- *   planner for a person, a program, or an operator's command
- * @property {string} subject
- *
- * @typedef {object} StreamEvent one stream.event: an event of the log
- * @property {string} subscription
- * @property {number} seq
- * @property {string} type e.g. "item.state_changed"
- * @property {string} entity_type
- * @property {string} entity_id
- * @property {string|null} entity_key
- * @property {number} occurred_at Unix milliseconds
- * @property {Actor} actor
- * @property {Record<string, any>} payload
+ * @typedef {import('./wire.js').Actor} Actor who made the change
+ * @typedef {import('./wire.js').EventParams} StreamEvent one stream.event: an event of the log
  *
  * @typedef {object} SubscribeOptions
  * @property {number} [fromSeq] Replay the stream's events after it first.
@@ -143,7 +130,7 @@ export class Entry<T> {
  * Subscription is a subscription to one change stream.
  * @extends {Entry<StreamEvent>}
  */
-export class Subscription extends Entry<StreamEvent> {
+export class Subscription extends Entry<import("./wire.js").EventParams> {
     /**
      * @param {import('./client.js').Client} client
      * @param {string} id
@@ -213,34 +200,14 @@ export class Subscription extends Entry<StreamEvent> {
      */
     _resync(cn: import("./conn.js").Conn): Promise<boolean>;
 }
-export type Actor = {
-    /**
-     * who made the change: a person, the
-     * planner for a person, a program, or an operator's command
-     */
-    kind: "human" | "agent" | "service" | "system";
-    subject: string;
-};
+/**
+ * who made the change
+ */
+export type Actor = import("./wire.js").Actor;
 /**
  * one stream.event: an event of the log
  */
-export type StreamEvent = {
-    subscription: string;
-    seq: number;
-    /**
-     * e.g. "item.state_changed"
-     */
-    type: string;
-    entity_type: string;
-    entity_id: string;
-    entity_key: string | null;
-    /**
-     * Unix milliseconds
-     */
-    occurred_at: number;
-    actor: Actor;
-    payload: Record<string, any>;
-};
+export type StreamEvent = import("./wire.js").EventParams;
 export type SubscribeOptions = {
     /**
      * Replay the stream's events after it first.

@@ -12,18 +12,7 @@ export function plannerSend(client: import("./client.js").Client, session: strin
     seq: number;
 }>;
 /**
- * @typedef {object} PlannerOutput one planner.output notification
- * @property {string} subscription
- * @property {string} session
- * @property {string} [turn] the turn's id; absent from a server that does not number outputs
- * @property {number} [offset] the output's place in the turn: 1, 2, 3, …
- * @property {'text'|'tool_call'|'tool_result'|'message'|'compacted'|'error'|'done'} type
- * @property {string} [text] a piece of the answer; the tool's result; the error; the reason of done
- * @property {string} [tool]
- * @property {string} [tool_use_id]
- * @property {any} [input] the tool call's input
- * @property {boolean} [is_error]
- * @property {number} [seq] the stored message (message, compacted)
+ * @typedef {import('./wire.js').OutputParams} PlannerOutput one planner.output notification
  *
  * @typedef {object} WatchOptions
  * @property {(out: PlannerOutput) => void} [onOutput] The session's output,
@@ -110,7 +99,7 @@ export class Position {
  * order.
  * @extends {Entry<PlannerOutput>}
  */
-export class Watch extends Entry<PlannerOutput> {
+export class Watch extends Entry<import("./wire.js").OutputParams> {
     /**
      * @param {import('./client.js').Client} client
      * @param {string} id
@@ -173,34 +162,7 @@ export class Watch extends Entry<PlannerOutput> {
 /**
  * one planner.output notification
  */
-export type PlannerOutput = {
-    subscription: string;
-    session: string;
-    /**
-     * the turn's id; absent from a server that does not number outputs
-     */
-    turn?: string | undefined;
-    /**
-     * the output's place in the turn: 1, 2, 3, …
-     */
-    offset?: number | undefined;
-    type: "text" | "tool_call" | "tool_result" | "message" | "compacted" | "error" | "done";
-    /**
-     * a piece of the answer; the tool's result; the error; the reason of done
-     */
-    text?: string | undefined;
-    tool?: string | undefined;
-    tool_use_id?: string | undefined;
-    /**
-     * the tool call's input
-     */
-    input?: any;
-    is_error?: boolean | undefined;
-    /**
-     * the stored message (message, compacted)
-     */
-    seq?: number | undefined;
-};
+export type PlannerOutput = import("./wire.js").OutputParams;
 export type WatchOptions = {
     /**
      * The session's output,
