@@ -114,16 +114,12 @@ func escapeLen(s []byte) int {
 	return 0
 }
 
-// msgpackWire is WireEvent as its MessagePack body is read back: the payload as it is.
+// msgpackWire is WireEvent as its MessagePack body is read back: the payload as it is. Its
+// Payload, declared first, hides WireEvent's, which msgpack's inlining then leaves out (the
+// transcoding tests fail the day it does not).
 type msgpackWire struct {
-	Seq        int64              `json:"seq"`
-	Type       string             `json:"type"`
-	EntityType string             `json:"entity_type"`
-	EntityID   string             `json:"entity_id"`
-	EntityKey  *string            `json:"entity_key"`
-	OccurredAt int64              `json:"occurred_at"`
-	Actor      WireActor          `json:"actor"`
-	Payload    msgpack.RawMessage `json:"payload"`
+	Payload   msgpack.RawMessage `json:"payload"`
+	WireEvent `msgpack:",inline"`
 }
 
 // jsonFromMsgpack returns the JSON body of an event from its MessagePack body: the same bytes
@@ -144,10 +140,8 @@ func jsonFromMsgpack(body []byte) ([]byte, error) {
 			return nil, errors.New("streams: trailing data after the payload")
 		}
 	}
-	return codec.JSON.Marshal(&WireEvent{
-		Seq: m.Seq, Type: m.Type, EntityType: m.EntityType, EntityID: m.EntityID, EntityKey: m.EntityKey,
-		OccurredAt: m.OccurredAt, Actor: m.Actor, Payload: codec.RawJSON(payload),
-	})
+	m.WireEvent.Payload = payload
+	return codec.JSON.Marshal(&m.WireEvent)
 }
 
 // maxPayloadDepth bounds the nesting appendMsgpackAsJSON follows (codec's is less).
