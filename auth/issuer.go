@@ -16,6 +16,8 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/ballet/gateway/internal/getonly"
 )
 
 // Paths served by an Issuer, relative to its URL.
@@ -222,9 +224,7 @@ func (i *Issuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	if !getonly.Allow(w, r) {
 		return
 	}
 	b, err := json.Marshal(body)

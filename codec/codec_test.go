@@ -339,6 +339,22 @@ func TestJSONStringEscaping(t *testing.T) {
 			t.Errorf("%q: got %s want %s", s, got, want)
 		}
 	}
+	// The envelopes keep \b and \f as they have always been on the wire.
+	if got := appendJSONString(nil, "\b\f"); string(got) != `"\u0008\u000c"` {
+		t.Errorf("envelope \\b\\f: got %s", got)
+	}
+}
+
+// AppendJSONText gives what encoding/json gives once it embeds the text: <, >, & and
+// U+2028/9 are its to escape.
+func TestJSONTextEscaping(t *testing.T) {
+	for _, s := range []string{"plain", "quote\"back\\slash", "ctl\x00\x1f\t\n\r\b\f\x7f", "uni é ✓", "<a&b>\u2028\u2029"} {
+		got, err := json.Marshal(RawJSON(AppendJSONText(nil, []byte(s))))
+		want, _ := json.Marshal(s)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%q: got %s (%v) want %s", s, got, err, want)
+		}
+	}
 }
 
 func TestDeepNestingRejected(t *testing.T) {

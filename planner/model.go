@@ -113,14 +113,13 @@ type SessionList struct {
 	Next *SessionKey
 }
 
-// Check validates the page (ErrInvalid) and fills in the default limit.
+// Check validates the page (ErrInvalid) and fills in the default limit (httpapi.PageLimit).
 func (p *SessionPage) Check() error {
-	if p.Limit == 0 {
-		p.Limit = httpapi.DefaultPageLimit
-	}
-	if p.Limit < 1 || p.Limit > httpapi.MaxPageLimit || p.After != nil && !ValidID(p.After.ID) {
+	limit, ok := httpapi.PageLimit(p.Limit)
+	if !ok || p.After != nil && !ValidID(p.After.ID) {
 		return fault.Errorf(ErrInvalid, "page: want a limit from 1 to %d after a session's place", httpapi.MaxPageLimit)
 	}
+	p.Limit = limit
 	return nil
 }
 

@@ -107,7 +107,7 @@ func TestWindowItemLetsItsEventGo(t *testing.T) {
 	cases = append(cases, tc{bodyEvent(0, `{not json`), true}) // no body: nothing to transcode
 
 	for _, enc := range [][2]bool{encNone, encJSON, encMsgPack, encBoth} {
-		w := window{}
+		w := window{maxBytes: DefaultRecentBytes}
 		for i := range cases {
 			ev := cases[i].ev
 			ev.Seq = int64(i + 1)
@@ -214,7 +214,7 @@ func TestWindowBodiesOfRandomPayloads(t *testing.T) {
 func checkPayload(t *testing.T, p []byte, seq int64) {
 	t.Helper()
 	for _, enc := range [][2]bool{encNone, encJSON, encMsgPack, encBoth} {
-		w := window{events: 1}
+		w := window{events: 1, maxBytes: DefaultRecentBytes}
 		ev := bodyEvent(seq, string(p))
 		w.add([]Event{ev}, enc)
 		checkBodies(t, &w, w.ring[w.start], &ev)
@@ -236,7 +236,7 @@ func FuzzWindowBodies(f *testing.F) {
 // Many readers asking for the bodies of the same items at once: each body is encoded once
 // and kept, the event let go, and the count stays what the items hold.
 func TestWindowBodiesConcurrently(t *testing.T) {
-	w := window{}
+	w := window{maxBytes: DefaultRecentBytes}
 	var evs []Event
 	for i := range 200 {
 		evs = append(evs, bodyEvent(int64(i+1), fmt.Sprintf(`{"n":%d,"text":"%s"}`, i, strings.Repeat("x", i))))
@@ -283,7 +283,7 @@ func TestWindowCountsItsBodiesNotThePayloads(t *testing.T) {
 			runtime.ReadMemStats(&ms)
 			return int64(ms.HeapAlloc)
 		}
-		w := &window{events: n}
+		w := &window{events: n, maxBytes: DefaultRecentBytes}
 		before := heap()
 		evs := make([]Event, n)
 		old, payloads := 0, 0 // what the window counted when it kept the payloads

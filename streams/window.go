@@ -37,7 +37,7 @@ type window struct {
 	// lazily since the last add: the oldest go first. An item changes, and its count with it,
 	// under mu (read-locked for a lazy body): never once it has left (gone).
 	bytes    atomic.Int64
-	maxBytes int
+	maxBytes int // HubOptions.RecentBytes, as NewHub sets it
 	events   int // the most events held: windowEvents unless set (tests)
 }
 
@@ -340,9 +340,6 @@ func (w *window) add(evs []Event, enc [2]bool) {
 		w.floor = max(w.floor, evs[0].Seq-1)
 	}
 	budget := int64(w.maxBytes)
-	if budget <= 0 {
-		budget = DefaultRecentBytes
-	}
 	for i, it := range items {
 		b := int64(size[i])
 		for w.n > 0 && (w.n == len(w.ring) || w.bytes.Load()+b > budget) {

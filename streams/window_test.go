@@ -16,7 +16,7 @@ import (
 // gaps and a reset log.
 func TestRecentEventsMatchesTheLog(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	r := window{events: bodyCacheSize}
+	r := window{events: bodyCacheSize, maxBytes: DefaultRecentBytes}
 	var all []Event
 	seq := int64(100)
 	projects := []string{"A", "B"}
@@ -215,7 +215,7 @@ func TestRecentEventsBoundedInBytes(t *testing.T) {
 // A body encoded for an item the window has let go (a reader still had it) is not counted:
 // the item is not held any more.
 func TestWindowBodyOfAnItemLetGoIsNotCounted(t *testing.T) {
-	w := window{events: 4}
+	w := window{events: 4, maxBytes: DefaultRecentBytes}
 	var evs []Event
 	for i := range 8 {
 		evs = append(evs, Event{Seq: int64(i + 1), ProjectKey: "A", Type: "t", Payload: []byte(`{"n":1}`)})

@@ -302,14 +302,13 @@ func (f *ItemFilter) Check() error {
 	return nil
 }
 
-// Check validates the page (ErrInvalid) and fills in the default limit.
+// Check validates the page (ErrInvalid) and fills in the default limit (httpapi.PageLimit).
 func (p *ItemPage) Check() error {
-	if p.Limit == 0 {
-		p.Limit = httpapi.DefaultPageLimit
-	}
-	if p.Limit < 1 || p.Limit > httpapi.MaxPageLimit || p.After < 0 {
+	limit, ok := httpapi.PageLimit(p.Limit)
+	if !ok || p.After < 0 {
 		return fault.Errorf(ErrInvalid, "page: want a limit from 1 to %d after a number of at least 0", httpapi.MaxPageLimit)
 	}
+	p.Limit = limit
 	return nil
 }
 

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ballet/gateway/internal/getonly"
 )
 
 //go:embed all:dist
@@ -123,9 +125,7 @@ func Handler() http.Handler {
 			http.NotFound(w, r)
 			return
 		}
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		if !getonly.Allow(w, r) {
 			return
 		}
 		h := w.Header()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/gateway/gatewaytest"
+	"github.com/ballet/gateway/internal/cli"
 )
 
 // benchEnv is a gateway on Postgres with the BENCH project, whose viewer
@@ -96,7 +97,7 @@ func runBench(t *testing.T, o *runOptions, all []string) *outcome {
 	if err := json.Unmarshal([]byte(lines[0]), &res.report); err != nil {
 		t.Fatalf("stdout is not JSON: %v: %q", err, lines[0])
 	}
-	if ok, _ := res.report["ok"].(bool); ok != (code == exitOK) {
+	if ok, _ := res.report["ok"].(bool); ok != (code == cli.ExitOK) {
 		t.Fatalf("report ok=%v but exit status %d", res.report["ok"], code)
 	}
 	t.Logf("%s\n%s", lines[0], res.stderr)
@@ -142,7 +143,7 @@ func TestLive(t *testing.T) {
 		t.Run(c, func(t *testing.T) {
 			o := be.run(t, nil, "--codec", c, "--subscribers", "10", "--rate", "50", "--batch", "5",
 				"--duration", "2s", "--connect-rate", "200")
-			o.want(t, exitOK)
+			o.want(t, cli.ExitOK)
 			checkClean(t, o)
 			committed := o.num(t, "committed_events")
 			if committed < 5 {
@@ -174,7 +175,7 @@ func TestLive(t *testing.T) {
 func TestSaturate(t *testing.T) {
 	be := startBench(t, nil)
 	o := be.run(t, nil, "--mode", "saturate", "--subscribers", "10", "--batch", "50", "--duration", "1s")
-	o.want(t, exitOK)
+	o.want(t, cli.ExitOK)
 	checkClean(t, o)
 	if o.num(t, "deliveries_per_s") <= 0 || o.num(t, "written_events_per_s") <= 0 {
 		t.Errorf("report %v", o.report)
@@ -192,7 +193,7 @@ func TestIdle(t *testing.T) {
 	t.Run("pid", func(t *testing.T) {
 		o := be.run(t, nil, "--mode", "idle", "--subscribers", "10", "--settle", "100ms", "--duration", "2s",
 			"--server-pid", itoa(os.Getpid()))
-		o.want(t, exitOK)
+		o.want(t, cli.ExitOK)
 		if o.num(t, "connections") != 10 || o.num(t, "server_rss_after_bytes") <= 0 || o.num(t, "held_s") < 1 {
 			t.Errorf("report %v", o.report)
 		}
@@ -203,7 +204,7 @@ func TestIdle(t *testing.T) {
 		defer admin.Close()
 		o := be.run(t, nil, "--mode", "idle", "--codec", "json", "--subscribers", "5", "--settle", "50ms",
 			"--duration", "100ms", "--server-metrics", admin.URL+"/metrics")
-		o.want(t, exitOK)
+		o.want(t, cli.ExitOK)
 		if o.num(t, "server_rss_before_bytes") <= 0 {
 			t.Errorf("report %v", o.report)
 		}
@@ -215,7 +216,7 @@ func TestReplay(t *testing.T) {
 	for _, c := range []string{"msgpack", "json"} {
 		t.Run(c, func(t *testing.T) {
 			o := be.run(t, nil, "--mode", "replay", "--codec", c, "--repeat", "3", "--replay-events", "200")
-			o.want(t, exitOK)
+			o.want(t, cli.ExitOK)
 			checkClean(t, o)
 			if o.num(t, "replays_completed") != 3 || o.num(t, "replayed_events") != 200 || o.num(t, "replay_p99_ms") <= 0 {
 				t.Errorf("report %v", o.report)
@@ -227,7 +228,7 @@ func TestReplay(t *testing.T) {
 func TestReplayStorm(t *testing.T) {
 	be := startBench(t, nil)
 	o := be.run(t, nil, "--mode", "replay-storm", "--subscribers", "10", "--storm-events", "300", "--writers", "2")
-	o.want(t, exitOK)
+	o.want(t, cli.ExitOK)
 	checkClean(t, o)
 	if o.num(t, "caught_up") != 10 || o.num(t, "storm_events") != 300 || o.num(t, "delivered_events") != 3000 {
 		t.Errorf("report %v", o.report)
@@ -245,7 +246,7 @@ func TestWriter(t *testing.T) {
 			args = append(args, "--explicit-tx")
 		}
 		o := be.run(t, nil, args...)
-		o.want(t, exitOK)
+		o.want(t, cli.ExitOK)
 		n := o.num(t, "committed_events")
 		if n < 20 || o.num(t, "read_back_rows") != n || o.num(t, "commit_order_violations") != 0 || o.num(t, "missing_events") != 0 {
 			t.Errorf("report %v", o.report)
@@ -316,7 +317,7 @@ func TestTokenURL(t *testing.T) {
 	code := runWith(context.Background(), []string{"--url", be.env.URL, "--token-url", srv.URL, "--mode", "idle",
 		"--subscribers", "2", "--settle", "0s", "--duration", "10ms"},
 		&runOptions{Getenv: func(string) string { return "" }, Stdout: &out, Stderr: &errb})
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
 	t.Logf("%s", out.String())
@@ -360,8 +361,8 @@ func TestUsage(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
 			code := run(context.Background(), c.args, getenv, &out, &errb)
-			if code != exitUsage {
-				t.Fatalf("exit %d, want %d; stderr %q", code, exitUsage, errb.String())
+			if code != cli.ExitUsage {
+				t.Fatalf("exit %d, want %d; stderr %q", code, cli.ExitUsage, errb.String())
 			}
 			if !strings.Contains(errb.String(), "usage: ballet-bench") {
 				t.Errorf("stderr lacks the usage: %q", errb.String())
@@ -385,7 +386,7 @@ func TestUsage(t *testing.T) {
 	})
 	t.Run("help", func(t *testing.T) {
 		var out, errb bytes.Buffer
-		if code := run(context.Background(), []string{"--help"}, getenv, &out, &errb); code != exitOK {
+		if code := run(context.Background(), []string{"--help"}, getenv, &out, &errb); code != cli.ExitOK {
 			t.Fatalf("exit %d", code)
 		}
 		if !strings.Contains(out.String(), "replay-storm") {
@@ -393,7 +394,7 @@ func TestUsage(t *testing.T) {
 		}
 		for _, args := range [][]string{{"-h"}, {"--version"}} {
 			out.Reset()
-			if code := run(context.Background(), args, getenv, &out, &errb); code != exitOK || out.Len() == 0 {
+			if code := run(context.Background(), args, getenv, &out, &errb); code != cli.ExitOK || out.Len() == 0 {
 				t.Errorf("%v: exit %d, stdout %q", args, code, out.String())
 			}
 		}

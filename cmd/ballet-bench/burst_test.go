@@ -6,6 +6,7 @@ import (
 
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/gateway/gatewaytest"
+	"github.com/ballet/gateway/internal/cli"
 )
 
 // burstArgs is a small burst: 20 subscribers, 2 of them paused, one commit of
@@ -62,7 +63,7 @@ func TestBurst(t *testing.T) {
 	for _, c := range []string{"msgpack", "json"} {
 		t.Run(c, func(t *testing.T) {
 			o := be.run(t, nil, burstArgs(c)...)
-			o.want(t, exitOK)
+			o.want(t, cli.ExitOK)
 			checkBurstAccounted(t, o)
 		})
 	}
@@ -77,7 +78,7 @@ func TestBurstResumes(t *testing.T) {
 	t.Run("caught up", func(t *testing.T) {
 		be := startBenchWith(t, &gatewaytest.Options{RecentBytes: 64 << 10})
 		o := be.run(t, nil, burstArgs("msgpack")...)
-		o.want(t, exitOK)
+		o.want(t, cli.ExitOK)
 		checkBurstAccounted(t, o)
 		closed, _ := o.report["paused_stream_closed"].(map[string]any)
 		if len(closed) != 0 || catchUps(t, be, "caught_up") < 1 {
@@ -87,7 +88,7 @@ func TestBurstResumes(t *testing.T) {
 	t.Run("lagging", func(t *testing.T) {
 		be := startBenchWith(t, &gatewaytest.Options{RecentBytes: 64 << 10, CatchUpLimit: 50})
 		o := be.run(t, nil, burstArgs("json")...)
-		o.want(t, exitOK)
+		o.want(t, cli.ExitOK)
 		checkBurstAccounted(t, o)
 		closed, _ := o.report["paused_stream_closed"].(map[string]any)
 		if closed["lagging"] == nil || o.num(t, "paused_resubscribed") < 1 || catchUps(t, be, "lagging") < 1 {

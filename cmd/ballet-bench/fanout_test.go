@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ballet/gateway/gateway"
+	"github.com/ballet/gateway/internal/cli"
 )
 
 // TestIdleFanout: idle connections each receive the one event another program writes during
@@ -31,7 +32,7 @@ func TestIdleFanout(t *testing.T) {
 	t.Run("all", func(t *testing.T) {
 		before := float64(time.Now().UnixNano()) / 1e6
 		o := runBench(t, &runOptions{Held: write(t)}, args("60s"))
-		o.want(t, exitOK)
+		o.want(t, cli.ExitOK)
 		if o.num(t, "fanout_complete") != 20 || o.num(t, "fanout_missed") != 0 {
 			t.Errorf("report %v", o.report)
 		}

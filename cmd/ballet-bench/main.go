@@ -19,12 +19,9 @@ var version string
 
 func main() { cli.Main(run) }
 
-// Exit statuses.
-const (
-	exitOK     = 0
-	exitFailed = 1
-	exitUsage  = 2
-)
+// exitFailed is the exit status of a run that failed or whose checks did not hold, beside
+// cli.ExitOK and cli.ExitUsage.
+const exitFailed = 1
 
 const usage = `usage: ballet-bench [flags]
 
@@ -131,15 +128,15 @@ func runWith(ctx context.Context, args []string, o *runOptions) int {
 	cfg, err := parse(args, o.Getenv)
 	if err != nil {
 		fmt.Fprintf(o.Stderr, "ballet-bench: %v\n\n%s", err, usage)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if cfg.help {
 		fmt.Fprint(o.Stdout, usage)
-		return exitOK
+		return cli.ExitOK
 	}
 	if cfg.version {
 		fmt.Fprint(o.Stdout, buildinfo.String("ballet-bench", version))
-		return exitOK
+		return cli.ExitOK
 	}
 	r := &report{fields: cfg.params()}
 	if cfg.cpuProfile != "" {
@@ -149,7 +146,7 @@ func runWith(ctx context.Context, args []string, o *runOptions) int {
 		}
 		if err != nil {
 			fmt.Fprintf(o.Stderr, "ballet-bench: --cpuprofile: %v\n", err)
-			return exitUsage
+			return cli.ExitUsage
 		}
 		defer func() {
 			pprof.StopCPUProfile()
@@ -168,7 +165,7 @@ func runWith(ctx context.Context, args []string, o *runOptions) int {
 	if err != nil || !r.ok() {
 		return exitFailed
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // execute runs the configured mode, filling r.

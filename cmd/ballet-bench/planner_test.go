@@ -14,6 +14,7 @@ import (
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/gateway/gatewaytest"
+	"github.com/ballet/gateway/internal/cli"
 	"github.com/ballet/gateway/planner"
 	"github.com/ballet/gateway/planner/provider"
 )
@@ -76,7 +77,7 @@ func TestPlanner(t *testing.T) {
 	// Three people, two turns each; a turn of each on either replica.
 	o := pe.run(t, nil, "--turns", "6", "--watchers", "2", "--connections", "2",
 		"--outputs-per-second", "20", "--turn-seconds", "1", "--subjects", "3")
-	o.want(t, exitOK)
+	o.want(t, cli.ExitOK)
 	pe.checkSenders(t, 3, turns)
 	for _, k := range []string{"gaps", "duplicates", "out_of_order", "offset_gaps", "offset_duplicates",
 		"turns_without_done", "watchers_without_done"} {
@@ -146,7 +147,7 @@ func TestPlannerOneSubject(t *testing.T) {
 	o := runBench(t, &runOptions{ModelListener: pe.ln}, []string{"--mode", "planner", "--url", pe.urls, "--token", pe.token,
 		"--json", "--model-listen", pe.ln.Addr().String(), "--grace", graceLoaded, "--subjects", "1",
 		"--turns", "3", "--watchers", "1", "--connections", "1", "--outputs-per-second", "20", "--turn-seconds", "0.5"})
-	o.want(t, exitOK)
+	o.want(t, cli.ExitOK)
 	if o.num(t, "sends") != 3 || o.num(t, "subjects") != 1 {
 		t.Errorf("report %v", o.report)
 	}
@@ -195,8 +196,8 @@ func TestPlannerUsage(t *testing.T) {
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
 			var out, errb bytes.Buffer
-			if code := run(context.Background(), args, func(string) string { return "" }, &out, &errb); code != exitUsage {
-				t.Fatalf("exit %d, want %d; stderr %q", code, exitUsage, errb.String())
+			if code := run(context.Background(), args, func(string) string { return "" }, &out, &errb); code != cli.ExitUsage {
+				t.Fatalf("exit %d, want %d; stderr %q", code, cli.ExitUsage, errb.String())
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ballet/gateway/client"
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/internal/cli"
 	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 )
@@ -82,7 +83,7 @@ func (a *app) run(ctx context.Context) int {
 		err = a.send(ctx, c)
 	}
 	if err == nil {
-		return exitOK
+		return cli.ExitOK
 	}
 	if cause := context.Cause(ctx); ctx.Err() != nil && cause != nil && !errors.Is(cause, context.Canceled) {
 		err = cause // the connection was lost or refused

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ballet/gateway/internal/cli"
 	"github.com/ballet/gateway/streams"
 )
 
@@ -36,7 +37,7 @@ func TestUsage(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runCmd(t, tc.env, tc.args...)
-			if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) || !strings.Contains(r.stderr, "usage:") {
+			if r.code != cli.ExitUsage || !strings.Contains(r.stderr, tc.want) || !strings.Contains(r.stderr, "usage:") {
 				t.Fatalf("exit %d, stderr %q; want 2 and %q", r.code, r.stderr, tc.want)
 			}
 			if r.stdout != "" {
@@ -46,11 +47,11 @@ func TestUsage(t *testing.T) {
 	}
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
 		r := runCmd(t, nil, args...)
-		if r.code != exitOK || !strings.HasPrefix(r.stdout, "usage: ballet-rpc") {
+		if r.code != cli.ExitOK || !strings.HasPrefix(r.stdout, "usage: ballet-rpc") {
 			t.Fatalf("%v: exit %d, stdout %q", args, r.code, r.stdout)
 		}
 	}
-	if r := runCmd(t, nil, "--version"); r.code != exitOK || !strings.HasPrefix(r.stdout, "ballet-rpc ") {
+	if r := runCmd(t, nil, "--version"); r.code != cli.ExitOK || !strings.HasPrefix(r.stdout, "ballet-rpc ") {
 		t.Fatalf("--version: exit %d, stdout %q", r.code, r.stdout)
 	}
 }
@@ -61,7 +62,7 @@ func TestPing(t *testing.T) {
 	for _, codecFlag := range []string{"--json", "--msgpack"} {
 		t.Run(codecFlag, func(t *testing.T) {
 			r := runCmd(t, nil, "--url", env.URL, "--token", tok, codecFlag, "ping")
-			if r.code != exitOK {
+			if r.code != cli.ExitOK {
 				t.Fatalf("exit %d: %s", r.code, r.stderr)
 			}
 			lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
@@ -76,7 +77,7 @@ func TestPing(t *testing.T) {
 	}
 	// Flags after the command, and the token from the environment.
 	r := runCmd(t, map[string]string{"BALLET_TOKEN": tok}, "ping", "--url", env.URL)
-	if r.code != exitOK || decode(t, strings.TrimSpace(r.stdout))["subject"] != "alice" {
+	if r.code != cli.ExitOK || decode(t, strings.TrimSpace(r.stdout))["subject"] != "alice" {
 		t.Fatalf("exit %d: %s %s", r.code, r.stdout, r.stderr)
 	}
 }
@@ -88,7 +89,7 @@ func TestTokenCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := runCmd(t, nil, "--url", env.URL, "--token-cmd", "cat "+file, "ping")
-	if r.code != exitOK || decode(t, strings.TrimSpace(r.stdout))["subject"] != "bob" {
+	if r.code != cli.ExitOK || decode(t, strings.TrimSpace(r.stdout))["subject"] != "bob" {
 		t.Fatalf("exit %d: %s %s", r.code, r.stdout, r.stderr)
 	}
 	r = runCmd(t, nil, "--url", env.URL, "--token-cmd", "echo no token here >&2; exit 7", "ping")
@@ -128,8 +129,8 @@ func TestCall(t *testing.T) {
 		stdout string // a field of the result that must be there
 		stderr string
 	}{
-		{"ping with params", []string{"call", "system.ping", "{}"}, exitOK, "subject", ""},
-		{"ping without params", []string{"--json", "call", "system.ping"}, exitOK, "subject", ""},
+		{"ping with params", []string{"call", "system.ping", "{}"}, cli.ExitOK, "subject", ""},
+		{"ping without params", []string{"--json", "call", "system.ping"}, cli.ExitOK, "subject", ""},
 		{"unknown method", []string{"call", "no.such.method"}, exitRPC, "", "error -32601"},
 		{"invalid params", []string{"call", "stream.subscribe", `{"subscription":"x","stream":"bad"}`}, exitRPC, "", "error -32602"},
 		{"forbidden", []string{"call", "stream.unsubscribe", `{"subscription":"none"}`}, exitRPC, "", "error -32004"},
@@ -185,7 +186,7 @@ func TestSubscribe(t *testing.T) {
 			d.drop() // the command reconnects and resumes
 			last = appendTicks(t, env.Store, 3, 3)
 			lines := r.waitLines(t, 7)
-			if code := r.stop(t); code != exitOK {
+			if code := r.stop(t); code != cli.ExitOK {
 				t.Fatalf("exit %d after interrupt: %s", code, r.err.String())
 			}
 			if len(lines) != 7 {

@@ -40,12 +40,10 @@ var version string
 
 func main() { cli.Main(run) }
 
-// Exit statuses.
+// Exit statuses of the command's failures, beside cli.ExitOK and cli.ExitUsage.
 const (
-	exitOK    = 0
-	exitRPC   = 1
-	exitUsage = 2
-	exitConn  = 3
+	exitRPC  = 1
+	exitConn = 3
 )
 
 const usage = `usage: ballet-rpc [--url URL] [--token TOKEN | --token-cmd CMD] [--json | --msgpack] COMMAND
@@ -75,15 +73,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	cmd, err := parse(args, getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "ballet-rpc: %v\n\n%s", err, usage)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if cmd.help {
 		fmt.Fprint(stdout, usage)
-		return exitOK
+		return cli.ExitOK
 	}
 	if cmd.version {
 		fmt.Fprint(stdout, buildinfo.String("ballet-rpc", version))
-		return exitOK
+		return cli.ExitOK
 	}
 	a := &app{cmd: cmd, stdout: stdout, stderr: stderr}
 	return a.run(ctx)

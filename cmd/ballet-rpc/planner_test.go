@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/internal/cli"
 	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 )
@@ -128,7 +129,7 @@ func TestSend(t *testing.T) {
 		t.Run(codecFlag, func(t *testing.T) {
 			f := startFakePlanner(t, "end_turn")
 			r := runCmd(t, nil, "--url", f.url(), "--token", "t", codecFlag, "send", "sess-1", "hello planner")
-			if r.code != exitOK {
+			if r.code != cli.ExitOK {
 				t.Fatalf("exit %d: %s", r.code, r.stderr)
 			}
 			lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
@@ -171,14 +172,14 @@ func TestWatch(t *testing.T) {
 	}
 	// Another client starts a turn; the watch prints it all, done included,
 	// and goes on.
-	if res := runCmd(t, nil, "--url", f.url(), "--token", "t", "call", "planner.send", `{"session":"sess-1","text":"hi"}`); res.code != exitOK {
+	if res := runCmd(t, nil, "--url", f.url(), "--token", "t", "call", "planner.send", `{"session":"sess-1","text":"hi"}`); res.code != cli.ExitOK {
 		t.Fatalf("send: %d %s", res.code, res.stderr)
 	}
 	lines := r.waitLines(t, 6)
 	if decode(t, lines[4])["type"] != "done" || decode(t, lines[5])["text"] != "late" {
 		t.Fatalf("lines:\n%s", strings.Join(lines, "\n"))
 	}
-	if code := r.stop(t); code != exitOK {
+	if code := r.stop(t); code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, r.err.String())
 	}
 }

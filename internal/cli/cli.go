@@ -16,6 +16,12 @@ import (
 	"time"
 )
 
+// Exit statuses of every client command; each names its own failures (1, and 3 and up).
+const (
+	ExitOK    = 0 // success, --help and --version
+	ExitUsage = 2 // bad flags or arguments
+)
+
 // Run is a command's body: it reads args and the environment through getenv, writes to
 // stdout and stderr, and returns the exit status. ctx ends on SIGINT or SIGTERM.
 type Run func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int

@@ -16,13 +16,22 @@ const (
 	maxCursorBytes   = 512
 )
 
-// ParsePage reads a listing's query parameters limit and after: the limit (DefaultPageLimit
-// without one) and the n fields of a cursor EncodeCursor made for kind and scope (nil for
-// the first page). A limit that is not an integer from 1 to MaxPageLimit, or an after that
-// is not such a cursor, is a 400 naming the parameter.
+// PageLimit is the limit of a listing's page asked for limit: DefaultPageLimit for 0, else
+// limit itself, which ok says is from 1 to MaxPageLimit. The pages of the listings fill in
+// their limits with it.
+func PageLimit(limit int) (n int, ok bool) {
+	if limit == 0 {
+		return DefaultPageLimit, true
+	}
+	return limit, limit >= 1 && limit <= MaxPageLimit
+}
+
+// ParsePage reads a listing's query parameters limit and after: the limit (0 without one,
+// which the listing's page fills in: PageLimit) and the n fields of a cursor EncodeCursor
+// made for kind and scope (nil for the first page). A limit that is not an integer from 1
+// to MaxPageLimit, or an after that is not such a cursor, is a 400 naming the parameter.
 func ParsePage(r *http.Request, kind, scope string, n int) (limit int, after []string, err error) {
 	q := r.URL.Query()
-	limit = DefaultPageLimit
 	if q.Has("limit") {
 		limit, err = strconv.Atoi(q.Get("limit"))
 		if err != nil || limit < 1 || limit > MaxPageLimit {

@@ -20,7 +20,7 @@ func TestParsePage(t *testing.T) {
 		after []string
 		bad   string // the parameter a 400 names
 	}{
-		{"", 100, nil, ""},
+		{"", 0, nil, ""}, // the listing's page fills it in
 		{"?limit=1", 1, nil, ""},
 		{"?limit=500&after=" + cursor, 500, []string{"42", "x"}, ""},
 		{"?state=ready&limit=7", 7, nil, ""},
@@ -49,6 +49,15 @@ func TestParsePage(t *testing.T) {
 		var e *httpapi.Error
 		if !errors.As(err, &e) || e.Status != http.StatusBadRequest || !strings.HasPrefix(e.Detail, c.bad+":") {
 			t.Errorf("%q: %v, want a 400 naming %s", c.query, err, c.bad)
+		}
+	}
+}
+
+func TestPageLimit(t *testing.T) {
+	for _, c := range []struct{ limit, n int }{{0, 100}, {1, 1}, {500, 500}, {501, -1}, {-1, -1}} {
+		n, ok := httpapi.PageLimit(c.limit)
+		if ok != (c.n > 0) || ok && n != c.n {
+			t.Errorf("PageLimit(%d) = %d, %v; want %d", c.limit, n, ok, c.n)
 		}
 	}
 }

@@ -32,6 +32,17 @@ func (e *ListenError) Unwrap() error { return e.Err }
 // both ports, before Run returns regardless.
 const shutdownGrace = 5 * time.Second
 
+// Deadlines of the admin port's sockets (the client port's are the gateway's HTTPServer's),
+// whose callers are probes and scrapers of /metrics, /readyz and /healthz, and pprof.
+const (
+	// adminHeaderTimeout bounds the time to send a request's header, from the socket's accept
+	// or from the end of the previous request.
+	adminHeaderTimeout = 10 * time.Second
+	// adminIdleTimeout is how long a keep-alive socket may wait for its next request: long
+	// enough for a scraper's next scrape, typically a minute later, to reuse its connection.
+	adminIdleTimeout = 2 * time.Minute
+)
+
 // Run starts the replica (Start), listens on both ports and serves until ctx ends or a port
 // fails. Then it drains: /readyz turns unready, the client port stops accepting, then open
 // sessions are closed with 1001 spread over the drain window, and the admin port stops last.
@@ -57,7 +68,8 @@ func (s *Server) Run(ctx context.Context) error {
 	// Every socket of the client port counts against BALLET_MAX_CONNECTIONS and has a
 	// deadline in every state (the gateway's HTTPServer and Listener).
 	client := srv.HTTPServer(s.Handler(), errLog)
-	adminSrv := &http.Server{Handler: srv.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: errLog}
+	adminSrv := &http.Server{Handler: srv.AdminHandler(), ReadHeaderTimeout: adminHeaderTimeout,
+		IdleTimeout: adminIdleTimeout, ErrorLog: errLog}
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- client.Serve(srv.Listener(clientLn)) }()
 	go func() { serveErr <- adminSrv.Serve(adminLn) }()

@@ -125,53 +125,43 @@ func mixed(t *testing.T, a streams.Appender) {
 
 func testStreamProject(t *testing.T, l streams.Log, a streams.Appender) {
 	mixed(t, a)
-	ctx := ctxT(t)
-	head, _ := l.Head(ctx)
-	for _, tc := range []struct {
-		key  string
-		want []string
-	}{
+	checkStreams(t, l, streams.StreamProject, []streamEvents{
 		{"WEB", []string{"i1", "i2", "i3", "c1", "i5", "d1"}},
 		{"API", []string{"a1", "API"}},
 		{"NOPE", nil},
 		{"web", nil},
-	} {
-		s := streams.Stream{Kind: streams.StreamProject, Key: tc.key}
+	})
+}
+
+func testStreamItem(t *testing.T, l streams.Log, a streams.Appender) {
+	mixed(t, a)
+	checkStreams(t, l, streams.StreamItem, []streamEvents{
+		{"WEB-1", []string{"i1", "i3", "i5"}},
+		{"WEB-2", []string{"i2"}},
+		{"API", nil}, // a project entity with that key is not an item
+		{"WEB-9", nil},
+	})
+}
+
+// streamEvents names a stream's key and the ids of its events, in order.
+type streamEvents struct {
+	key  string
+	want []string
+}
+
+// checkStreams reads each stream of kind whole: its events are the ones wanted, in seq order,
+// each of the stream, and a Counter counts as many.
+func checkStreams(t *testing.T, l streams.Log, kind streams.StreamKind, cases []streamEvents) {
+	t.Helper()
+	ctx := ctxT(t)
+	head, _ := l.Head(ctx)
+	for _, tc := range cases {
+		s := streams.Stream{Kind: kind, Key: tc.key}
 		evs, err := l.ReadStream(ctx, s, 0, head, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
 		checkIncreasing(t, evs)
-		if !slices.Equal(ids(evs), tc.want) && !(len(evs) == 0 && len(tc.want) == 0) {
-			t.Fatalf("%s: ids %v, want %v", s, ids(evs), tc.want)
-		}
-		checkCount(t, l, s, head, len(tc.want))
-		for i := range evs {
-			if !s.Matches(&evs[i]) {
-				t.Fatalf("%s returned non-matching %+v", s, evs[i])
-			}
-		}
-	}
-}
-
-func testStreamItem(t *testing.T, l streams.Log, a streams.Appender) {
-	mixed(t, a)
-	ctx := ctxT(t)
-	head, _ := l.Head(ctx)
-	for _, tc := range []struct {
-		key  string
-		want []string
-	}{
-		{"WEB-1", []string{"i1", "i3", "i5"}},
-		{"WEB-2", []string{"i2"}},
-		{"API", nil}, // a project entity with that key is not an item
-		{"WEB-9", nil},
-	} {
-		s := streams.Stream{Kind: streams.StreamItem, Key: tc.key}
-		evs, err := l.ReadStream(ctx, s, 0, head, 100)
-		if err != nil {
-			t.Fatal(err)
-		}
 		if !slices.Equal(ids(evs), tc.want) && !(len(evs) == 0 && len(tc.want) == 0) {
 			t.Fatalf("%s: ids %v, want %v", s, ids(evs), tc.want)
 		}
