@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ballet/gateway/codec"
+	"github.com/ballet/gateway/protocol"
 )
 
 const hubShards = 32
@@ -382,23 +383,11 @@ func (p *Prepared) Body(c codec.Codec) ([]byte, error) {
 	return p.body[i], p.err[i]
 }
 
-// WireEvent is the stream.event params of an event, without "subscription".
-type WireEvent struct {
-	Seq        int64         `json:"seq"`
-	Type       string        `json:"type"`
-	EntityType string        `json:"entity_type"`
-	EntityID   string        `json:"entity_id"`
-	EntityKey  *string       `json:"entity_key"`
-	OccurredAt int64         `json:"occurred_at"`
-	Actor      WireActor     `json:"actor"`
-	Payload    codec.RawJSON `json:"payload"`
-}
+// WireEvent is the stream.event params of an event, without "subscription": protocol's type.
+type WireEvent = protocol.Event
 
 // WireActor is who caused an event.
-type WireActor struct {
-	Kind    string `json:"kind"`
-	Subject string `json:"subject"`
-}
+type WireActor = protocol.Actor
 
 func wireEvent(e *Event) *WireEvent {
 	w := &WireEvent{
