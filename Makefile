@@ -81,9 +81,12 @@ bench:
 charts:
 	$(GO) run ./scripts/benchcharts -o docs/benchmarks/ docs/benchmarks/*-mechanisms.jsonl
 
-## generate: what follows from package protocol's Go types: the browser client's wire types and
-## declarations, docs/asyncapi.yaml's generated places, and web/dist (tests fail until it is run)
-generate: web
+## generate: what follows from the sources: protocol.md's MessagePack examples from its JSON ones;
+## from package protocol's Go types, docs/asyncapi.yaml's generated places and the browser client's
+## wire types and declarations; web/dist (tests fail until it is run)
+generate:
+	$(GO) test -count=1 -run '^TestProtocolDocExamples$$' ./codec/ -update-docs
+	$(MAKE) -C web
 
 ## web: the same, through web/Makefile: the browser client's generated files, then web/dist rebuilt
 ## with npm and esbuild

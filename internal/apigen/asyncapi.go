@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -88,9 +87,18 @@ func (a *asyncGen) method(m protocol.Method, examples []example) {
 		}
 	}
 	if request {
-		for _, ex := range examples {
-			if ex.Method == "" && ex.HasResult && slices.ContainsFunc(mine, func(r example) bool { return bytes.Equal(r.ID, ex.ID) && r.at < ex.at }) {
-				results = append(results, ex)
+		// A result answers the last request before it with its id.
+		for i, ex := range examples {
+			if ex.Method != "" || !ex.HasResult {
+				continue
+			}
+			for j := i - 1; j >= 0; j-- {
+				if r := examples[j]; r.Method != "" && bytes.Equal(r.ID, ex.ID) {
+					if r.Method == m.Name {
+						results = append(results, ex)
+					}
+					break
+				}
 			}
 		}
 	}
