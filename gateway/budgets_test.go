@@ -105,8 +105,9 @@ func (r *rawClient) floodPings() (res pingFlood) {
 // before auth as after. Twenty connections (half of them authenticated)
 // ping as fast as the server reads, reading their pongs: each gets no more
 // pongs than the budget allows, then, with its refusals spent too, is
-// closed 4029. Meanwhile another client's system.ping is answered within
-// answerBound.
+// closed 4029 (as it reads, or as the server counts it when the close's bound
+// passed before a starved flooder read that far). Meanwhile another client's
+// system.ping is answered within answerBound.
 func TestPingFlood(t *testing.T) {
 	t.Parallel()
 	// The connections that do not authenticate are closed for their pings, not for that.
@@ -142,9 +143,16 @@ func TestPingFlood(t *testing.T) {
 	}()
 	pings, slowest := pingWhile(t, good, done)
 	elapsed := time.Since(start)
-	pongs := 0
+	pongs, unseen := 0, 0
 	for i, res := range results {
-		if res.code != int(gateway.StatusLimitExceeded) || res.reason != "too many pings" {
+		if res.code == 0 && res.err != nil {
+			// The socket ended before this client read the close frame: the server bounds a
+			// close (a second to flush, then the handshake), and on a loaded machine a flooder
+			// still reading its pongs can be slower than that. The server's count says how it
+			// closed it (below).
+			unseen++
+			t.Logf("flooder %d: the socket ended (%v) after %d pongs, before the close frame was read", i, res.err, res.pongs)
+		} else if res.code != int(gateway.StatusLimitExceeded) || res.reason != "too many pings" {
 			t.Errorf("flooder %d (authenticated %v): close %d %q (%v) after %d pongs, want 4029", i, i%2 == 0, res.code, res.reason, res.err, res.pongs)
 		}
 		if most := budgetBound(2*rate, rate, res.elapsed); res.pongs > most {
@@ -154,6 +162,19 @@ func TestPingFlood(t *testing.T) {
 	}
 	t.Logf("%d flooders: %d pongs in %v; %d system.ping answered meanwhile, the slowest in %v; process CPU %.2f s",
 		flooders, pongs, elapsed, pings, slowest, cpuSeconds()-cpu)
+	if unseen == flooders {
+		t.Errorf("no flooder read its close frame")
+	}
+	for deadline := time.Now().Add(30 * time.Second); unseen > 0; time.Sleep(10 * time.Millisecond) {
+		n, _ := labeledMetric(t, env.Server, "ballet_gateway_closes_total", "code", "4029")
+		if n >= flooders {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("closes_total{code=4029} = %v after 30 s, want %d: %d flooders did not read their close", n, flooders, unseen)
+			break
+		}
+	}
 	if n := limitRejections(t, env.Server, "pings"); n < float64(flooders*2*rate) {
 		t.Errorf("limit_rejections_total{limit=pings} = %v, want at least %d", n, flooders*2*rate)
 	}
