@@ -54,7 +54,8 @@
 //
 // Entry points: Dial, Client.Subscribe (events on a bounded channel),
 // Client.PlannerWatch, Client.PlannerSend, Client.PlannerCancel, Client.Ping,
-// Client.Call for any method (package protocol names them), Client.Close.
+// Client.Call for any method (package protocol names them and gives their params and results as
+// Go types), Client.Close.
 // Errors from the server are *rpc.Error values that match, with errors.Is,
 // JSON-RPC's codes (rpc.ErrXxx) and the API's (protocol.ErrXxx).
 //
