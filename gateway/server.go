@@ -129,11 +129,11 @@ type Server struct {
 	shedder *admission.Shedder[*session] // BALLET_REPLICA_QUEUE_BYTES: closes the most behind past it
 	wg      sync.WaitGroup
 
-	conns    atomic.Int64         // connections being opened or open (BALLET_MAX_CONNECTIONS)
+	conns    *admission.Conns     // connections being opened or open (BALLET_MAX_CONNECTIONS)
 	sockets  *edge.Sockets        // the client port's sockets, through Listener
 	addrRate *httpapi.SubjectRate // BALLET_ADDR_RATE: budgets of addresses not authenticated
-	subjMu   sync.Mutex
-	subjects map[string]*subjectBudget // authenticated connections and budgets by subject
+	// Authenticated connections and their budgets by subject (BALLET_MAX_CONNECTIONS_PER_SUBJECT).
+	subjects *admission.Subjects[*session, *subjectBudget]
 }
 
 // NewServer returns a server; it serves nothing until its handlers are mounted.
@@ -189,6 +189,8 @@ func NewServer(o *Options) (*Server, error) {
 	s.addrRate = s.newAddrRate()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.shedder, s.queued = s.newShedder()
+	s.conns = admission.NewConns(s.cfg.MaxConnections)
+	s.subjects = admission.NewSubjects[*session](s.cfg.MaxConnectionsPerSubject, newSubjectBudget)
 	return s, nil
 }
 
