@@ -56,8 +56,8 @@ func (s *session) auth(ctx context.Context, req *rpc.Request, _ *call) (any, err
 	}
 	s.mu.Lock()
 	if s.lifecycle() < stateFinishing {
-		b := s.srv.acquireSubject(p.Subject, s)
-		if b == nil {
+		b, ok := s.srv.subjects.Acquire(p.Subject, s)
+		if !ok {
 			s.mu.Unlock()
 			max := s.srv.cfg.MaxConnectionsPerSubject
 			s.logger().Info("connection refused: too many connections of its subject", "subject", p.Subject, "max", max)

@@ -26,8 +26,6 @@ const (
 // subjectBudget is what one subject's connections on the replica share. It
 // lives while the subject has an authenticated connection here (Server.subjects).
 type subjectBudget struct {
-	conns    int        // counted against BALLET_MAX_CONNECTIONS_PER_SUBJECT (Server.subjMu)
-	sessions []*session // the conns connections, for CloseSubject (Server.subjMu)
 	requests admission.Limiter
 
 	// Replays: one reads at a time (turn), so that the events each one

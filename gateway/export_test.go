@@ -3,11 +3,7 @@ package gateway
 import "net/netip"
 
 // SubjectBudgets is how many subjects have budgets on s: those with an authenticated connection.
-func SubjectBudgets(s *Server) int {
-	s.subjMu.Lock()
-	defer s.subjMu.Unlock()
-	return len(s.subjects)
-}
+func SubjectBudgets(s *Server) int { return s.subjects.Len() }
 
 // Sockets is the number of open sockets s.Listener counts.
 func Sockets(s *Server) int {

@@ -4,7 +4,6 @@ import (
 	"math"
 	"net/http"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"time"
 
@@ -147,65 +146,13 @@ func (s *session) Screen(m *codec.Message, err *codec.DecodeError) bool {
 // BALLET_MAX_CONNECTIONS; false when the replica is full and the client
 // was answered 503.
 func (s *Server) acquireConn(w http.ResponseWriter) bool {
-	if s.conns.Add(1) <= int64(s.cfg.MaxConnections) {
+	if s.conns.Acquire() {
 		return true
 	}
-	s.conns.Add(-1)
 	s.metrics.LimitRejections.WithLabelValues(limitConnections).Inc()
 	w.Header().Set("Retry-After", strconv.Itoa(int(overloadRetryAfter/time.Second)))
 	http.Error(w, "the gateway is at its connection limit; try again later", http.StatusServiceUnavailable)
 	return false
 }
 
-func (s *Server) releaseConn() { s.conns.Add(-1) }
-
-// acquireSubject counts sess, an authenticated connection of subject, against
-// BALLET_MAX_CONNECTIONS_PER_SUBJECT and returns the budgets the subject's
-// connections share; nil when the subject has its limit already.
-func (s *Server) acquireSubject(subject string, sess *session) *subjectBudget {
-	s.subjMu.Lock()
-	defer s.subjMu.Unlock()
-	b := s.subjects[subject]
-	switch {
-	case b == nil:
-		if s.subjects == nil {
-			s.subjects = make(map[string]*subjectBudget)
-		}
-		b = newSubjectBudget()
-		s.subjects[subject] = b
-	case b.conns >= s.cfg.MaxConnectionsPerSubject:
-		return nil
-	}
-	b.conns++
-	b.sessions = append(b.sessions, sess)
-	return b
-}
-
-// releaseSubject uncounts sess, a connection of subject; its budgets go with its
-// last connection on the replica.
-func (s *Server) releaseSubject(subject string, sess *session) {
-	s.subjMu.Lock()
-	defer s.subjMu.Unlock()
-	b := s.subjects[subject]
-	if b == nil {
-		return
-	}
-	if b.conns <= 1 {
-		delete(s.subjects, subject)
-		return
-	}
-	b.conns--
-	if i := slices.Index(b.sessions, sess); i >= 0 {
-		b.sessions = slices.Delete(b.sessions, i, i+1)
-	}
-}
-
-// subjectSessions returns the authenticated connections of subject on the replica.
-func (s *Server) subjectSessions(subject string) []*session {
-	s.subjMu.Lock()
-	defer s.subjMu.Unlock()
-	if b := s.subjects[subject]; b != nil {
-		return slices.Clone(b.sessions)
-	}
-	return nil
-}
+func (s *Server) releaseConn() { s.conns.Release() }

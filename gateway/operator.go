@@ -13,7 +13,7 @@ func (s *Server) CloseSubject(subject, reason string) int {
 	n := 0
 	// The subject's own connections, not every session: a sign-out applied before the
 	// snapshot is seen by the auth of a connection not in it (authn.go).
-	for _, sess := range s.subjectSessions(subject) {
+	for _, sess := range s.subjects.Conns(subject) {
 		sess.mu.Lock()
 		match := sess.principal != nil && sess.principal.Subject == subject && sess.lifecycle() < stateClosing
 		sess.mu.Unlock()

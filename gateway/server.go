@@ -26,6 +26,7 @@ import (
 	"github.com/ballet/gateway/gateway/edge"
 	"github.com/ballet/gateway/gateway/internal/timerheap"
 	"github.com/ballet/gateway/gateway/internal/wsnet"
+	"github.com/ballet/gateway/internal/admission"
 	"github.com/ballet/gateway/internal/httpapi"
 	"github.com/ballet/gateway/internal/tracing"
 	"github.com/ballet/gateway/presence"
@@ -124,16 +125,15 @@ type Server struct {
 	mu       sync.Mutex
 	sessions []*session // each at its slot; a slice rather than a map costs each session 8 bytes
 
-	queued   *rpc.Total    // what the sessions' connections have queued (shed.go)
-	shedMu   sync.Mutex    // guards shedDone
-	shedDone chan struct{} // the running shedder's; nil when none runs
-	wg       sync.WaitGroup
+	queued  *rpc.Total                   // what the sessions' connections have queued (shed.go)
+	shedder *admission.Shedder[*session] // BALLET_REPLICA_QUEUE_BYTES: closes the most behind past it
+	wg      sync.WaitGroup
 
-	conns    atomic.Int64         // connections being opened or open (BALLET_MAX_CONNECTIONS)
+	conns    *admission.Conns     // connections being opened or open (BALLET_MAX_CONNECTIONS)
 	sockets  *edge.Sockets        // the client port's sockets, through Listener
 	addrRate *httpapi.SubjectRate // BALLET_ADDR_RATE: budgets of addresses not authenticated
-	subjMu   sync.Mutex
-	subjects map[string]*subjectBudget // authenticated connections and budgets by subject
+	// Authenticated connections and their budgets by subject (BALLET_MAX_CONNECTIONS_PER_SUBJECT).
+	subjects *admission.Subjects[*session, *subjectBudget]
 }
 
 // NewServer returns a server; it serves nothing until its handlers are mounted.
@@ -188,7 +188,9 @@ func NewServer(o *Options) (*Server, error) {
 	})
 	s.addrRate = s.newAddrRate()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.queued = s.newQueuedTotal()
+	s.shedder, s.queued = s.newShedder()
+	s.conns = admission.NewConns(s.cfg.MaxConnections)
+	s.subjects = admission.NewSubjects[*session](s.cfg.MaxConnectionsPerSubject, newSubjectBudget)
 	return s, nil
 }
 
@@ -425,7 +427,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 		s.cancel()
-		s.stopShedding()
+		s.shedder.Close()
 		s.workers.Close()
 		s.presence.Close()
 		return nil
@@ -433,7 +435,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.cancel()
 		s.abortAll() // ends every session now
 		<-done
-		s.stopShedding()
+		s.shedder.Close()
 		s.workers.Close()
 		s.presence.Close()
 		return ctx.Err()

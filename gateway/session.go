@@ -301,7 +301,7 @@ func (s *session) finish() {
 	}
 	s.mu.Unlock()
 	if counted != "" {
-		s.srv.releaseSubject(counted, s)
+		s.srv.subjects.Release(counted, s)
 	}
 	s.releaseAddr()
 	s.t.BeginClose()
