@@ -6,8 +6,10 @@
 // Server.Handler (client port) and Server.AdminHandler (admin port); Server.Shutdown drains.
 // The binary and the tests' harness build it, and what it needs, in internal/server. A
 // connection is a session (session.go: auth timeout, heartbeats, close; its lifecycle in
-// lifecycle.go); its messages are routed by the method table (methods.go) to handlers in
-// authn.go, subscribe.go, presence.go and planner.go. Limits are answered in limits.go, the
+// lifecycle.go); its messages are routed by the method table (methods.go), which says what
+// each method needs (a person, the planner, a permission, a subscription place) and holds its
+// handler to it, to handlers in authn.go, subscribe.go, presence.go and planner.go; their
+// params and results are package protocol's types. Limits are answered in limits.go, the
 // budgets spent in budgets.go and the replica's most behind closed in shed.go; what counts and
 // decides (the connections' count, the subjects' registry, the token buckets, the shedder) is
 // internal/admission's. The client port's sockets are counted, the admin port served and REST
