@@ -149,18 +149,27 @@ func TestKeptBodiesAreNotCopied(t *testing.T) {
 	body := bytes.Repeat([]byte("b"), 2048)
 	const frames = 4000 // 8 MB: more than the socket buffers take
 	next, left := 0, false
+	deadline := time.Now().Add(20 * time.Second)
 	for next < frames && !left {
 		fs := make([]rpc.Out, 100)
 		for i := range fs {
 			fs[i] = rpc.Out{Head: []byte(fmt.Sprintf("h%05d:", next+i)), Body: body, Tail: []byte("}"), Keep: true}
 		}
 		ok, err := cc.tryFrames(wsframe.OpBinary, fs)
-		if err != nil || !ok {
+		if err != nil || (!ok && time.Now().After(deadline)) {
 			t.Fatalf("TryWrite: %v, %v", ok, err)
+		}
+		if !ok {
+			// A writer goroutine (in the builds that have one) is sending what was left: the
+			// frames go after it, once it is done.
+			time.Sleep(time.Millisecond)
+			continue
 		}
 		next += len(fs)
 		cc.mu.Lock()
-		if cc.out != nil {
+		// What was left may have gone already (the socket made room, and a writer goroutine, in
+		// the builds that have one, sent it): then write more.
+		if cc.out != nil && len(cc.out.parts) > 0 {
 			left = true
 			copied, shared := 0, 0
 			for _, p := range cc.out.parts {
