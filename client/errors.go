@@ -60,13 +60,13 @@ func (e *ClosedError) Is(target error) bool {
 // LimitPlannerMessageBytes, which the client refuses itself (the server's
 // refusal of a longer text is -32602 without data).
 const (
-	LimitSubscriptions         = "subscriptions"           // stream subscriptions and planner watches of a connection
-	LimitRequests              = "requests"                // requests per second of a connection
-	LimitSubjectRequests       = "subject_requests"        // requests per second of one subject on a replica
-	LimitReplay                = "replay"                  // events replayed per second for one subject on a replica
-	LimitConnectionsPerSubject = "connections_per_subject" // connections of one subject on a replica
-	LimitPlannerTurns          = "planner_turns"           // planner turns of one subject running at once, on all replicas
-	LimitPlannerMessageBytes   = "planner_message_bytes"   // bytes of a planner.send text (refused by the client only)
+	LimitSubscriptions         = protocol.LimitSubscriptions
+	LimitRequests              = protocol.LimitRequests
+	LimitSubjectRequests       = protocol.LimitSubjectRequests
+	LimitReplay                = protocol.LimitReplay
+	LimitConnectionsPerSubject = protocol.LimitConnectionsPerSubject
+	LimitPlannerTurns          = protocol.LimitPlannerTurns
+	LimitPlannerMessageBytes   = "planner_message_bytes" // bytes of a planner.send text (refused by the client only)
 )
 
 // LimitError is a server limit that was reached: the server's -32029

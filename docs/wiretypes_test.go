@@ -17,7 +17,8 @@ import (
 // TestRealtimeWireTypes: each operation's params and result in asyncapi.yaml are the Go types
 // of the protocol table, key for key: the same keys (params may also carry _meta), each of the
 // JSON type its Go type encodes to, with the same values where the Go field lists them; what the
-// gateway sends (results, its notifications' params) requires exactly the keys it always writes.
+// gateway sends (results, its notifications' params, -32029's data) requires exactly the keys it
+// always writes.
 func TestRealtimeWireTypes(t *testing.T) {
 	doc := descriptions(t).AsyncAPI
 	ops, _ := at(doc, "operations").(map[string]any)
@@ -44,6 +45,8 @@ func TestRealtimeWireTypes(t *testing.T) {
 		reply := deref(t, doc, at(deref(t, doc, replies[0]), "payload"))
 		checkSchema(t, doc, method+" result", at(reply, "properties", "result"), m.Result, true, false)
 	}
+	// The data of -32029, with the names of its limits.
+	checkSchema(t, doc, "LimitData", at(doc, "components", "schemas", "LimitData"), reflect.TypeFor[protocol.LimitData](), true, false)
 }
 
 // checkSchema holds one schema of asyncapi.yaml against a Go type; sent: the gateway writes it;

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ballet/gateway/internal/admission"
+	"github.com/ballet/gateway/protocol"
 	"github.com/ballet/gateway/rpc"
 )
 
@@ -19,8 +20,8 @@ import (
 const (
 	limitPings           = "pings"
 	limitFrames          = "frames"
-	limitSubjectRequests = "subject_requests"
-	limitReplay          = "replay"
+	limitSubjectRequests = protocol.LimitSubjectRequests
+	limitReplay          = protocol.LimitReplay
 )
 
 // subjectBudget is what one subject's connections on the replica share. It

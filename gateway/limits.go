@@ -24,9 +24,9 @@ const StatusLimitExceeded websocket.StatusCode = protocol.CloseLimitExceeded
 // The limit label of ballet_gateway_limit_rejections_total and the "limit"
 // of -32029's data.
 const (
-	limitSubscriptions = "subscriptions"
-	limitRequests      = "requests"
-	limitSubjectConns  = "connections_per_subject"
+	limitSubscriptions = protocol.LimitSubscriptions
+	limitRequests      = protocol.LimitRequests
+	limitSubjectConns  = protocol.LimitConnectionsPerSubject
 	limitConnections   = edge.LimitConnections
 	limitAddrConns     = edge.LimitAddrConns
 	limitAddrRate      = "unauthenticated_requests_per_ip" // BALLET_ADDR_RATE (addrrate.go)

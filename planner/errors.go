@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ballet/gateway/internal/fault"
+	"github.com/ballet/gateway/protocol"
 )
 
 // Sentinel errors of the planner, of package fault's kinds. Compare with errors.Is; the
@@ -29,7 +30,7 @@ var (
 // -32029 and of its ballet_gateway_limit_rejections_total.
 const (
 	// LimitTurns: running turns of the subject, on all replicas (Options.TurnsPerSubject).
-	LimitTurns = "planner_turns"
+	LimitTurns = protocol.LimitPlannerTurns
 	// LimitSessions: sessions the subject created in the last minute (Options.SessionRate).
 	LimitSessions = "planner_sessions"
 )

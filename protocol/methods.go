@@ -299,9 +299,19 @@ type OutputParams struct {
 	Output
 }
 
+// The limits a -32029 error's data names (LimitData.Limit).
+const (
+	LimitSubscriptions         = "subscriptions"           // stream subscriptions and planner watches of a connection
+	LimitRequests              = "requests"                // requests per second of a connection
+	LimitSubjectRequests       = "subject_requests"        // requests per second of one subject on a replica
+	LimitReplay                = "replay"                  // events replayed per second for one subject on a replica
+	LimitConnectionsPerSubject = "connections_per_subject" // connections of one subject on a replica
+	LimitPlannerTurns          = "planner_turns"           // planner turns of one subject running at once, on all replicas
+)
+
 // LimitData is the data of a -32029 error.
 type LimitData struct {
-	Limit        string `json:"limit"` // the limit's name
+	Limit        string `json:"limit" enum:"subscriptions|requests|subject_requests|replay|connections_per_subject|planner_turns"`
 	Max          int    `json:"max"`
 	RetryAfterMs *int64 `json:"retry_after_ms,omitempty"` // when trying again later can succeed
 }

@@ -93,3 +93,14 @@ func TestTableTypes(t *testing.T) {
 		t.Errorf("EventParams' keys: %+v", got)
 	}
 }
+
+// TestLimitNames: LimitData's enum tag lists the Limit constants, once each.
+func TestLimitNames(t *testing.T) {
+	want := []string{LimitSubscriptions, LimitRequests, LimitSubjectRequests, LimitReplay,
+		LimitConnectionsPerSubject, LimitPlannerTurns}
+	for _, f := range Fields(reflect.TypeFor[LimitData]()) {
+		if f.Name == "limit" && !slices.Equal(f.Enum, want) {
+			t.Errorf("LimitData.limit's enum tag %v, the constants %v", f.Enum, want)
+		}
+	}
+}
