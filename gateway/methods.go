@@ -141,12 +141,18 @@ func (s *session) Handle(ctx context.Context, req *rpc.Request) (result any, err
 		if c.cs != nil {
 			s.forget(c.id, c.cs)
 		}
-	case m.perm != "" && !c.checked.Load(), m.subscribes && c.cs == nil:
+	case !c.served():
 		// A handler that does not do what its table entry says: a bug, answered as one.
 		s.logger().Error("method served without what its table entry requires", "method", req.Method)
 		return nil, rpc.ErrInternal
 	}
 	return result, err
+}
+
+// served reports whether a handler that succeeded did what its table entry requires: checked
+// its permission, and took a subscription place if the method subscribes.
+func (c *call) served() bool {
+	return (c.m.perm == "" || c.checked.Load()) && (!c.m.subscribes || c.cs != nil)
 }
 
 func (s *session) ping(_ context.Context, _ *rpc.Request, c *call) (any, error) {

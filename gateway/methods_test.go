@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/protocol"
 )
 
@@ -28,5 +29,32 @@ func TestMethodsAreTheTable(t *testing.T) {
 	}
 	if got := methodLabel("no.such"); got != "other" {
 		t.Errorf("methodLabel of a method outside the table = %s", got)
+	}
+}
+
+// TestCallServed: Handle refuses a success whose handler skipped its entry's requirements.
+func TestCallServed(t *testing.T) {
+	for _, tc := range []struct {
+		m       method
+		checked bool
+		placed  bool
+		want    bool
+	}{
+		{method{}, false, false, true},
+		{method{perm: auth.PermRead}, false, false, false},
+		{method{perm: auth.PermRead}, true, false, true},
+		{method{subscribes: true, perm: auth.PermRead}, true, false, false},
+		{method{subscribes: true, perm: auth.PermRead}, true, true, true},
+		{method{subscribes: true}, false, true, true},
+	} {
+		c := &call{m: &tc.m}
+		c.checked.Store(tc.checked)
+		if tc.placed {
+			c.cs = &clientSub{}
+		}
+		if got := c.served(); got != tc.want {
+			t.Errorf("perm %q subscribes %v, checked %v, placed %v: served %v, want %v",
+				tc.m.perm, tc.m.subscribes, tc.checked, tc.placed, got, tc.want)
+		}
 	}
 }
