@@ -452,3 +452,30 @@ func TestMissingNginx(t *testing.T) {
 		}
 	}
 }
+
+// Proxy.Client serves a browser-like mix on one TLS proxy: HTTP/2 requests, and wss:// handshakes
+// that it sends over HTTP/1.1 connections of their own.
+func TestPassCarriesWebSocketsOverTLS(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == "" {
+			return
+		}
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		_ = c.Close(websocket.StatusNormalClosure, "")
+	})
+	p := Start(t, Options{Upstreams: []string{up.addr()}, WebSocket: Pass, TLS: true})
+	if resp := get(t, p, "/"); resp.ProtoMajor != 2 {
+		t.Fatalf("GET spoke %s", resp.Proto)
+	}
+	c, resp, err := dialWebSocket(t, p)
+	if err != nil {
+		t.Fatalf("wss through a passing TLS proxy: %v\n%s", err, p.Logs())
+	}
+	c.CloseNow()
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake %s", resp.Status)
+	}
+}
