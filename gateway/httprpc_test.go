@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"github.com/ballet/gateway/auth/authtest"
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/gateway/gatewaytest"
+	"github.com/ballet/gateway/gateway/internal/wsnet"
 )
 
 // line is one JSON-RPC object of a streamed POST /rpc response.
@@ -385,3 +388,78 @@ func wantEnd(t *testing.T, p *post, code, close int) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// A POST /rpc subscriber that stops reading is a WebSocket's: it costs its position, not copies
+// of events, and once it reads again it gets what it can, then stream.closed lagging (it fell
+// more than BALLET_CATCH_UP_LIMIT behind) and the response's end.
+func TestPostStalledSubscriberLags(t *testing.T) {
+	env := gatewaytest.Start(t, &gatewaytest.Options{RecentBytes: 1 << 20, CatchUpLimit: 100,
+		WebSockets: &wsnet.Options{FlushStall: 5 * time.Minute}})
+	env.Project(t, "WEB", "alice", "viewer")
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err == nil {
+			_ = c.(*net.TCPConn).SetReadBuffer(16 << 10)
+		}
+		return c, err
+	}}}
+	defer hc.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodPost, env.BaseURL+"/rpc", strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"stream.subscribe","params":{"subscription":"x","stream":"project:WEB"}}`))
+	req.Header.Set("Authorization", "Bearer "+env.Token(t, "alice"))
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &post{t: t, resp: resp, r: bufio.NewReader(resp.Body), cancel: func() {}}
+	t.Cleanup(p.close)
+	if l := p.mustNext(); l.Error != nil {
+		t.Fatalf("answer %+v", l)
+	}
+	pad := strings.Repeat("p", 32<<10)
+	for i := range 200 {
+		ev := itemEvent("WEB", "WEB-1", "item.updated", i)
+		ev.Payload = []byte(fmt.Sprintf(`{"n":%d,"pad":%q}`, i, pad))
+		appendN(t, env, ev)
+	}
+	if v, _ := labeledMetric(t, env.Server, "ballet_gateway_connections", "transport", "http"); v != 1 {
+		t.Fatalf("while stalled: %v HTTP connections, want 1", v)
+	}
+	var last int64
+	for {
+		l := p.mustNext()
+		if l.Method == "stream.closed" {
+			if !strings.Contains(string(l.Params), `"lagging"`) {
+				t.Fatalf("closed %s", l.Params)
+			}
+			break
+		}
+		var ev struct{ Seq int64 }
+		_ = json.Unmarshal(l.Params, &ev)
+		if l.Method != "stream.event" || ev.Seq <= last {
+			t.Fatalf("after %d: %+v", last, l)
+		}
+		last = ev.Seq
+	}
+	p.mustEnd()
+	waitSessions(t, env.Server, 0)
+}
+
+// Each POST spends its address's budget as an upgrade does: beyond it, 429 with Retry-After.
+func TestPostSpendsTheAddressBudget(t *testing.T) {
+	env := startHTTPGateway(t, gateway.Config{AddrRate: 1})
+	tok := env.Token(t, "alice")
+	var statuses []int
+	for range 4 {
+		p := postRPC(t, env, tok, `{"jsonrpc":"2.0","id":1,"method":"system.ping"}`, nil)
+		statuses = append(statuses, p.resp.StatusCode)
+		if p.resp.StatusCode == http.StatusTooManyRequests && (p.resp.Header.Get("Retry-After") == "" ||
+			p.resp.Header.Get("Content-Type") != "application/problem+json") {
+			t.Errorf("429 without Retry-After or a problem: %v", p.resp.Header)
+		}
+		p.close()
+	}
+	if statuses[0] != 200 || statuses[3] != http.StatusTooManyRequests {
+		t.Fatalf("statuses %v: want the burst served, then 429", statuses)
+	}
+}
