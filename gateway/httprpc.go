@@ -67,6 +67,9 @@ func (s *Server) servePost(w http.ResponseWriter, r *http.Request) {
 // or starts its session.
 func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Connection", "close")
+	if !s.crossOrigin(w, r) {
+		return
+	}
 	if s.draining.Load() {
 		writeProblem(w, r, http.StatusServiceUnavailable, "the gateway is shutting down; try another replica", 1)
 		return
@@ -181,6 +184,35 @@ func (s *Server) startPost(w http.ResponseWriter, r *http.Request, p *auth.Princ
 		return
 	}
 	sess.start()
+}
+
+// crossOrigin applies the WebSocket handshake's Origin rule (BALLET_ALLOWED_ORIGINS) to a
+// request of POST /rpc, answering 403 and false to one it refuses; a page of another origin it
+// lets in may read the answer (CORS).
+func (s *Server) crossOrigin(w http.ResponseWriter, r *http.Request) bool {
+	if err := wsnet.CheckOrigin(r, s.cfg.AllowedOrigins); err != nil {
+		writeProblem(w, r, http.StatusForbidden, err.Error(), 0)
+		return false
+	}
+	h := w.Header()
+	h.Add("Vary", "Origin")
+	if o := r.Header.Get("Origin"); o != "" {
+		h.Set("Access-Control-Allow-Origin", o)
+	}
+	return true
+}
+
+// preflight answers a browser's CORS preflight of POST /rpc from a page of another origin that
+// BALLET_ALLOWED_ORIGINS lets in (403 for another).
+func (s *Server) preflight(w http.ResponseWriter, r *http.Request) {
+	if !s.crossOrigin(w, r) {
+		return
+	}
+	h := w.Header()
+	h.Set("Access-Control-Allow-Methods", "POST")
+	h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Accept, traceparent, tracestate")
+	h.Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // admitAddr spends a token of the client's address for a new connection (BALLET_ADDR_RATE),

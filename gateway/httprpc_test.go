@@ -463,3 +463,34 @@ func TestPostSpendsTheAddressBudget(t *testing.T) {
 		t.Fatalf("statuses %v: want the burst served, then 429", statuses)
 	}
 }
+
+// POST /rpc follows the handshake's Origin rule: a page of an origin BALLET_ALLOWED_ORIGINS
+// lets in may call it (CORS, preflight included); another is refused 403.
+func TestPostOrigins(t *testing.T) {
+	env := startHTTPGateway(t, gateway.Config{AllowedOrigins: []string{"app.example.com"}})
+	ping := `{"jsonrpc":"2.0","id":1,"method":"system.ping"}`
+	p := postRPC(t, env, env.Token(t, "alice"), ping, http.Header{"Origin": {"https://app.example.com"}})
+	if p.resp.StatusCode != 200 || p.resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" {
+		t.Fatalf("allowed origin: %d %v", p.resp.StatusCode, p.resp.Header)
+	}
+	p.mustNext()
+	p = postRPC(t, env, env.Token(t, "alice"), ping, http.Header{"Origin": {"https://evil.example"}})
+	if p.resp.StatusCode != http.StatusForbidden || p.resp.Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("foreign origin: %d %v", p.resp.StatusCode, p.resp.Header)
+	}
+	for origin, status := range map[string]int{"https://app.example.com": 204, "https://evil.example": 403} {
+		req, _ := http.NewRequest(http.MethodOptions, env.BaseURL+"/rpc", nil)
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		req.Header.Set("Access-Control-Request-Headers", "authorization, content-type")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != status || (status == 204 && (resp.Header.Get("Access-Control-Allow-Origin") != origin ||
+			!strings.Contains(resp.Header.Get("Access-Control-Allow-Headers"), "Authorization"))) {
+			t.Errorf("preflight from %s: %d %v", origin, resp.StatusCode, resp.Header)
+		}
+	}
+}

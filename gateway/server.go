@@ -226,6 +226,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /rpc", s.serveRPC)
 	mux.HandleFunc("POST /rpc", s.servePost)
+	mux.HandleFunc("OPTIONS /rpc", s.preflight)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
