@@ -301,6 +301,10 @@ func TestPostSubscribeStreams(t *testing.T) {
 			if v, _ := labeledMetric(t, env.Server, "ballet_gateway_connections", "transport", "http"); v != 1 {
 				t.Errorf("connections{transport=http} = %v", v)
 			}
+			if conns, _ := env.Server.Connections("alice", 10); len(conns) != 1 || conns[0].Transport != "http" ||
+				conns[0].Codec != "json" || conns[0].Subscriptions != 1 {
+				t.Errorf("the operators' listing: %+v", conns)
+			}
 			// Closing the request ends the subscription and the session.
 			p.close()
 			waitSessions(t, env.Server, 0)
