@@ -17,9 +17,11 @@ import (
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/auth/authtest"
+	"github.com/ballet/gateway/codec"
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/gateway/gatewaytest"
 	"github.com/ballet/gateway/gateway/internal/wsnet"
+	"github.com/ballet/gateway/planner/provider"
 )
 
 // line is one JSON-RPC object of a streamed POST /rpc response.
@@ -496,5 +498,46 @@ func TestPostOrigins(t *testing.T) {
 			!strings.Contains(resp.Header.Get("Access-Control-Allow-Headers"), "Authorization"))) {
 			t.Errorf("preflight from %s: %d %v", origin, resp.StatusCode, resp.Header)
 		}
+	}
+}
+
+// A planner turn over HTTP: planner.send is one line; planner.watch streams the turn's output,
+// every piece once and in order, the same as a WebSocket watcher's.
+func TestPostPlannerTurn(t *testing.T) {
+	script, err := provider.ParseScript(strings.NewReader(plannerScript))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := gatewaytest.Start(t, &gatewaytest.Options{Planner: provider.NewScripted(script)})
+	env.Project(t, "WEB", "alice", "member")
+	session := createSession(t, env, env.Token(t, "alice"))
+	ws := login(t, env, codec.JSON, "alice")
+	ws.mustCall("planner.watch", map[string]any{"subscription": "p", "session": session}, nil)
+	watch := postRPC(t, env, env.Token(t, "alice"), `{"jsonrpc":"2.0","id":1,"method":"planner.watch","params":{"subscription":"p","session":"`+session+`"}}`, nil)
+	if l := watch.mustNext(); !l.hasID || l.Error != nil {
+		t.Fatalf("watch answer %+v", l)
+	}
+	send := postRPC(t, env, env.Token(t, "alice"), `{"jsonrpc":"2.0","id":2,"method":"planner.send","params":{"session":"`+session+`","text":"plan the release"}}`, nil)
+	if l := send.mustNext(); l.Error != nil || !strings.Contains(string(l.Result), `"seq":1`) {
+		t.Fatalf("send answer %+v %s", l, l.Result)
+	}
+	send.mustEnd()
+	var overHTTP []output
+	for len(overHTTP) == 0 || overHTTP[len(overHTTP)-1].Type != "done" {
+		l := watch.mustNext()
+		if l.Method != "planner.output" {
+			continue
+		}
+		var o output
+		if err := json.Unmarshal(l.Params, &o); err != nil {
+			t.Fatal(err)
+		}
+		overHTTP = append(overHTTP, o)
+	}
+	overWS := ws.outputs("p")
+	a, _ := json.Marshal(overHTTP)
+	b, _ := json.Marshal(overWS)
+	if string(a) != string(b) {
+		t.Fatalf("over HTTP:\n%s\nover the WebSocket:\n%s", a, b)
 	}
 }
