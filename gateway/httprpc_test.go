@@ -541,3 +541,30 @@ func TestPostPlannerTurn(t *testing.T) {
 		t.Fatalf("over HTTP:\n%s\nover the WebSocket:\n%s", a, b)
 	}
 }
+
+// A promised body that never comes is answered 400 once the body's grace has passed, and the
+// socket closed: it holds nothing for longer.
+func TestPostBodyThatNeverComes(t *testing.T) {
+	env := startHTTPGateway(t, gateway.Config{})
+	c, err := net.Dial("tcp", strings.TrimPrefix(env.BaseURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _ = io.WriteString(c, "POST /rpc HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+env.Token(t, "alice")+
+		"\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\":")
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("%d %v", resp.StatusCode, resp.Header)
+	}
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the socket stays open")
+	}
+}
