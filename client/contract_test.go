@@ -194,7 +194,11 @@ func (cs *contractServer) serve(w http.ResponseWriter, r *http.Request) {
 	op := &openStream{sub: sp.Subscription, fromSeq: sp.FromSeq, cmds: make(chan streamCmd), done: make(chan struct{})}
 	defer close(op.done)
 	write(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"subscription":%q,"seq":0}}`, req.ID, sp.Subscription))
-	cs.streams <- op
+	select {
+	case cs.streams <- op:
+	case <-r.Context().Done():
+		return
+	}
 	tick := time.NewTicker(cs.beat)
 	defer tick.Stop()
 	for {

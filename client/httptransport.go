@@ -140,7 +140,7 @@ func (t *httpTransport) Write(_ context.Context, frame []byte) error {
 		return nil // the server makes no requests, and needs no heartbeat
 	case m.Method == protocol.Auth || m.Method == protocol.AuthRefresh:
 		if hasID {
-			t.spawn(func() { t.auth(m.ID, m.Params.Token, m.Method == protocol.AuthRefresh) })
+			t.spawn(func() { t.auth(m.ID, m.Params.Token, m.Method == protocol.AuthRefresh, m.Params.Meta) })
 		}
 		return nil
 	case m.Method == protocol.StreamUnsubscribe && hasID:
@@ -492,10 +492,10 @@ func classify(line []byte) lineKind {
 
 // auth answers auth (or auth.refresh) request id: a system.ping with tok says whether the
 // server takes it, and whose it is. Once it does, later POSTs carry it.
-func (t *httpTransport) auth(id json.RawMessage, tok string, refresh bool) {
+func (t *httpTransport) auth(id json.RawMessage, tok string, refresh bool, meta map[string]string) {
 	silent := t.silent()
 	defer silent.Stop()
-	resp := t.post(t.ctx, id, tok, []byte(`{"jsonrpc":"2.0","id":1,"method":"system.ping","params":{}}`), nil)
+	resp := t.post(t.ctx, id, tok, []byte(`{"jsonrpc":"2.0","id":1,"method":"system.ping","params":{}}`), meta)
 	if resp == nil {
 		return
 	}
