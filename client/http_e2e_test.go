@@ -73,6 +73,27 @@ func TestHTTPEndToEnd(t *testing.T) {
 	recvSeq(t, project, insertEvent(t, env, "WEB-1"))
 }
 
+// The gateway's heartbeats on an open response keep an idle subscription over HTTP, on which
+// the client sends nothing, for many intervals.
+func TestHTTPHeartbeatsKeepIdleSubscription(t *testing.T) {
+	t.Parallel()
+	// Long enough that a loaded machine's pauses of the heartbeats do not add up to three.
+	const iv = 400 * time.Millisecond
+	env := startEnv(t, true, gateway.Config{HeartbeatInterval: iv})
+	var st states
+	c := dial(t, env.URL, &client.Options{Token: (&minter{env: env, subject: "alice"}).Token,
+		Transport: client.TransportHTTP, HeartbeatInterval: iv, OnStateChange: st.record})
+	sub, err := c.Subscribe(context.Background(), "project:WEB", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * iv)
+	if n := st.count(client.StateReconnecting); n != 0 {
+		t.Fatalf("reconnected while idle: %v", st.errs(client.StateReconnecting))
+	}
+	recvSeq(t, sub, insertEvent(t, env, "WEB-1"))
+}
+
 // A token that expires ends every open response (-32001, close 4001); the client reconnects
 // with a new token and resumes from the last event delivered: no gap, no duplicate.
 func TestHTTPTokenExpiryResumes(t *testing.T) {

@@ -34,9 +34,9 @@ const (
 	problemBytes = 4 << 10
 )
 
-// errResponseCut ends a connection over HTTP whose open response ended without saying why,
-// or was reset: the server is gone, as with a WebSocket that drops (1006).
-var errResponseCut = errors.New("client: a response over HTTP was cut short")
+// errHTTPLost ends a connection over HTTP whose POST failed, or whose response was cut short or
+// ended without saying why: the server is gone, as with a WebSocket that drops (1006).
+var errHTTPLost = errors.New("client: connection over HTTP lost")
 
 // httpTransport carries one connection over HTTP (POST /rpc), for rpc.Conn as if it were
 // one: each request the connection writes is POSTed on its own, and the lines of every
@@ -118,11 +118,15 @@ func (t *httpTransport) Read(ctx context.Context) ([]byte, error) {
 type outgoing struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
-	Params struct {
-		Token        string            `json:"token"`
-		Subscription string            `json:"subscription"`
-		Meta         map[string]string `json:"_meta"`
-	} `json:"params"`
+	Params json.RawMessage `json:"params"`
+}
+
+// outParams are the params the transport reads: auth's token, the subscription id of
+// stream.subscribe, planner.watch and stream.unsubscribe, and the trace context of any.
+type outParams struct {
+	Token        string            `json:"token"`
+	Subscription string            `json:"subscription"`
+	Meta         map[string]string `json:"_meta"`
 }
 
 // Write sends one message: it starts its POST, or its answer, and returns.
@@ -135,16 +139,18 @@ func (t *httpTransport) Write(_ context.Context, frame []byte) error {
 		return fmt.Errorf("client: over HTTP: %w", err)
 	}
 	hasID := len(m.ID) > 0 && string(m.ID) != "null"
+	var p outParams
+	_ = json.Unmarshal(m.Params, &p) // params that are not an object carry none: the server answers them
 	switch {
 	case m.Method == "" || m.Method == protocol.Heartbeat:
 		return nil // the server makes no requests, and needs no heartbeat
 	case m.Method == protocol.Auth || m.Method == protocol.AuthRefresh:
 		if hasID {
-			t.spawn(func() { t.auth(m.ID, m.Params.Token, m.Method == protocol.AuthRefresh, m.Params.Meta) })
+			t.spawn(func() { t.auth(m.ID, p.Token, m.Method == protocol.AuthRefresh, p.Meta) })
 		}
 		return nil
 	case m.Method == protocol.StreamUnsubscribe && hasID:
-		t.spawn(func() { t.unsubscribe(m.ID, m.Params.Subscription) })
+		t.spawn(func() { t.unsubscribe(m.ID, p.Subscription) })
 		return nil
 	}
 	body := bytes.Clone(frame) // frame is the writer's to reuse
@@ -156,7 +162,7 @@ func (t *httpTransport) Write(_ context.Context, frame []byte) error {
 		}
 		if !t.spawn(func() {
 			defer func() { <-t.slots }()
-			t.exchange(t.ctx, m.ID, hasID, body, m.Params.Meta, nil)
+			t.exchange(t.ctx, m.ID, hasID, body, p.Meta, nil)
 		}) {
 			<-t.slots
 		}
@@ -165,12 +171,12 @@ func (t *httpTransport) Write(_ context.Context, frame []byte) error {
 	ctx, cancel := context.WithCancel(t.ctx)
 	st := &httpStream{cancel: cancel}
 	t.mu.Lock()
-	t.streams[m.Params.Subscription] = st
+	t.streams[p.Subscription] = st
 	t.mu.Unlock()
 	if !t.spawn(func() {
 		defer cancel()
-		defer t.forget(m.Params.Subscription, st)
-		t.exchange(ctx, m.ID, hasID, body, m.Params.Meta, st)
+		defer t.forget(p.Subscription, st)
+		t.exchange(ctx, m.ID, hasID, body, p.Meta, st)
 	}) {
 		cancel()
 	}
@@ -304,7 +310,7 @@ func (t *httpTransport) post(ctx context.Context, id json.RawMessage, tok string
 	resp, err := t.hc.Do(req)
 	if err != nil {
 		if ctx.Err() == nil {
-			t.end(fmt.Errorf("%w: POST %s: %w", errResponseCut, t.url, err))
+			t.end(fmt.Errorf("%w: %w", errHTTPLost, err))
 		}
 		return nil
 	}
@@ -393,9 +399,9 @@ func (t *httpTransport) exchange(ctx context.Context, id json.RawMessage, hasID 
 		case errors.Is(err, errLineTooLong):
 			t.end(fmt.Errorf("client: over HTTP: %w (ReadLimit %d bytes)", err, t.limit))
 		case !errors.Is(err, io.EOF):
-			t.end(fmt.Errorf("%w: %w", errResponseCut, err))
+			t.end(fmt.Errorf("%w: %w", errHTTPLost, err))
 		case st != nil && !over, st == nil && hasID && !answered:
-			t.end(fmt.Errorf("%w: it ended without a word", errResponseCut))
+			t.end(fmt.Errorf("%w: a response ended without its answer, stream.closed or a close code", errHTTPLost))
 		}
 		return
 	}
@@ -503,7 +509,7 @@ func (t *httpTransport) auth(id json.RawMessage, tok string, refresh bool, meta 
 	line, err := readLine(bufio.NewReader(resp.Body), t.limit)
 	if err != nil {
 		if t.ctx.Err() == nil {
-			t.end(fmt.Errorf("%w: system.ping: %w", errResponseCut, err))
+			t.end(fmt.Errorf("%w: system.ping: %w", errHTTPLost, err))
 		}
 		return
 	}
