@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -297,7 +298,7 @@ func (t *httpTransport) post(ctx context.Context, id json.RawMessage, tok string
 		t.mu.Unlock()
 	}
 	for k, vs := range t.header {
-		req.Header[k] = vs
+		req.Header[k] = slices.Clone(vs)
 	}
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("Content-Type", "application/json")

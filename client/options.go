@@ -30,7 +30,8 @@ type Options struct {
 	Header http.Header
 	// HTTPClient performs the handshake, and the POSTs over HTTP; its
 	// Transport's DialContext is the place to change how TCP connections
-	// are made. Default http.DefaultClient.
+	// are made. Its Timeout must be zero over HTTP, where a subscription's
+	// response stays open. Default http.DefaultClient.
 	HTTPClient *http.Client
 	// Transport is how the connection is carried: TransportAuto (the
 	// default) dials a WebSocket and falls back to HTTP when something in
