@@ -41,8 +41,9 @@ func (a *app) run(ctx context.Context) int {
 	defer cancel(nil)
 	first := true
 	c, err := client.Dial(ctx, a.cmd.url, &client.Options{
-		Token: a.cmd.tokenSource(),
-		Codec: a.cmd.codec,
+		Token:     a.cmd.tokenSource(),
+		Codec:     a.cmd.codec,
+		Transport: a.cmd.transport,
 		Logger: slog.New(slog.NewTextHandler(&lockedWriter{a: a}, &slog.HandlerOptions{
 			Level: slog.LevelWarn,
 		})),

@@ -34,6 +34,8 @@ func TestUsage(t *testing.T) {
 		{"bad from-seq", tok, []string{"subscribe", "project:WEB", "--from-seq", "x"}, "non-negative integer"},
 		{"from-seq elsewhere", tok, []string{"ping", "--from-seq", "1"}, "--from-seq is for subscribe"},
 		{"unknown flag", tok, []string{"--verbose", "ping"}, "flag provided but not defined"},
+		{"unknown transport", tok, []string{"--transport", "smoke", "ping"}, "want auto, websocket or http"},
+		{"MessagePack over HTTP", tok, []string{"--transport", "http", "--msgpack", "ping"}, "JSON only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runCmd(t, tc.env, tc.args...)
@@ -59,7 +61,7 @@ func TestUsage(t *testing.T) {
 func TestPing(t *testing.T) {
 	env := startEnv(t, false)
 	tok := env.Token(t, "alice")
-	for _, codecFlag := range []string{"--json", "--msgpack"} {
+	for _, codecFlag := range []string{"--json", "--msgpack", "--transport=http"} {
 		t.Run(codecFlag, func(t *testing.T) {
 			r := runCmd(t, nil, "--url", env.URL, "--token", tok, codecFlag, "ping")
 			if r.code != cli.ExitOK {
@@ -171,7 +173,7 @@ func appendTicks(t testing.TB, env interface {
 }
 
 func TestSubscribe(t *testing.T) {
-	for _, codecFlag := range []string{"--json", "--msgpack"} {
+	for _, codecFlag := range []string{"--json", "--msgpack", "--transport=http"} {
 		t.Run(codecFlag, func(t *testing.T) {
 			env := startEnv(t, true)
 			d := startDropper(t, env.HTTP.Listener.Addr().String())

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/ballet/gateway/client"
 	"github.com/ballet/gateway/codec"
 	"github.com/ballet/gateway/internal/cli"
 )
@@ -20,12 +21,15 @@ type command struct {
 	token    string
 	tokenCmd string
 	codec    codec.Codec
-	name     string // ping, subscribe, watch, send, call
-	args     []string
-	fromSeq  *int64
-	params   codec.RawJSON // call's params; nil for none
-	help     bool
-	version  bool // --version: print the build's version
+	// transport is --transport's: client.TransportAuto (WebSocket, HTTP where the upgrade is
+	// refused), TransportWebSocket or TransportHTTP.
+	transport client.Transport
+	name      string // ping, subscribe, watch, send, call
+	args      []string
+	fromSeq   *int64
+	params    codec.RawJSON // call's params; nil for none
+	help      bool
+	version   bool // --version: print the build's version
 }
 
 func parse(args []string, getenv func(string) string) (*command, error) {
@@ -38,6 +42,7 @@ func parse(args []string, getenv func(string) string) (*command, error) {
 	useJSON := fs.Bool("json", false, "")
 	useMsgpack := fs.Bool("msgpack", false, "")
 	fromSeq := fs.String("from-seq", "", "")
+	transport := fs.String("transport", "auto", "")
 	fs.BoolVar(&c.version, "version", false, "")
 	// Flags may come before or after the command and its arguments; "--"
 	// ends them.
@@ -70,6 +75,19 @@ func parse(args []string, getenv func(string) string) (*command, error) {
 	c.codec = codec.MsgPack
 	if *useJSON {
 		c.codec = codec.JSON
+	}
+	switch *transport {
+	case "auto":
+		c.transport = client.TransportAuto
+	case "websocket":
+		c.transport = client.TransportWebSocket
+	case "http":
+		if *useMsgpack {
+			return nil, errors.New("--transport http carries JSON only: drop --msgpack")
+		}
+		c.transport, c.codec = client.TransportHTTP, codec.JSON
+	default:
+		return nil, fmt.Errorf("--transport %q: want auto, websocket or http", *transport)
 	}
 	if len(pos) == 0 {
 		return nil, errors.New("no command given")
