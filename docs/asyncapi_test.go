@@ -207,9 +207,7 @@ func TestErrorCodes(t *testing.T) {
 
 // closedByOthers are the close codes the gateway's code does not name but its connections
 // end with, and why.
-var closedByOthers = map[int]string{
-	1000: "either side's normal closure: the Go client's Close, echoed with its own code",
-}
+var closedByOthers = map[int]string{}
 
 // TestCloseCodes: every close code the gateway sends is in asyncapi.yaml's CloseCode (which the
 // channel's x-close-codes names) and in protocol.md's table, and those list nothing else.

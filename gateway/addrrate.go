@@ -36,17 +36,11 @@ func (s *Server) rateAddr(r *http.Request) netip.Addr {
 // admitUpgrade spends a token of the client's address for a /rpc upgrade; false when it has
 // none, answered 429 with Retry-After before the upgrade.
 func (s *Server) admitUpgrade(w http.ResponseWriter, r *http.Request) bool {
-	a := s.rateAddr(r)
-	if !a.IsValid() {
-		return true
-	}
-	err := s.addrRate.AdmitAddr(a)
+	err := s.admitAddr(r)
 	if err == nil {
 		return true
 	}
 	_, _, retry := err.(httpapi.Limited).Limited()
-	s.logger.Info("connection refused: its address is beyond its rate before authentication", "addr", a.String(),
-		"rate", s.cfg.AddrRate)
 	w.Header().Set("Retry-After", strconv.Itoa(int((retry+time.Second-1)/time.Second)))
 	http.Error(w, "too many connections and failed authentications from this address; try again later",
 		http.StatusTooManyRequests)

@@ -60,8 +60,8 @@ func (s *session) Admit(ctx context.Context) error {
 	switch st := s.lifecycle(); {
 	case st >= stateRefusing:
 		return rpc.ErrSkip
-	case st != stateAuthed:
-		return nil // only an auth request is served: see Inline and invalid
+	case st != stateAuthed, s.http:
+		return nil // only an auth request is served (see Inline and invalid), or POST /rpc admitted it
 	}
 	limit, rate := limitRequests, s.srv.cfg.RequestRate
 	ok, wait, retry := s.rate.Take(rate)

@@ -45,7 +45,7 @@ func (s *session) listed(subject string) (operator.Connection, bool) {
 	watches := s.subs.count("planner")
 	return operator.Connection{
 		ID: s.connID(), Subject: p.Subject, ClientID: p.ClientID, Codec: s.codecLabel(),
-		ConnectedAt: time.Unix(0, s.since).UTC(), RemoteAddr: s.remoteAddr(),
+		Transport: s.transportLabel(), ConnectedAt: time.Unix(0, s.since).UTC(), RemoteAddr: s.remoteAddr(),
 		Subscriptions: s.subs.len() - watches, Watches: watches, ExpiresAt: time.Unix(0, s.expAt).UTC(),
 	}, true
 }

@@ -382,6 +382,7 @@ func labeledMetric(t testing.TB, srv *gateway.Server, name, label, value string)
 	if err != nil {
 		t.Fatal(err)
 	}
+	sum, found := 0.0, false
 	for _, f := range fams {
 		if f.GetName() != name {
 			continue
@@ -389,12 +390,13 @@ func labeledMetric(t testing.TB, srv *gateway.Server, name, label, value string)
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == label && l.GetValue() == value {
-					return m.GetCounter().GetValue() + m.GetGauge().GetValue(), true
+					sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+					found = true
 				}
 			}
 		}
 	}
-	return 0, false
+	return sum, found
 }
 
 // metricValue sums the samples of a counter or gauge family.

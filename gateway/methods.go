@@ -118,6 +118,9 @@ func (s *session) Handle(ctx context.Context, req *rpc.Request) (result any, err
 			s.srv.metrics.RequestDuration.WithLabelValues(label).Observe(time.Since(start).Seconds())
 		}()
 	}
+	if s.http {
+		req.AfterReply(s.answeredHTTP) // its one request: the response ends after it, unless it subscribed
+	}
 	m, found := methods[req.Method]
 	p := s.getPrincipal()
 	switch {

@@ -67,11 +67,11 @@ func NewMetrics() *Metrics {
 	m := &Metrics{
 		Registry: r,
 		Connections: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "connections",
-			Help: "Open WebSocket connections on /rpc, by codec."}, []string{"codec"}),
+			Help: "Open /rpc connections (WebSockets, and POST /rpc responses), by codec and transport."}, []string{"codec", "transport"}),
 		Connects: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "connects_total",
-			Help: "WebSocket connections accepted on /rpc, by codec."}, []string{"codec"}),
+			Help: "/rpc connections accepted (WebSockets, and POST /rpc responses), by codec and transport."}, []string{"codec", "transport"}),
 		Closes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "closes_total",
-			Help: "WebSocket connections ended, by close code (1006 when the peer vanished)."}, []string{"code"}),
+			Help: "/rpc connections ended, by close code (1006 when the peer vanished; a POST /rpc response's as a WebSocket's would be) and transport."}, []string{"code", "transport"}),
 		AuthFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "auth_failures_total",
 			Help: "Failed authentications, by reason."}, []string{"reason"}),
 		MessagesIn: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "messages_received_total",
@@ -128,9 +128,11 @@ func NewMetrics() *Metrics {
 	m.Planner = planner.NewMetrics(ns, func(limit string) { m.LimitRejections.WithLabelValues(limit).Inc() })
 	r.MustRegister(m.Planner.Collectors()...)
 	for _, c := range []string{"msgpack", "json"} {
-		m.Connections.WithLabelValues(c)
-		m.Connects.WithLabelValues(c)
+		m.Connections.WithLabelValues(c, transportWebSocket)
+		m.Connects.WithLabelValues(c, transportWebSocket)
 	}
+	m.Connections.WithLabelValues("json", transportHTTP)
+	m.Connects.WithLabelValues("json", transportHTTP)
 	for _, st := range edge.StateNames() {
 		m.Sockets.WithLabelValues(st)
 	}
@@ -165,7 +167,8 @@ func NewMetrics() *Metrics {
 		m.ServerCloses.WithLabelValues(r)
 	}
 	for _, c := range closeCodeLabels() {
-		m.Closes.WithLabelValues(c)
+		m.Closes.WithLabelValues(c, transportWebSocket)
+		m.Closes.WithLabelValues(c, transportHTTP)
 	}
 	for _, o := range []string{catchUpOK, catchUpLagging} {
 		m.CatchUps.WithLabelValues(o)

@@ -173,4 +173,5 @@ func (s *session) serverClosed(id, reason string) {
 		return
 	}
 	s.srv.metrics.MessagesOut.WithLabelValues(protocol.StreamClosed).Inc()
+	s.endIfDone()
 }

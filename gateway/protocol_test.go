@@ -430,7 +430,7 @@ func TestHealthAndAdminEndpoints(t *testing.T) {
 	}
 	code, body := get("/metrics")
 	for _, want := range []string{
-		`ballet_gateway_connections{codec="json"} 1`,
+		`ballet_gateway_connections{codec="json",transport="websocket"} 1`,
 		`ballet_gateway_messages_received_total{method="system.ping"} 1`,
 		`ballet_gateway_rpc_requests_total{code="0",method="auth"} 1`,
 		`go_goroutines`, `process_resident_memory_bytes`,

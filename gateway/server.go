@@ -225,6 +225,8 @@ func (s *Server) SetAPI(h http.Handler) { s.api = h }
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /rpc", s.serveRPC)
+	mux.HandleFunc("POST /rpc", s.servePost)
+	mux.HandleFunc("OPTIONS /rpc", s.preflight)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
@@ -304,7 +306,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	lent = false // the session's now
 	c := codec.ByName(t.Subprotocol())
 	if c == nil {
-		s.metrics.Closes.WithLabelValues(codeLabel(int(websocket.StatusPolicyViolation))).Inc()
+		s.metrics.Closes.WithLabelValues(codeLabel(int(websocket.StatusPolicyViolation)), transportWebSocket).Inc()
 		_ = t.CloseHandshake(websocket.StatusPolicyViolation, "offer subprotocol ballet.v1.msgpack or ballet.v1.json")
 		s.releaseConn()
 		release()

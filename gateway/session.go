@@ -47,6 +47,7 @@ type session struct {
 	// the reader's checks of every frame (Admit, Inline, Screen) take no lock.
 	state   atomic.Uint32
 	counted bool              // (mu) the principal's subject is counted against BALLET_MAX_CONNECTIONS_PER_SUBJECT
+	http    bool              // a POST /rpc's session (httprpc.go), authenticated before it starts; set before init
 	rate    admission.Limiter // BALLET_REQUEST_RATE, WebSocket pings included (budgets.go); its own lock
 	// frames is the budget of the other frames that are not messages, at frameRate
 	// (budgets.go), made with the first such frame: most clients send none.
@@ -73,6 +74,9 @@ type session struct {
 	fwd *netip.Addr
 
 	pout atomic.Pointer[plannerOut] // planner.output frames on their way (plannerout.go), from the first watch
+	// answered is set, on a POST /rpc's session, once its request is answered: it ends when it
+	// holds no subscription after that (endIfDone).
+	answered atomic.Bool
 }
 
 // upgradeTrace is the trace of a session's upgrade, kept apart (most sessions have none).
@@ -106,7 +110,9 @@ func (s *session) init(t *wsnet.Transport, c codec.Codec, r *http.Request, addr 
 		s.trace = &upgradeTrace{id: id}
 	}
 	t.Attach(s, c.Binary(), srv.cfg.ReadLimit)
-	t.LimitFirst(authMessageBytes) // the auth request (budgets.go)
+	if !s.http {
+		t.LimitFirst(authMessageBytes) // the auth request (budgets.go)
+	}
 	s.conn = rpc.NewConn(t, c, &rpc.Options{
 		Handler:        s,
 		Hooks:          s,
@@ -118,8 +124,8 @@ func (s *session) init(t *wsnet.Transport, c codec.Codec, r *http.Request, addr 
 }
 
 func (s *session) start() {
-	s.srv.metrics.Connections.WithLabelValues(s.codecLabel()).Inc()
-	s.srv.metrics.Connects.WithLabelValues(s.codecLabel()).Inc()
+	s.srv.metrics.Connections.WithLabelValues(s.codecLabel(), s.transportLabel()).Inc()
+	s.srv.metrics.Connects.WithLabelValues(s.codecLabel(), s.transportLabel()).Inc()
 	now := time.Now()
 	s.lastRecv.Store(now.UnixNano())
 	s.mu.Lock()
@@ -133,7 +139,11 @@ func (s *session) start() {
 		s.conn.Abort(ErrServerClosed) // Shutdown gave up waiting meanwhile
 	}
 	closing := s.lifecycle() == stateClosing
-	if !closing {
+	if !closing && s.http {
+		s.advance(stateStarted)
+		s.advance(stateAuthed) // by its Authorization header, before it started
+		s.rescheduleLocked(time.Now())
+	} else if !closing {
 		s.advance(stateStarted)
 		s.authTimer = time.AfterFunc(s.srv.cfg.AuthTimeout, func() {
 			if s.getPrincipal() == nil {
@@ -242,7 +252,7 @@ func (s *session) Heartbeat() {
 		s.closeWith(StatusUnauthenticated, "token expired")
 		return
 	}
-	if now.Sub(time.Unix(0, s.lastRecv.Load())) >= 3*interval {
+	if !s.http && now.Sub(time.Unix(0, s.lastRecv.Load())) >= 3*interval { // an HTTP client sends nothing
 		s.closeWith(StatusHeartbeatTimeout, "heartbeat timeout")
 		return
 	}
@@ -262,7 +272,10 @@ func (s *session) rescheduleLocked(now time.Time) {
 		return // not ticking yet, or finish is about to stop it
 	}
 	interval := s.srv.cfg.HeartbeatInterval
-	next := min(time.Unix(0, s.lastSent).Add(interval).Sub(now), time.Unix(0, s.lastRecv.Load()).Add(3*interval).Sub(now))
+	next := time.Unix(0, s.lastSent).Add(interval).Sub(now)
+	if !s.http {
+		next = min(next, time.Unix(0, s.lastRecv.Load()).Add(3*interval).Sub(now))
+	}
 	if s.expAt != 0 {
 		next = min(next, time.Unix(0, s.expAt).Sub(now))
 	}
@@ -325,8 +338,8 @@ func (s *session) finish() {
 	for _, e := range subs {
 		s.forget(e.id, e.cs)
 	}
-	s.srv.metrics.Connections.WithLabelValues(s.codecLabel()).Dec()
-	s.srv.metrics.Closes.WithLabelValues(codeLabel(int(code))).Inc()
+	s.srv.metrics.Connections.WithLabelValues(s.codecLabel(), s.transportLabel()).Dec()
+	s.srv.metrics.Closes.WithLabelValues(codeLabel(int(code)), s.transportLabel()).Inc()
 	s.logger().Debug("connection closed", "code", int(code), "reason", reason)
 }
 
@@ -385,6 +398,14 @@ func (s *session) codecLabel() string {
 	return "json"
 }
 
+// transportLabel is the transport's metrics label.
+func (s *session) transportLabel() string {
+	if s.http {
+		return transportHTTP
+	}
+	return transportWebSocket
+}
+
 // connID is the connection's id in logs and presence: 16 hex digits.
 func (s *session) connID() string { return fmt.Sprintf("%016x", s.id) }
 
@@ -404,7 +425,7 @@ func (s *session) remoteAddr() string {
 // (logging is rare) rather than kept: an idle connection should not hold one.
 func (s *session) logger() *slog.Logger {
 	attrs := make([]any, 0, 10)
-	attrs = append(attrs, "conn", s.connID(), "codec", s.codecLabel(), "remote", s.remoteAddr())
+	attrs = append(attrs, "conn", s.connID(), "codec", s.codecLabel(), "transport", s.transportLabel(), "remote", s.remoteAddr())
 	if s.trace != nil {
 		attrs = append(attrs, "trace_id", s.trace.id)
 	}

@@ -181,7 +181,7 @@ func (s *session) requestParent(ctx context.Context, req *rpc.Request) (context.
 	if s.trace == nil || !s.trace.span.IsValid() {
 		return ctx, nil
 	}
-	if req.Method == protocol.Auth {
+	if req.Method == protocol.Auth || s.http {
 		return trace.ContextWithSpanContext(ctx, s.trace.span), nil
 	}
 	return ctx, []trace.SpanStartOption{trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: s.trace.span})}

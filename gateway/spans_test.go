@@ -325,3 +325,25 @@ func TestLogsCarryTheSpansTraceID(t *testing.T) {
 		}
 	}
 }
+
+// A POST /rpc's request joins its caller's traceparent header: the POST's span is its child,
+// and the method's span the POST's.
+func TestSpansOfPostRequests(t *testing.T) {
+	env, rcv, _ := tracedEnv(t, nil)
+	env.Project(t, "WEB", "alice", "viewer")
+	p := postRPC(t, env, env.Token(t, "alice"), `{"jsonrpc":"2.0","id":1,"method":"stream.subscribe","params":{"subscription":"s","stream":"project:WEB"}}`,
+		http.Header{"Traceparent": {sampled}})
+	if l := p.mustNext(); l.Error != nil {
+		t.Fatalf("answer %+v", l)
+	}
+	post := rcv.WaitFor(t, spanWait, "of the POST", inTrace(callerTrace, "POST /rpc"))
+	if post.ParentID() != callerSpan {
+		t.Errorf("POST's parent %s, want the caller's %s", post.ParentID(), callerSpan)
+	}
+	wantAttr(t, post, "http.response.status_code", "200")
+	sub := rcv.WaitFor(t, spanWait, "of stream.subscribe", inTrace(callerTrace, "stream.subscribe"))
+	if sub.ParentID() != post.SpanID() {
+		t.Errorf("stream.subscribe's parent %s, want the POST %s", sub.ParentID(), post.SpanID())
+	}
+	wantAttr(t, sub, "ballet.stream", "project:WEB")
+}

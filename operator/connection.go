@@ -18,7 +18,9 @@ type Connection struct {
 	Subject  string `json:"subject"`
 	ClientID string `json:"client_id,omitempty"`
 	// Codec is "json" or "msgpack".
-	Codec       string    `json:"codec"`
+	Codec string `json:"codec"`
+	// Transport is "websocket", or "http" for a POST /rpc response held open.
+	Transport   string    `json:"transport"`
 	ConnectedAt time.Time `json:"connected_at"`
 	RemoteAddr  string    `json:"remote_addr"`
 	// Subscriptions counts the stream subscriptions, Watches the planner watches.

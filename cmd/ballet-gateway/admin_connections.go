@@ -70,9 +70,9 @@ func writeListing(w io.Writer, l *operator.Listing, asJSON bool) error {
 		fmt.Fprintf(tw, "%s\t%s\n", r.Replica, answered)
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "REPLICA\tCONNECTION\tSUBJECT\tCLIENT\tCODEC\tCONNECTED\tREMOTE\tSUBSCRIPTIONS\tWATCHES\tEXPIRES")
+	fmt.Fprintln(tw, "REPLICA\tCONNECTION\tSUBJECT\tCLIENT\tCODEC\tTRANSPORT\tCONNECTED\tREMOTE\tSUBSCRIPTIONS\tWATCHES\tEXPIRES")
 	for _, c := range l.Connections {
-		fmt.Fprintf(tw, "%s\t%s\t%q\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", c.Replica, c.ID, c.Subject, dash(c.ClientID), c.Codec,
+		fmt.Fprintf(tw, "%s\t%s\t%q\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", c.Replica, c.ID, c.Subject, dash(c.ClientID), c.Codec, dash(c.Transport),
 			c.ConnectedAt.Format(time.RFC3339), c.RemoteAddr, c.Subscriptions, c.Watches, c.ExpiresAt.Format(time.RFC3339))
 	}
 	if err := tw.Flush(); err != nil {

@@ -18,9 +18,9 @@ func TestWriteListing(t *testing.T) {
 	l := &operator.Listing{
 		Replicas: []operator.ReplicaAnswer{{Replica: "aaa", Answered: true}, {Replica: "bbb"}},
 		Connections: []operator.Connection{
-			{Replica: "aaa", ID: "00000000000000ff", Subject: "alice smith", Codec: "msgpack", ConnectedAt: at,
+			{Replica: "aaa", ID: "00000000000000ff", Subject: "alice smith", Codec: "msgpack", Transport: "websocket", ConnectedAt: at,
 				RemoteAddr: "10.0.0.1:5000", Subscriptions: 2, Watches: 1, ExpiresAt: at.Add(time.Hour)},
-			{Replica: "aaa", ID: "0000000000000100", Subject: "robot", ClientID: "ci", Codec: "json", ConnectedAt: at,
+			{Replica: "aaa", ID: "0000000000000100", Subject: "robot", ClientID: "ci", Codec: "json", Transport: "http", ConnectedAt: at,
 				RemoteAddr: "10.0.0.2:5000", ExpiresAt: at.Add(time.Hour)},
 		},
 		Truncated: true,
@@ -33,9 +33,9 @@ func TestWriteListing(t *testing.T) {
 aaa      yes
 bbb      no: not within 2s
 
-REPLICA  CONNECTION        SUBJECT        CLIENT  CODEC    CONNECTED             REMOTE         SUBSCRIPTIONS  WATCHES  EXPIRES
-aaa      00000000000000ff  "alice smith"  -       msgpack  2026-03-04T05:06:07Z  10.0.0.1:5000  2              1        2026-03-04T06:06:07Z
-aaa      0000000000000100  "robot"        ci      json     2026-03-04T05:06:07Z  10.0.0.2:5000  0              0        2026-03-04T06:06:07Z
+REPLICA  CONNECTION        SUBJECT        CLIENT  CODEC    TRANSPORT  CONNECTED             REMOTE         SUBSCRIPTIONS  WATCHES  EXPIRES
+aaa      00000000000000ff  "alice smith"  -       msgpack  websocket  2026-03-04T05:06:07Z  10.0.0.1:5000  2              1        2026-03-04T06:06:07Z
+aaa      0000000000000100  "robot"        ci      json     http       2026-03-04T05:06:07Z  10.0.0.2:5000  0              0        2026-03-04T06:06:07Z
 
 2 connections (truncated: there are more than these; GET /api/v1/admin/connections?limit= shows up to 10000)
 `

@@ -99,16 +99,7 @@ func (u *Upgrader) Accept(w http.ResponseWriter, r *http.Request, o *AcceptOptio
 	if err != nil {
 		return nil, err
 	}
-	t := &Transport{sub: sub}
-	c, t.fd = poller.Own(c, u.poller, &t.pc)
-	t.setConn(c, u.stall, &u.partial)
-	t.pc = u.poller.Conn(t.w.raw)
-	// Bytes net/http has already read must stay readable: they go first into the connection's
-	// read buffer, where Park sees them. A client may send them before the 101 arrives, or
-	// right after it while net/http still reads. The rest of net/http's buffers go with brw.
-	if n := brw.Reader.Buffered(); n > 0 {
-		early, _ := brw.Reader.Peek(n)
-		t.r.unread(early)
-	}
+	t := u.transport(c, brw)
+	t.sub = sub
 	return t, nil
 }

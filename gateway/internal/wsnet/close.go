@@ -99,6 +99,9 @@ func (t *Transport) CloseHandshake(code websocket.StatusCode, reason string) err
 		return nil
 	}
 	t.w.boundClose(CloseGrace)
+	if t.stream != nil {
+		return t.endStream(code, reason)
+	}
 	t.sendClose(code, reason)
 	if !t.w.drain.Load() { // else the peer's frames can no longer be read
 		t.awaitPeerClose(time.Now().Add(CloseGrace))

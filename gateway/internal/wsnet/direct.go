@@ -3,7 +3,6 @@
 package wsnet
 
 import (
-	"github.com/ballet/gateway/gateway/internal/wsframe"
 	"github.com/ballet/gateway/rpc"
 )
 
@@ -22,11 +21,11 @@ var _ rpc.TryWriter = (*Transport)(nil)
 // waits for them. It reports false, having written nothing, when it cannot
 // (also once the close frame has gone: the rpc connection's writer goroutine then fails).
 func (t *Transport) TryWrite(frames []rpc.Out) (bool, error) {
-	return t.w.tryFrames(t.opcode(), frames)
+	return t.w.tryFrames(t.framing(), frames)
 }
 
 // tryFrames is TryWrite on the connection.
-func (c *writer) tryFrames(op wsframe.Opcode, frames []rpc.Out) (bool, error) {
+func (c *writer) tryFrames(fr framing, frames []rpc.Out) (bool, error) {
 	if c.raw == nil {
 		return false, nil
 	}
@@ -35,5 +34,5 @@ func (c *writer) tryFrames(op wsframe.Opcode, frames []rpc.Out) (bool, error) {
 	if c.flushing || c.corked || c.werr != nil || c.closed {
 		return false, nil
 	}
-	return true, c.sendFramesLocked(op, frames)
+	return true, c.sendFramesLocked(fr, frames)
 }

@@ -30,13 +30,13 @@ func TestDirectFramesReadByTheLibrary(t *testing.T) {
 // TryWrite declines once the close frame has gone.
 func TestDirectFramesStopAtTheCloseFrame(t *testing.T) {
 	cc, _ := tcpPair(t)
-	if ok, err := cc.tryFrames(wsframe.OpText, bodies([]byte("data"))); !ok || err != nil {
+	if ok, err := cc.tryFrames(framing{op: wsframe.OpText}, bodies([]byte("data"))); !ok || err != nil {
 		t.Fatalf("before the close frame: TryWrite %v, %v", ok, err)
 	}
 	if err := cc.writeControl(wsframe.OpClose, []byte{0x03, 0xe9}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := cc.tryFrames(wsframe.OpText, bodies([]byte("late"))); ok {
+	if ok, _ := cc.tryFrames(framing{op: wsframe.OpText}, bodies([]byte("late"))); ok {
 		t.Fatal("TryWrite wrote after the close frame")
 	}
 }
@@ -116,7 +116,7 @@ func TestFramesKeptForSlowPeer(t *testing.T) {
 		for i := range fs {
 			fs[i] = numbered(b*per+i, 200)
 		}
-		ok, err := cc.tryFrames(wsframe.OpBinary, bodies(fs...))
+		ok, err := cc.tryFrames(framing{op: wsframe.OpBinary}, bodies(fs...))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +155,7 @@ func TestKeptBodiesAreNotCopied(t *testing.T) {
 		for i := range fs {
 			fs[i] = rpc.Out{Head: []byte(fmt.Sprintf("h%05d:", next+i)), Body: body, Tail: []byte("}"), Keep: true}
 		}
-		ok, err := cc.tryFrames(wsframe.OpBinary, fs)
+		ok, err := cc.tryFrames(framing{op: wsframe.OpBinary}, fs)
 		if err != nil || (!ok && time.Now().After(deadline)) {
 			t.Fatalf("TryWrite: %v, %v", ok, err)
 		}
@@ -229,10 +229,10 @@ func TestWriteFramesWaitsForThePeer(t *testing.T) {
 		}
 		read <- nil
 	}()
-	if ok, err := cc.tryFrames(wsframe.OpBinary, fs); !ok || err != nil {
+	if ok, err := cc.tryFrames(framing{op: wsframe.OpBinary}, fs); !ok || err != nil {
 		t.Fatalf("TryWrite: %v, %v", ok, err)
 	}
-	if err := cc.writeFrames(wsframe.OpBinary, fs); err != nil {
+	if err := cc.writeFrames(framing{op: wsframe.OpBinary}, fs); err != nil {
 		t.Fatal(err)
 	}
 	cc.mu.Lock()

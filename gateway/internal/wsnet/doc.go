@@ -11,8 +11,13 @@
 // readers park, and sockets are served by their descriptor, on package poller's epoll loop.
 // An idle connection holds no buffer.
 //
-// Entry points: Upgrader.Accept upgrades a request; its Transport is the rpc.Transport of the
-// session, its Owner (Attach). Close codes are coder/websocket's StatusCode, the type the Go
+// The same Transport carries a POST /rpc's streamed response (stream.go): Upgrader.Stream takes
+// over the request's socket, and the writer frames each message as a chunk holding one NDJSON
+// line or one Server-Sent Event, with everything else (vectored writes, the flusher, the bounds
+// of a peer that does not read, parking) as a WebSocket's.
+//
+// Entry points: Upgrader.Accept upgrades a request, Upgrader.Stream streams one's response; the
+// Transport is the rpc.Transport of the session, its Owner (Attach). Close codes are coder/websocket's StatusCode, the type the Go
 // client uses.
 //
 // Caveats: no extension (permessage-deflate) is negotiated. A socket is served by its

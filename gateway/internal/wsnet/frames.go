@@ -4,7 +4,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/ballet/gateway/gateway/internal/wsframe"
 	"github.com/ballet/gateway/rpc"
 )
 
@@ -30,10 +29,10 @@ var gathers = sync.Pool{New: func() any {
 
 // build makes g's pieces for frames and returns their bytes. A frame's Head and Tail are
 // copied (they are short); its Body is a piece of its own, not copied.
-func (g *gather) build(op wsframe.Opcode, frames []rpc.Out) int {
+func (g *gather) build(fr framing, frames []rpc.Out) int {
 	need := 0
 	for i := range frames {
-		need += wsframe.MaxUnmaskedHeaderLen + len(frames[i].Head) + len(frames[i].Tail)
+		need += fr.maxOverhead() + len(frames[i].Head) + len(frames[i].Tail)
 	}
 	// Grown once, so that the pieces cut from it stay where they are.
 	g.own = slices.Grow(g.own[:0], need)
@@ -42,15 +41,18 @@ func (g *gather) build(op wsframe.Opcode, frames []rpc.Out) int {
 	for i := range frames {
 		f := &frames[i]
 		size := len(f.Head) + len(f.Body) + len(f.Tail)
-		g.own = wsframe.AppendHeader(g.own, op, size)
+		at := len(g.own)
+		g.own = fr.appendHead(g.own, size)
 		g.own = append(g.own, f.Head...)
-		n += wsframe.UnmaskedHeaderLen(size) + size
+		n += len(g.own) - at - len(f.Head) + size
 		if len(f.Body) > 0 {
 			g.parts = append(g.parts, g.own[start:len(g.own):len(g.own)], f.Body)
 			g.keep = append(g.keep, false, f.Keep)
 			start = len(g.own)
 		}
-		g.own = append(g.own, f.Tail...)
+		at = len(g.own)
+		g.own = fr.appendTail(append(g.own, f.Tail...))
+		n += len(g.own) - at - len(f.Tail)
 	}
 	if start < len(g.own) {
 		g.parts = append(g.parts, g.own[start:len(g.own):len(g.own)])

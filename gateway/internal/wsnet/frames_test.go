@@ -81,16 +81,16 @@ func TestFramesStopAtTheCloseFrame(t *testing.T) {
 	pong := bytes.Repeat([]byte{'p'}, 100)
 	closeFrame := []byte{0x03, 0xe9}
 	for _, step := range []func() error{
-		func() error { return cc.writeFrame(wsframe.OpText, []byte("data")) },
+		func() error { return cc.writeFrame(framing{op: wsframe.OpText}, []byte("data")) },
 		func() error { return cc.writeControl(wsframe.OpPong, pong) },
-		func() error { return cc.writeFrame(wsframe.OpText, []byte("more")) },
+		func() error { return cc.writeFrame(framing{op: wsframe.OpText}, []byte("more")) },
 		func() error { return cc.writeControl(wsframe.OpClose, closeFrame) },
 	} {
 		if err := step(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := cc.writeFrame(wsframe.OpText, []byte("late")); !errors.Is(err, errClosedFrame) {
+	if err := cc.writeFrame(framing{op: wsframe.OpText}, []byte("late")); !errors.Is(err, errClosedFrame) {
 		t.Fatalf("a data frame after the close frame: %v", err)
 	}
 	if err := cc.writeControl(wsframe.OpPong, pong); !errors.Is(err, errClosedFrame) {
@@ -152,7 +152,7 @@ func TestRestCopiesSmallBodies(t *testing.T) {
 	}
 	g := gathers.Get().(*gather)
 	defer g.put()
-	total := g.build(wsframe.OpBinary, fs)
+	total := g.build(framing{op: wsframe.OpBinary}, fs)
 	var want []byte
 	for _, p := range g.parts {
 		want = append(want, p...)

@@ -117,3 +117,11 @@ func acceptKey(key string) string {
 	sum := sha1.Sum([]byte(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
 	return base64.StdEncoding.EncodeToString(sum[:])
 }
+
+// CheckOrigin is the handshake's Origin rule, for the other requests of /rpc (POST /rpc): nil
+// for a request without Origin, from its own host, or from an origin a pattern matches, else
+// why it is refused (403).
+func CheckOrigin(r *http.Request, patterns []string) error {
+	_, err := checkOrigin(r, patterns)
+	return err
+}

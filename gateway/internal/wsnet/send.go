@@ -6,7 +6,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ballet/gateway/gateway/internal/wsframe"
 	"github.com/ballet/gateway/rpc"
 )
 
@@ -67,10 +66,10 @@ func (c *writer) sendLocked(p []byte) error {
 	return nil
 }
 
-// sendFramesLocked sends frames of opcode op, each after its header, as sendLocked sends
+// sendFramesLocked sends frames framed by fr, each after its header, as sendLocked sends
 // bytes, and a flusher goroutine sends what the socket did not take.
-func (c *writer) sendFramesLocked(op wsframe.Opcode, frames []rpc.Out) error {
-	left, err := c.sendOutsLocked(op, frames)
+func (c *writer) sendFramesLocked(fr framing, frames []rpc.Out) error {
+	left, err := c.sendOutsLocked(fr, frames)
 	if left {
 		c.flusher = true
 		go c.flush()
@@ -83,7 +82,7 @@ func (c *writer) sendFramesLocked(op wsframe.Opcode, frames []rpc.Out) error {
 // out (a copy of what is not Keep), flushing is set, and it reports true: the caller must
 // run flush, on a goroutine of its own or its own. Without a raw connection they are written
 // at once, waiting.
-func (c *writer) sendOutsLocked(op wsframe.Opcode, frames []rpc.Out) (bool, error) {
+func (c *writer) sendOutsLocked(fr framing, frames []rpc.Out) (bool, error) {
 	if c.werr != nil {
 		return false, c.werr
 	}
@@ -92,7 +91,7 @@ func (c *writer) sendOutsLocked(op wsframe.Opcode, frames []rpc.Out) (bool, erro
 	if c.flushing {
 		for len(frames) > 0 {
 			k := min(len(frames), maxGatherFrames)
-			g.build(op, frames[:k])
+			g.build(fr, frames[:k])
 			c.out.add(g.rest(0))
 			frames = frames[k:]
 		}
@@ -100,7 +99,7 @@ func (c *writer) sendOutsLocked(op wsframe.Opcode, frames []rpc.Out) (bool, erro
 	}
 	for len(frames) > 0 {
 		k := min(len(frames), maxGatherFrames)
-		total := g.build(op, frames[:k])
+		total := g.build(fr, frames[:k])
 		if c.raw == nil {
 			for _, p := range g.parts {
 				if _, err := c.Conn.Write(p); err != nil {
@@ -121,7 +120,7 @@ func (c *writer) sendOutsLocked(op wsframe.Opcode, frames []rpc.Out) (bool, erro
 			c.out = g.rest(n)
 			for len(frames) > 0 {
 				k := min(len(frames), maxGatherFrames)
-				g.build(op, frames[:k])
+				g.build(fr, frames[:k])
 				c.out.add(g.rest(0))
 				frames = frames[k:]
 			}
@@ -136,7 +135,7 @@ func (c *writer) sendOutsLocked(op wsframe.Opcode, frames []rpc.Out) (bool, erro
 // back one write for a slow peer, not two), as much as the socket takes now, and keeps the rest
 // without a flusher: the caller's next wait sends it, on the caller's goroutine, as a writer that
 // waits for its peer anyway would. It does not wait for the peer.
-func (c *writer) writeFrames(op wsframe.Opcode, frames []rpc.Out) error {
+func (c *writer) writeFrames(fr framing, frames []rpc.Out) error {
 	if err := c.wait(); err != nil {
 		return err
 	}
@@ -145,7 +144,7 @@ func (c *writer) writeFrames(op wsframe.Opcode, frames []rpc.Out) error {
 	if c.closed {
 		return errClosedFrame
 	}
-	_, err := c.sendOutsLocked(op, frames)
+	_, err := c.sendOutsLocked(fr, frames)
 	return err
 }
 

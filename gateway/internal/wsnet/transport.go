@@ -54,6 +54,8 @@ type Transport struct {
 	fd      bool // the socket is served by its descriptor (poller.Own)
 	closing bool
 	cs      closeState
+
+	stream *stream // a streamed HTTP response's (stream.go), nil for a WebSocket
 }
 
 // setConn makes c t's socket: its writer's, whose flusher waits stall at most for the peer to
@@ -103,7 +105,7 @@ func (t *Transport) Park(resume func()) bool {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closing || t.r.pending() {
+	if t.closing || t.r.pending() || (t.stream != nil && t.stream.first != nil) {
 		return false
 	}
 	return t.pc.Park(resume)
@@ -151,14 +153,14 @@ func (t *Transport) Uncork() error {
 // Write writes one data frame (see frames.go), or gathers it while corked. It ignores ctx:
 // it never waits for the peer (Uncork does), and closing the transport ends the wait.
 func (t *Transport) Write(_ context.Context, frame []byte) error {
-	return t.w.writeFrame(t.opcode(), frame)
+	return t.w.writeFrame(t.framing(), frame)
 }
 
 // WriteFrames sends frames in vectored writes, their bodies where they are, after the bytes a
 // TryWrite left, as much as the socket takes now; the caller's Drain sends the rest on its
 // goroutine.
 func (t *Transport) WriteFrames(frames []rpc.Out) error {
-	return t.w.writeFrames(t.opcode(), frames)
+	return t.w.writeFrames(t.framing(), frames)
 }
 
 // Busy reports whether bytes a TryWrite or a WriteFrames left for later are unsent.

@@ -94,7 +94,7 @@ func (c *writer) writeControl(op wsframe.Opcode, payload []byte) error {
 		}
 	}
 	fs := [1]rpc.Out{{Body: payload}}
-	err := c.sendFramesLocked(op, fs[:])
+	err := c.sendFramesLocked(framing{op: op}, fs[:])
 	if c.flushing && !c.flusher {
 		// Between a writeFrames and its caller's wait: a pong, or the close frame, does not
 		// wait for the writer.
@@ -170,21 +170,20 @@ func (c *writer) Cork() {
 	c.mu.Unlock()
 }
 
-// writeFrame writes a data frame of opcode op, or gathers it while corked; after the close
-// frame it writes nothing and fails.
-func (c *writer) writeFrame(op wsframe.Opcode, frame []byte) error {
+// writeFrame writes a message framed by fr, or gathers it while corked; after the close frame
+// (or a stream's end) it writes nothing and fails.
+func (c *writer) writeFrame(fr framing, frame []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return errClosedFrame
 	}
 	if c.corked {
-		*c.buf = wsframe.AppendHeader(*c.buf, op, len(frame))
-		*c.buf = append(*c.buf, frame...)
+		*c.buf = fr.appendTail(append(fr.appendHead(*c.buf, len(frame)), frame...))
 		return nil
 	}
 	fs := [1]rpc.Out{{Body: frame}}
-	return c.sendFramesLocked(op, fs[:])
+	return c.sendFramesLocked(fr, fs[:])
 }
 
 // Uncork sends what was gathered, in one write, and stops gathering. Like
