@@ -6,9 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,11 +15,8 @@ import (
 
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/auth/authtest"
-	"github.com/ballet/gateway/codec"
 	"github.com/ballet/gateway/gateway"
 	"github.com/ballet/gateway/gateway/gatewaytest"
-	"github.com/ballet/gateway/gateway/internal/wsnet"
-	"github.com/ballet/gateway/planner/provider"
 )
 
 // line is one JSON-RPC object of a streamed POST /rpc response.
@@ -395,62 +390,6 @@ func wantEnd(t *testing.T, p *post, code, close int) {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// A POST /rpc subscriber that stops reading is a WebSocket's: it costs its position, not copies
-// of events, and once it reads again it gets what it can, then stream.closed lagging (it fell
-// more than BALLET_CATCH_UP_LIMIT behind) and the response's end.
-func TestPostStalledSubscriberLags(t *testing.T) {
-	env := gatewaytest.Start(t, &gatewaytest.Options{RecentBytes: 1 << 20, CatchUpLimit: 100,
-		WebSockets: &wsnet.Options{FlushStall: 5 * time.Minute}})
-	env.Project(t, "WEB", "alice", "viewer")
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if err == nil {
-			_ = c.(*net.TCPConn).SetReadBuffer(16 << 10)
-		}
-		return c, err
-	}}}
-	defer hc.CloseIdleConnections()
-	req, _ := http.NewRequest(http.MethodPost, env.BaseURL+"/rpc", strings.NewReader(
-		`{"jsonrpc":"2.0","id":1,"method":"stream.subscribe","params":{"subscription":"x","stream":"project:WEB"}}`))
-	req.Header.Set("Authorization", "Bearer "+env.Token(t, "alice"))
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &post{t: t, resp: resp, r: bufio.NewReader(resp.Body), cancel: func() {}}
-	t.Cleanup(p.close)
-	if l := p.mustNext(); l.Error != nil {
-		t.Fatalf("answer %+v", l)
-	}
-	pad := strings.Repeat("p", 32<<10)
-	for i := range 200 {
-		ev := itemEvent("WEB", "WEB-1", "item.updated", i)
-		ev.Payload = []byte(fmt.Sprintf(`{"n":%d,"pad":%q}`, i, pad))
-		appendN(t, env, ev)
-	}
-	if v, _ := labeledMetric(t, env.Server, "ballet_gateway_connections", "transport", "http"); v != 1 {
-		t.Fatalf("while stalled: %v HTTP connections, want 1", v)
-	}
-	var last int64
-	for {
-		l := p.mustNext()
-		if l.Method == "stream.closed" {
-			if !strings.Contains(string(l.Params), `"lagging"`) {
-				t.Fatalf("closed %s", l.Params)
-			}
-			break
-		}
-		var ev struct{ Seq int64 }
-		_ = json.Unmarshal(l.Params, &ev)
-		if l.Method != "stream.event" || ev.Seq <= last {
-			t.Fatalf("after %d: %+v", last, l)
-		}
-		last = ev.Seq
-	}
-	p.mustEnd()
-	waitSessions(t, env.Server, 0)
-}
-
 // Each POST spends its address's budget as an upgrade does: beyond it, 429 with Retry-After.
 func TestPostSpendsTheAddressBudget(t *testing.T) {
 	env := startHTTPGateway(t, gateway.Config{AddrRate: 1})
@@ -498,46 +437,5 @@ func TestPostOrigins(t *testing.T) {
 			!strings.Contains(resp.Header.Get("Access-Control-Allow-Headers"), "Authorization"))) {
 			t.Errorf("preflight from %s: %d %v", origin, resp.StatusCode, resp.Header)
 		}
-	}
-}
-
-// A planner turn over HTTP: planner.send is one line; planner.watch streams the turn's output,
-// every piece once and in order, the same as a WebSocket watcher's.
-func TestPostPlannerTurn(t *testing.T) {
-	script, err := provider.ParseScript(strings.NewReader(plannerScript))
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := gatewaytest.Start(t, &gatewaytest.Options{Planner: provider.NewScripted(script)})
-	env.Project(t, "WEB", "alice", "member")
-	session := createSession(t, env, env.Token(t, "alice"))
-	ws := login(t, env, codec.JSON, "alice")
-	ws.mustCall("planner.watch", map[string]any{"subscription": "p", "session": session}, nil)
-	watch := postRPC(t, env, env.Token(t, "alice"), `{"jsonrpc":"2.0","id":1,"method":"planner.watch","params":{"subscription":"p","session":"`+session+`"}}`, nil)
-	if l := watch.mustNext(); !l.hasID || l.Error != nil {
-		t.Fatalf("watch answer %+v", l)
-	}
-	send := postRPC(t, env, env.Token(t, "alice"), `{"jsonrpc":"2.0","id":2,"method":"planner.send","params":{"session":"`+session+`","text":"plan the release"}}`, nil)
-	if l := send.mustNext(); l.Error != nil || !strings.Contains(string(l.Result), `"seq":1`) {
-		t.Fatalf("send answer %+v %s", l, l.Result)
-	}
-	send.mustEnd()
-	var overHTTP []output
-	for len(overHTTP) == 0 || overHTTP[len(overHTTP)-1].Type != "done" {
-		l := watch.mustNext()
-		if l.Method != "planner.output" {
-			continue
-		}
-		var o output
-		if err := json.Unmarshal(l.Params, &o); err != nil {
-			t.Fatal(err)
-		}
-		overHTTP = append(overHTTP, o)
-	}
-	overWS := ws.outputs("p")
-	a, _ := json.Marshal(overHTTP)
-	b, _ := json.Marshal(overWS)
-	if string(a) != string(b) {
-		t.Fatalf("over HTTP:\n%s\nover the WebSocket:\n%s", a, b)
 	}
 }

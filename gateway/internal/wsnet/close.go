@@ -99,7 +99,7 @@ func (t *Transport) CloseHandshake(code websocket.StatusCode, reason string) err
 		return nil
 	}
 	t.w.boundClose(CloseGrace)
-	if t.stream != nil {
+	if t.w.stream != nil {
 		return t.endStream(code, reason)
 	}
 	t.sendClose(code, reason)

@@ -37,7 +37,7 @@ const unmaskedReason = "client frames must be masked"
 // Read returns the next message. ctx is not used: the rpc.Conn closes the transport as it
 // ends, which ends a pending read (io.Closer).
 func (t *Transport) Read(context.Context) ([]byte, error) {
-	if t.stream != nil {
+	if t.w.stream != nil {
 		return t.readStream()
 	}
 	t.r.mu.Lock()

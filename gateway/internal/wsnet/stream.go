@@ -139,7 +139,7 @@ func (u *Upgrader) Stream(w http.ResponseWriter, r *http.Request, o *StreamOptio
 	}
 	_ = c.SetDeadline(time.Time{}) // the body's read deadline is past: the request was read
 	t := u.transport(c, brw)
-	t.stream = &stream{framing: fr, first: o.Request, end: o.End}
+	t.w.stream = &stream{framing: fr, first: o.Request, end: o.End}
 	t.w.mu.Lock()
 	err = t.w.sendLocked(head)
 	t.w.mu.Unlock()
@@ -169,8 +169,8 @@ func (u *Upgrader) transport(c net.Conn, brw *bufio.ReadWriter) *Transport {
 
 // framing is how t frames its messages.
 func (t *Transport) framing() framing {
-	if t.stream != nil {
-		return framing{stream: &t.stream.framing}
+	if t.w.stream != nil {
+		return framing{stream: &t.w.stream.framing}
 	}
 	return framing{op: t.opcode()}
 }
@@ -180,8 +180,8 @@ func (t *Transport) framing() framing {
 func (t *Transport) readStream() ([]byte, error) {
 	t.r.mu.Lock()
 	t.mu.Lock()
-	m := t.stream.first
-	t.stream.first = nil
+	m := t.w.stream.first
+	t.w.stream.first = nil
 	t.mu.Unlock()
 	if m != nil {
 		t.r.mu.Unlock()
@@ -209,11 +209,11 @@ func (t *Transport) readStream() ([]byte, error) {
 // the bound CloseWithin set).
 func (t *Transport) endStream(code websocket.StatusCode, reason string) error {
 	var last []byte
-	if t.stream.end != nil {
-		last = t.stream.end(code, reason)
+	if t.w.stream.end != nil {
+		last = t.w.stream.end(code, reason)
 	}
 	var end []byte
-	if t.stream.framing.chunked {
+	if t.w.stream.framing.chunked {
 		end = []byte("0\r\n\r\n")
 	}
 	if t.w.writeEnd(t.framing(), last, end) == nil {

@@ -54,8 +54,6 @@ type Transport struct {
 	fd      bool // the socket is served by its descriptor (poller.Own)
 	closing bool
 	cs      closeState
-
-	stream *stream // a streamed HTTP response's (stream.go), nil for a WebSocket
 }
 
 // setConn makes c t's socket: its writer's, whose flusher waits stall at most for the peer to
@@ -105,7 +103,7 @@ func (t *Transport) Park(resume func()) bool {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closing || t.r.pending() || (t.stream != nil && t.stream.first != nil) {
+	if t.closing || t.r.pending() || (t.w.stream != nil && t.w.stream.first != nil) {
 		return false
 	}
 	return t.pc.Park(resume)

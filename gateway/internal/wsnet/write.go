@@ -40,6 +40,10 @@ type writer struct {
 
 	drain    atomic.Bool // a frame was refused at its header: Close drains what the peer still sends
 	draining atomic.Bool // Close has begun draining
+
+	// stream is a streamed HTTP response's (stream.go), nil for a WebSocket: here rather than
+	// in the Transport, whose size class a WebSocket's connection would otherwise pay for.
+	stream *stream
 }
 
 // maxUnreadControl bounds the bytes of control frames (pongs, the close
