@@ -99,11 +99,13 @@ try {
 
   await step('a replica killed mid-stream is survived with no gap', async () => {
     const connects = await a.evaluate(() => window.__ballet.stats.connects);
+    const killed = Date.now();
     const said = await (await fetch(`${CONTROL}/kill`, { method: 'POST' })).text();
     log(said.trim());
     for (let i = 1; i <= 3; i++) await createItem(`Created after the kill ${i}`);
     await a.waitForFunction((n) => window.__ballet.stats.connects > n, connects, { timeout: WAIT });
     await status(a, 'connected');
+    log(`page A connected again ${Date.now() - killed} ms after the kill`);
     log(`page A: ${(await a.evaluate(() => window.__ballet.stats.states.slice(-3))).join(' | ')}`);
     assert.equal(await a.evaluate(() => window.__ballet.client.transport), 'http');
     await matchesServer(a);
