@@ -80,6 +80,8 @@ export class FakeServer {
     this.upgrades = 0;
     /** @type {string[]} tokens of the POSTs, in order */
     this.bearers = [];
+    /** How many of the next POSTed stream.subscribes to refuse 401, as if their token had just expired. */
+    this.expireSubscribes = 0;
     /** @type {Array<(conn: FakeConn) => void>} */
     this.waiters = [];
   }
@@ -140,6 +142,12 @@ export class FakeServer {
     req.on('data', (b) => body.push(b));
     req.on('end', () => {
       const msg = JSON.parse(Buffer.concat(body).toString());
+      if (msg.method === 'stream.subscribe' && this.expireSubscribes > 0) {
+        this.expireSubscribes--;
+        res.writeHead(401, { 'Content-Type': 'application/problem+json', 'WWW-Authenticate': 'Bearer' })
+          .end(JSON.stringify({ title: 'Unauthorized', status: 401, detail: 'expired' }));
+        return;
+      }
       res.writeHead(200, { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' });
       res.flushHeaders();
       const sock = {

@@ -193,6 +193,50 @@ describe('HTTP transport', () => {
     assert.match(String(last?.headers?.authorization), /^Bearer tok-[2-9]/, 'a new token after 4001');
   });
 
+  it('takes a subscription refused for the subject’s connections as a close 4029, and resumes', async () => {
+    const s = await server();
+    const c = await client(s, { transport: 'http' });
+    /** @type {number[]} */
+    const got = [];
+    await c.subscribe('project:P', { onEvent: (ev) => got.push(ev.seq) });
+    s.append('project:P', 'a');
+    await waitFor(() => got.length === 1);
+    let refuse = 1;
+    s.methods['stream.subscribe'] = (conn, p, msg) => {
+      if (refuse-- <= 0) {
+        delete s.methods['stream.subscribe'];
+        s.handle(conn, msg); // served as usual
+        return undefined;
+      }
+      conn.send({ jsonrpc: '2.0', id: msg.id, error: { code: -32029, message: 'limit exceeded: connections_per_subject (at most 1)', data: { limit: 'connections_per_subject', max: 1 } } });
+      void p;
+      return undefined;
+    };
+    c.dropConnection();
+    await waitFor(() => c.states.some(([st, err]) => st === 'reconnecting' && err instanceof SocketClosedError && err.closeCode === 4029), 3000, 'close 4029');
+    await waitFor(() => c.state === 'connected' && s.openPosts.length === 1, 3000, 'resubscribed');
+    s.append('project:P', 'b');
+    await waitFor(() => got.length === 2, 3000, 'the next event');
+    assert.deepEqual(got, [1, 2]);
+  });
+
+  it('takes a 401 after the handshake as a close 4001: a new token, and the subscription resumes', async () => {
+    const s = await server();
+    const c = await client(s, { transport: 'http' });
+    /** @type {number[]} */
+    const got = [];
+    await c.subscribe('project:P', { onEvent: (ev) => got.push(ev.seq) });
+    s.expireSubscribes = 1;
+    c.dropConnection();
+    await waitFor(() => c.states.some(([st, err]) => st === 'reconnecting' && err instanceof SocketClosedError && err.closeCode === 4001),
+      3000, 'close 4001');
+    await waitFor(() => c.state === 'connected' && s.openPosts.length === 1, 3000, 'resubscribed');
+    assert.equal(s.expireSubscribes, 0);
+    s.append('project:P', 'a');
+    await waitFor(() => got.length === 1, 3000, 'an event');
+    assert.equal(s.openPosts[0].headers?.authorization, 'Bearer tok-3', 'a new token after the 401');
+  });
+
   it('watches for silence only while a response is open', async () => {
     const s = await server();
     const c = await client(s, { transport: 'http', heartbeatInterval: 20 });

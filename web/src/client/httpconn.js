@@ -10,7 +10,7 @@ import { json } from './codec.js';
 import { Link } from './conn.js';
 import {
   ClosedError, Code, CloseCode, ConnectTimeoutError, ConnectionLostError, FrameError, Limit, RpcError,
-  SocketClosedError, rpcError,
+  SocketClosedError,
 } from './errors.js';
 
 /** The methods whose response stays open: their notifications follow the result. */
@@ -189,15 +189,17 @@ export class HttpConn extends Link {
 
   /**
    * refused ends the connection for a POST refused before its body opened,
-   * as the socket would have ended: 401 as close 4001 (the call rejects
-   * with Unauthenticated, as auth would answer), 413 as 1009, anything
+   * as the socket would have ended: 401 as close 4001 (the handshake
+   * rejects with Unauthenticated, as auth would answer), 413 as 1009, anything
    * else (503, 429, a proxy's error) as a lost connection.
    * @param {Response} res @param {number|undefined} id
    */
   async refused(res, id) {
     const detail = await problemDetail(res);
     if (res.status === 401) {
-      const p = id === undefined ? undefined : this.pending.get(id);
+      // The handshake's refusal is auth's; later, a request is cut off by
+      // the close, and made again on the next connection with a new token.
+      const p = id === undefined || this.started ? undefined : this.pending.get(id);
       p?.reject(new RpcError(Code.Unauthenticated, `invalid token${detail ? ` (${detail})` : ''}`));
       this.die(new SocketClosedError(CloseCode.Unauthenticated, detail || 'unauthenticated'), CloseCode.Normal);
       return;
@@ -286,9 +288,8 @@ export class HttpConn extends Link {
       }
       if (msg.error?.code === Code.LimitExceeded && msg.error.data?.limit === Limit.ConnectionsPerSubject) {
         // Each open response is one of the subject's connections: wait as
-        // after a close 4029, then resume on the next connection.
-        const p = this.pending.get(x.id);
-        p?.reject(rpcError(msg.error.code, String(msg.error.message ?? ''), msg.error.data));
+        // after a close 4029, then subscribe on the next connection (the
+        // call fails as cut off, not refused, so that it is made again).
         this.die(new SocketClosedError(CloseCode.LimitExceeded, String(msg.error.message ?? '')), CloseCode.Normal);
         return;
       }

@@ -59,8 +59,8 @@ export class HttpConn extends Link {
     finish(x: Exchange, closing: boolean): void;
     /**
      * refused ends the connection for a POST refused before its body opened,
-     * as the socket would have ended: 401 as close 4001 (the call rejects
-     * with Unauthenticated, as auth would answer), 413 as 1009, anything
+     * as the socket would have ended: 401 as close 4001 (the handshake
+     * rejects with Unauthenticated, as auth would answer), 413 as 1009, anything
      * else (503, 429, a proxy's error) as a lost connection.
      * @param {Response} res @param {number|undefined} id
      */
