@@ -57,6 +57,30 @@ async function client(s, opts = {}) {
 /** @param {FakeServer} s @param {string} method */
 const posts = (s, method) => s.conns.filter((c) => c.http && c.received[0].method === method);
 
+/**
+ * following is a client over HTTP subscribed to project:P, with the seqs it was given.
+ * @param {FakeServer} s
+ */
+async function following(s) {
+  const c = await client(s, { transport: 'http' });
+  /** @type {number[]} */
+  const got = [];
+  await c.subscribe('project:P', { onEvent: (ev) => got.push(ev.seq) });
+  return { c, got };
+}
+
+/**
+ * closedWith waits until c reports a reconnect for the close code.
+ * @param {{states: Array<[string, Error|undefined]>}} c @param {number} code
+ */
+function closedWith(c, code) {
+  return waitFor(() => c.states.some(([st, err]) => st === 'reconnecting' && err instanceof SocketClosedError && err.closeCode === code),
+    3000, `close ${code}`);
+}
+
+/** @param {FakeServer} s @param {import('../src/client/client.js').Client} c */
+const resubscribed = (s, c) => waitFor(() => c.state === 'connected' && s.openPosts.length === 1, 3000, 'resubscribed');
+
 describe('HTTP transport', () => {
   it('maps ws URLs to http and reads exp from a token', () => {
     assert.equal(httpURL('wss://h.example/rpc'), 'https://h.example/rpc');
@@ -175,16 +199,13 @@ describe('HTTP transport', () => {
 
   it('ends the emulated connection as the close in an error line without id would', async () => {
     const s = await server();
-    const c = await client(s, { transport: 'http' });
-    /** @type {number[]} */
-    const got = [];
-    await c.subscribe('project:P', { onEvent: (ev) => got.push(ev.seq) });
+    const { c, got } = await following(s);
     s.append('project:P', 'a');
     await waitFor(() => got.length === 1);
     s.openPosts[0].ws.close(4001, 'token expired');
-    await waitFor(() => c.states.some(([st, err]) => st === 'reconnecting' && err instanceof SocketClosedError && err.closeCode === 4001));
+    await closedWith(c, 4001);
     s.append('project:P', 'b'); // while reconnecting
-    await waitFor(() => c.state === 'connected' && s.openPosts.length === 1, 3000, 'resubscribed');
+    await resubscribed(s, c);
     s.append('project:P', 'c');
     await waitFor(() => got.length === 3, 3000, 'events after the close');
     assert.deepEqual(got, [1, 2, 3]);
@@ -195,10 +216,7 @@ describe('HTTP transport', () => {
 
   it('takes a subscription refused for the subject’s connections as a close 4029, and resumes', async () => {
     const s = await server();
-    const c = await client(s, { transport: 'http' });
-    /** @type {number[]} */
-    const got = [];
-    await c.subscribe('project:P', { onEvent: (ev) => got.push(ev.seq) });
+    const { c, got } = await following(s);
     s.append('project:P', 'a');
     await waitFor(() => got.length === 1);
     let refuse = 1;
@@ -213,8 +231,8 @@ describe('HTTP transport', () => {
       return undefined;
     };
     c.dropConnection();
-    await waitFor(() => c.states.some(([st, err]) => st === 'reconnecting' && err instanceof SocketClosedError && err.closeCode === 4029), 3000, 'close 4029');
-    await waitFor(() => c.state === 'connected' && s.openPosts.length === 1, 3000, 'resubscribed');
+    await closedWith(c, 4029);
+    await resubscribed(s, c);
     s.append('project:P', 'b');
     await waitFor(() => got.length === 2, 3000, 'the next event');
     assert.deepEqual(got, [1, 2]);
@@ -222,15 +240,11 @@ describe('HTTP transport', () => {
 
   it('takes a 401 after the handshake as a close 4001: a new token, and the subscription resumes', async () => {
     const s = await server();
-    const c = await client(s, { transport: 'http' });
-    /** @type {number[]} */
-    const got = [];
-    await c.subscribe('project:P', { onEvent: (ev) => got.push(ev.seq) });
+    const { c, got } = await following(s);
     s.expireSubscribes = 1;
     c.dropConnection();
-    await waitFor(() => c.states.some(([st, err]) => st === 'reconnecting' && err instanceof SocketClosedError && err.closeCode === 4001),
-      3000, 'close 4001');
-    await waitFor(() => c.state === 'connected' && s.openPosts.length === 1, 3000, 'resubscribed');
+    await closedWith(c, 4001);
+    await resubscribed(s, c);
     assert.equal(s.expireSubscribes, 0);
     s.append('project:P', 'a');
     await waitFor(() => got.length === 1, 3000, 'an event');
