@@ -37,9 +37,13 @@ type Client struct {
 	gen     uint64
 	subject string
 	limits  Limits
-	subs    map[string]entry
-	orphans []orphan
-	nextID  uint64
+	// transport carries the current (or last) connection; wsAfter is when TransportAuto
+	// tries a WebSocket again after a refused upgrade.
+	transport Transport
+	wsAfter   time.Time
+	subs      map[string]entry
+	orphans   []orphan
+	nextID    uint64
 }
 
 // entry is one id of the connection's subscription namespace: a stream
@@ -61,8 +65,8 @@ type orphan struct {
 	gen uint64
 }
 
-// Dial connects to url (ws:// or wss://, the gateway's /rpc) and
-// authenticates. It returns the first connection's error, such as a refused
+// Dial connects to url (ws:// or wss://, the gateway's /rpc; over HTTP the
+// same address with http:// or https://) and authenticates. It returns the first connection's error, such as a refused
 // token (errors.Is(err, protocol.ErrUnauthenticated)); once it has returned a
 // Client, later disconnects are repaired in the background until Close. ctx
 // bounds this first connection only.
@@ -198,6 +202,7 @@ func (c *Client) setCurrent(cn *conn) bool {
 	c.cur = cn
 	c.subject = cn.subject
 	c.limits = cn.limits
+	c.noteTransportLocked(cn)
 	close(c.ready)
 	c.mu.Unlock()
 	c.setState(StateConnected, nil)

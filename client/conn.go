@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,22 +23,22 @@ const minRefresh = time.Second
 // frame.
 const closeGrace = time.Second
 
-// conn is one authenticated WebSocket connection with its heartbeat and
-// token refresh goroutines.
+// conn is one authenticated connection, over a WebSocket or HTTP, with its
+// heartbeat and token refresh goroutines.
 type conn struct {
 	rpc.NoHooks // but OnMessage
 	c           *Client
 	gen         uint64 // the client's connection counter, from 1
-	ws          *websocket.Conn
-	rpc         *rpc.Conn
-	ctx         context.Context
-	cancel      context.CancelFunc
-	subject     string
-	limits      Limits        // advertised by the auth result
-	beat        time.Duration // how often to send $/heartbeat
-	silence     time.Duration // three of these without a frame end the connection
-	lastRecv    atomic.Int64  // Unix ns of the last frame from the server
-	wg          sync.WaitGroup
+	carrier
+	rpc      *rpc.Conn
+	ctx      context.Context
+	cancel   context.CancelFunc
+	subject  string
+	limits   Limits        // advertised by the auth result
+	beat     time.Duration // how often to send $/heartbeat
+	silence  time.Duration // three of these without a frame end the connection
+	lastRecv atomic.Int64  // Unix ns of the last frame from the server
+	wg       sync.WaitGroup
 
 	mu    sync.Mutex
 	cause error // why the client ended the connection, when it did
@@ -76,28 +75,14 @@ func (c *Client) connect(ctx context.Context, gen uint64) (*conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: token: %w", err)
 	}
-	name := c.o.Codec.Name()
-	ws, resp, err := websocket.Dial(ctx, c.url, &websocket.DialOptions{
-		HTTPClient: c.o.HTTPClient, HTTPHeader: handshakeHeader(ctx, c.o.Header), Subprotocols: []string{name},
-	})
+	k, err := c.dial(ctx)
 	if err != nil {
-		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-			err = &HandshakeError{StatusCode: resp.StatusCode, RetryAfter: retryAfter(resp.Header, time.Now()), err: err}
-		}
-		return nil, fmt.Errorf("client: dial %s: %w", c.url, err)
+		return nil, err
 	}
-	if ws.Subprotocol() != name {
-		_ = ws.CloseNow()
-		return nil, fmt.Errorf("%w: %s offered", ErrSubprotocol, name)
-	}
-	ws.SetReadLimit(c.o.ReadLimit)
-	typ := websocket.MessageText
-	if c.o.Codec.Binary() {
-		typ = websocket.MessageBinary
-	}
-	cn := &conn{c: c, gen: gen, ws: ws}
+	cn := &conn{c: c, gen: gen, carrier: *k}
 	cn.ctx, cn.cancel = context.WithCancel(c.ctx)
-	cn.rpc = rpc.NewConn(&wsTransport{ws: ws, typ: typ}, c.o.Codec, &rpc.Options{
+	t, cd := k.transport(c)
+	cn.rpc = rpc.NewConn(t, cd, &rpc.Options{
 		Handler: rpc.HandlerFunc(func(ctx context.Context, req *rpc.Request) (any, error) { return c.route(cn, req) }),
 		Hooks:   cn,
 		Logger:  c.log,
@@ -113,8 +98,13 @@ func (c *Client) connect(ctx context.Context, gen uint64) (*conn, error) {
 	cn.subject = ar.Subject
 	cn.limits = limitsOf(ar.Limits)
 	cn.beat, cn.silence = heartbeats(c.o.HeartbeatInterval, cn.limits.Heartbeat)
-	cn.wg.Add(2)
-	go cn.keepalive()
+	if cn.ht == nil {
+		// Over HTTP the server sends heartbeats on each open response, and the transport
+		// watches them; the client sends none.
+		cn.wg.Add(1)
+		go cn.keepalive()
+	}
+	cn.wg.Add(1)
 	go cn.refreshLoop(sent, time.Unix(ar.ExpiresAt, 0))
 	return cn, nil
 }
@@ -138,7 +128,7 @@ func (cn *conn) callPatient(ctx context.Context, method string, params, result a
 // call1 sends one request; a connection that ends first is
 // ErrConnectionLost, a -32029 answer a *LimitError.
 func (cn *conn) call1(ctx context.Context, method string, params, result any) error {
-	params, err := withTraceContext(ctx, cn.c.o.Codec, params)
+	params, err := withTraceContext(ctx, cn.rpc.Codec(), params)
 	if err != nil {
 		return fmt.Errorf("rpc: encode params of %s: %w", method, err)
 	}
@@ -178,6 +168,15 @@ func (cn *conn) die(cause error) {
 		cn.cause = cause
 	}
 	cn.mu.Unlock()
+	cn.drop()
+}
+
+// drop ends the carrier at once: the WebSocket without a close handshake, or every POST.
+func (cn *conn) drop() {
+	if cn.ht != nil {
+		_ = cn.ht.Close()
+		return
+	}
 	_ = cn.ws.CloseNow()
 }
 
@@ -189,6 +188,11 @@ func (cn *conn) closeNormal() {
 		cn.cause = ErrClosed
 	}
 	cn.mu.Unlock()
+	if cn.ht != nil {
+		// Closing its requests ends each open response on the server.
+		cn.drop()
+		return
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -207,9 +211,12 @@ func (cn *conn) closeNormal() {
 // shutdown stops everything the connection runs and waits for it.
 func (cn *conn) shutdown() {
 	cn.cancel()
-	_ = cn.ws.CloseNow()
+	cn.drop()
 	_ = cn.rpc.Close()
 	cn.wg.Wait()
+	if cn.ht != nil {
+		cn.ht.wait()
+	}
 }
 
 // keepalive sends heartbeats and ends the connection after three silent

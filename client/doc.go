@@ -10,6 +10,28 @@
 // no longer replay (-32010), the subscription's OnResync hook runs (reload
 // the snapshot) instead of events being lost silently.
 //
+// Transports: a connection goes over a WebSocket (GET /rpc) or over
+// streaming HTTP (POST /rpc: one POST per request, JSON whatever the codec,
+// each subscription's and planner watch's response kept open), for networks
+// whose proxies refuse WebSocket upgrades (Options.Transport). By default
+// (TransportAuto) the client dials a WebSocket, and goes over HTTP when the
+// upgrade gets an HTTP answer that is not a WebSocket one and not the
+// gateway's own refusal for load (503 and 429 are waited out as always): a
+// 400, 403, 404, 405, 426 or 502 from a proxy, say. It then keeps to HTTP for
+// Options.WebSocketRetry (5 minutes): the first reconnect after that tries a
+// WebSocket again (a working connection is not ended to try). A proxy that
+// drops the upgrade without an answer is not told apart from a network that
+// fails: set TransportHTTP there. Client.Transport says which one the
+// connection uses; the log says so once at each switch (Info). Over HTTP the
+// rest is the same: auth and auth.refresh are answered by the client (a
+// system.ping checks the token; each POST carries it), no limits are
+// advertised, the client sends no heartbeats, and a response kept open that
+// is silent for three heartbeat intervals, cut short, or ended by the server
+// with a close code ends the connection as a WebSocket's end would:
+// reconnect and resume. Each open response lives at most as long as the
+// token it was sent with (the server ends it with close 4001 at the token's
+// expiry, and the client resumes on a new connection).
+//
 // Planner watches resume the same way, from the turn and offset of the last
 // output delivered (planner.watch's turn and after): the consumer sees each
 // output once, in order, across reconnects, lagging closes and outputs lost

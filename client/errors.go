@@ -123,8 +123,9 @@ func asLimitError(err error) error {
 
 // HandshakeError is a WebSocket handshake that the server answered with an
 // HTTP status instead of switching protocols, such as 503 from a replica
-// at its connection limit. RetryAfter is its Retry-After header, 0 when
-// absent; the client waits at least that long before its next attempt.
+// at its connection limit, or a POST over HTTP refused so. RetryAfter is its
+// Retry-After header, 0 when absent; the client waits at least that long
+// before its next attempt.
 type HandshakeError struct {
 	StatusCode int
 	RetryAfter time.Duration

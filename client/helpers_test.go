@@ -26,6 +26,18 @@ import (
 
 var codecs = []codec.Codec{codec.MsgPack, codec.JSON}
 
+// carriers are the ways a connection goes, for the tests that run over each: a WebSocket
+// with each codec, and HTTP.
+var carriers = []struct {
+	name      string
+	codec     codec.Codec
+	transport client.Transport
+}{
+	{"msgpack", codec.MsgPack, client.TransportWebSocket},
+	{"json", codec.JSON, client.TransportWebSocket},
+	{"http", nil, client.TransportHTTP},
+}
+
 func codecName(c codec.Codec) string {
 	if c.Binary() {
 		return "msgpack"

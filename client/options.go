@@ -25,14 +25,28 @@ type Options struct {
 	Token TokenSource
 	// Codec is the wire format. Default codec.MsgPack.
 	Codec codec.Codec
-	// Header is added to the WebSocket handshake request.
+	// Header is added to the WebSocket handshake request, and to every POST
+	// over HTTP.
 	Header http.Header
-	// HTTPClient performs the handshake; its Transport's DialContext is the
-	// place to change how TCP connections are made. Default
-	// http.DefaultClient.
+	// HTTPClient performs the handshake, and the POSTs over HTTP; its
+	// Transport's DialContext is the place to change how TCP connections
+	// are made. Its Timeout must be zero over HTTP, where a subscription's
+	// response stays open. Default http.DefaultClient.
 	HTTPClient *http.Client
+	// Transport is how the connection is carried: TransportAuto (the
+	// default) dials a WebSocket and falls back to HTTP when something in
+	// between refuses the upgrade; TransportWebSocket never uses HTTP;
+	// TransportHTTP only HTTP (POST /rpc, JSON whatever Codec says).
+	Transport Transport
+	// WebSocketRetry is, with TransportAuto, how long the client keeps to
+	// HTTP after a refused upgrade: its reconnects within that time go over
+	// HTTP, the first one after it tries a WebSocket again. A working
+	// connection over HTTP is not ended to try. Default 5 minutes.
+	WebSocketRetry time.Duration
 	// HeartbeatInterval is how often $/heartbeat is sent; three intervals
-	// without any message from the server end the connection. Default: the
+	// without any message from the server end the connection. Over HTTP
+	// the client sends none, and only a response kept open (a subscription,
+	// a planner watch) that is silent for three intervals ends it. Default: the
 	// server's interval, as its auth result advertises it (heartbeat_ms),
 	// or 15s from a server that advertises none. When set and the server
 	// advertises another interval, heartbeats are sent at the shorter of
@@ -87,6 +101,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if r.HTTPClient == nil {
 		r.HTTPClient = http.DefaultClient
+	}
+	if r.WebSocketRetry <= 0 {
+		r.WebSocketRetry = 5 * time.Minute
 	}
 	if r.HeartbeatInterval < 0 {
 		r.HeartbeatInterval = 0

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/ballet/gateway/client"
-	"github.com/ballet/gateway/codec"
 	"github.com/ballet/gateway/gateway/gatewaytest"
 	"github.com/ballet/gateway/planner/provider"
 	"github.com/ballet/gateway/protocol"
@@ -45,8 +44,8 @@ func TestPlannerEndToEnd(t *testing.T) {
 	if resp.StatusCode != 201 || json.Unmarshal(body, &sess) != nil {
 		t.Fatalf("create session: %d %s", resp.StatusCode, body)
 	}
-	for _, c := range []codec.Codec{codec.MsgPack, codec.JSON} {
-		cl := dial(t, env.URL, &client.Options{Token: client.StaticToken(tok), Codec: c})
+	for _, c := range carriers {
+		cl := dial(t, env.URL, &client.Options{Token: client.StaticToken(tok), Codec: c.codec, Transport: c.transport})
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		w, err := cl.PlannerWatch(ctx, sess.ID, nil)
@@ -67,19 +66,19 @@ func TestPlannerEndToEnd(t *testing.T) {
 			}
 			if o.Type == "done" {
 				if o.Text != "end_turn" {
-					t.Fatalf("%s: done %q", c.Name(), o.Text)
+					t.Fatalf("%s: done %q", c.name, o.Text)
 				}
 				break
 			}
 		}
 		if tool != "create_item" || !strings.Contains(text.String(), "Creating it.") || !strings.Contains(text.String(), "Created.") {
-			t.Fatalf("%s: tool %q, text %q", c.Name(), tool, text.String())
+			t.Fatalf("%s: tool %q, text %q", c.name, tool, text.String())
 		}
 		if _, err := cl.PlannerSend(ctx, sess.ID, "slow", nil); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := cl.PlannerSend(ctx, sess.ID, "again", nil); !errors.Is(err, protocol.ErrConflict) {
-			t.Fatalf("%s: second send: %v, want -32009", c.Name(), err)
+			t.Fatalf("%s: second send: %v, want -32009", c.name, err)
 		}
 		if err := cl.PlannerCancel(ctx, sess.ID); err != nil {
 			t.Fatal(err)
@@ -87,7 +86,7 @@ func TestPlannerEndToEnd(t *testing.T) {
 		for o := range w.Output() {
 			if o.Type == "done" {
 				if o.Text != "cancelled" {
-					t.Fatalf("%s: done %q after cancel", c.Name(), o.Text)
+					t.Fatalf("%s: done %q after cancel", c.name, o.Text)
 				}
 				break
 			}

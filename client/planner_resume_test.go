@@ -154,14 +154,15 @@ func (r *turnReader) wait(t *testing.T, skip string, first int64) string {
 // started mid-answer with FromTurnStart gets the whole answer too.
 func TestPlannerWatchSurvivesDropMidAnswer(t *testing.T) {
 	env, tok := startSlowPlanner(t, true, planner.Options{})
-	for _, cd := range codecs {
-		t.Run(codecName(cd), func(t *testing.T) {
+	for _, cr := range carriers {
+		t.Run(cr.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			session := newSession(t, env, tok)
 			p := startProxy(t, env.HTTP.Listener.Addr().String())
 			var st states
-			c := dial(t, p.URL(), &client.Options{Token: client.StaticToken(tok), Codec: cd, OnStateChange: st.record})
+			c := dial(t, p.URL(), &client.Options{Token: client.StaticToken(tok), Codec: cr.codec, Transport: cr.transport,
+				OnStateChange: st.record})
 			var resumes atomic.Int32
 			w, err := c.PlannerWatch(ctx, session, &client.WatchOptions{OnResume: func(bool) { resumes.Add(1) }})
 			if err != nil {
@@ -172,7 +173,7 @@ func TestPlannerWatchSurvivesDropMidAnswer(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitFor(t, "the answer to begin", 30*time.Second, func() bool { return r.len() >= 30 })
-			late := dial(t, env.URL, &client.Options{Token: client.StaticToken(tok), Codec: cd})
+			late := dial(t, env.URL, &client.Options{Token: client.StaticToken(tok), Codec: cr.codec, Transport: cr.transport})
 			lw, err := late.PlannerWatch(ctx, session, &client.WatchOptions{FromTurnStart: true})
 			if err != nil {
 				t.Fatal(err)

@@ -116,14 +116,15 @@ func TestReconnectDeliversEveryEventOnce(t *testing.T) {
 		{"dropped connection", func(p *proxy) { p.Drop() }},
 	}
 	for _, d := range disruptions {
-		for _, cd := range codecs {
-			t.Run(d.name+"/"+codecName(cd), func(t *testing.T) {
+		for _, cr := range carriers {
+			t.Run(d.name+"/"+cr.name, func(t *testing.T) {
 				t.Parallel()
 				env := startEnv(t, true, gateway.Config{})
 				p := startProxy(t, env.HTTP.Listener.Addr().String())
 				var st states
 				c := dial(t, p.URL(), &client.Options{
-					Token: (&minter{env: env, subject: "alice"}).Token, Codec: cd, OnStateChange: st.record,
+					Token: (&minter{env: env, subject: "alice"}).Token, Codec: cr.codec, Transport: cr.transport,
+					OnStateChange: st.record,
 				})
 				sub, err := c.Subscribe(context.Background(), "project:WEB", nil)
 				if err != nil {
