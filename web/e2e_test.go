@@ -108,9 +108,10 @@ func TestBrowserBoard(t *testing.T) {
 	t.Logf("board e2e:\n%s", out)
 }
 
-// gateway is a running `ballet-gateway dev`.
+// gateway is a running `ballet-gateway dev` or `serve`.
 type gateway struct {
 	addr string // host:port of the client port
+	proc *os.Process
 	mu   sync.Mutex
 	out  strings.Builder
 }
@@ -158,25 +159,25 @@ func plannerScript(t *testing.T) string {
 // with the planner's script at script.
 func startGateway(t *testing.T, script string) *gateway {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "ballet-gateway")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	build := exec.Command("go", append(args, "../cmd/ballet-gateway")...)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ballet-gateway: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin, "dev")
-	cmd.Env = append(os.Environ(), "BALLET_ADDR=127.0.0.1:0", "BALLET_ADMIN_ADDR=127.0.0.1:0",
-		"BALLET_REPLAY_LIMIT="+fmt.Sprint(replayLimit), "BALLET_DRAIN_WINDOW=1s", "BALLET_PLANNER_SCRIPT="+script,
-		"BALLET_MAX_PLANNER_MESSAGE_BYTES="+fmt.Sprint(plannerMessageBytes), "BALLET_MAX_TITLE_CHARS="+fmt.Sprint(titleChars))
+	cmd := exec.Command(buildGateway(t), "dev")
+	return runGateway(t, cmd, []string{"BALLET_ADDR=127.0.0.1:0", "BALLET_ADMIN_ADDR=127.0.0.1:0",
+		"BALLET_REPLAY_LIMIT=" + fmt.Sprint(replayLimit), "BALLET_DRAIN_WINDOW=1s", "BALLET_PLANNER_SCRIPT=" + script,
+		"BALLET_MAX_PLANNER_MESSAGE_BYTES=" + fmt.Sprint(plannerMessageBytes), "BALLET_MAX_TITLE_CHARS=" + fmt.Sprint(titleChars)},
+		bannerRE)
+}
+
+// runGateway starts cmd with env added to the test's, and waits until a line of its output
+// matches ready, whose first group is the client port's host:port. The process is
+// interrupted (killed after 15 s) when the test ends.
+func runGateway(t *testing.T, cmd *exec.Cmd, env []string, ready *regexp.Regexp) *gateway {
+	t.Helper()
+	cmd.Env = append(os.Environ(), env...)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	g := &gateway{}
+	g := &gateway{proc: cmd.Process}
 	found := make(chan string, 1)
 	done := make(chan struct{})
 	go func() {
@@ -188,7 +189,7 @@ func startGateway(t *testing.T, script string) *gateway {
 			g.mu.Lock()
 			g.out.WriteString(line + "\n")
 			g.mu.Unlock()
-			if m := bannerRE.FindStringSubmatch(line); m != nil {
+			if m := ready.FindStringSubmatch(line); m != nil {
 				select {
 				case found <- m[1]:
 				default:
@@ -214,9 +215,9 @@ func startGateway(t *testing.T, script string) *gateway {
 	select {
 	case g.addr = <-found:
 	case err := <-exited:
-		t.Fatalf("ballet-gateway dev exited: %v\n%s", err, g.output())
+		t.Fatalf("%v exited: %v\n%s", cmd.Args, err, g.output())
 	case <-time.After(30 * time.Second):
-		t.Fatalf("ballet-gateway dev did not start:\n%s", g.output())
+		t.Fatalf("%v did not start:\n%s", cmd.Args, g.output())
 	}
 	return g
 }

@@ -6,18 +6,15 @@
 // cuts and restores /rpc.
 
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 
-import { chromium } from 'playwright-core';
+import {
+  BASE, PROJECT, WAIT, answered, card, createItem, inColumn, launch, log, matchesServer, recordAnswers, rest, snapshot,
+  status, step, tally,
+} from './common.mjs';
 
-const BASE = process.env.BOARD_URL ?? 'http://127.0.0.1:8080';
 const ARTIFACTS = process.env.ARTIFACTS ?? path.resolve('test-artifacts');
-const PROJECT = 'DEMO';
-// What must happen gets 30 s: a loaded machine's reconnect backoff after a long outage can
-// outlast 10 s.
-const WAIT = 30_000;
 const REPLAY_LIMIT = Number(process.env.REPLAY_LIMIT ?? 1000);
 // The planner's slow answer to "tell a story" (see e2e_test.go).
 const STORY = process.env.STORY ?? '';
@@ -25,143 +22,15 @@ const STORY = process.env.STORY ?? '';
 const PLANNER_MESSAGE_BYTES = Number(process.env.PLANNER_MESSAGE_BYTES ?? 32768);
 const TITLE_CHARS = Number(process.env.TITLE_CHARS ?? 200);
 
-let passed = 0;
-let failed = 0;
-const started = Date.now();
-
-/** @param {string} msg */
-function log(msg) {
-  console.log(`[${((Date.now() - started) / 1000).toFixed(1).padStart(5)}s] ${msg}`);
-}
-
-// ---- REST, as another user of the tracker would write ----
-
-let token = '';
-async function rest(method, p, body, headers = {}) {
-  if (!token) token = (await (await fetch(`${BASE}/dev/token?subject=dev-user`)).json()).token;
-  const res = await fetch(BASE + p, {
-    method,
-    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json', ...headers },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`${method} ${p}: ${res.status} ${text}`);
-  return text ? JSON.parse(text) : null;
-}
-const createItem = (title, state) => rest('POST', `/api/v1/projects/${PROJECT}/items`, { title, state });
-const snapshot = () => rest('GET', `/api/v1/projects/${PROJECT}/items`);
 const control = async (op) => {
   const res = await fetch(`${BASE}/__test/proxy/${op}`, { method: 'POST' });
   assert.equal(res.status, 200, `proxy ${op}`);
 };
 
-// ---- page helpers ----
-
-/** @param {import('playwright-core').Page} page @param {string} key */
-const card = (page, key) => page.locator(`#columns .card[data-key="${key}"]`);
-
-/**
- * inColumn waits until key's card is in state's column on page.
- * @param {import('playwright-core').Page} page @param {string} key @param {string} state
- */
-async function inColumn(page, key, state) {
-  await page.locator(`#columns .column[data-state="${state}"] .card[data-key="${key}"]`).waitFor({ timeout: WAIT });
-}
-
-/** @param {import('playwright-core').Page} page @param {string} state */
-async function status(page, state) {
-  await page.locator(`#status[data-state="${state}"]`).waitFor({ timeout: WAIT });
-}
-
-/**
- * matchesServer waits until the page's board equals the REST snapshot:
- * every item with its state, version and blockers, and the same log
- * position (nothing lost, nothing applied twice).
- * @param {import('playwright-core').Page} page
- */
-async function matchesServer(page) {
-  const deadline = Date.now() + WAIT;
-  for (;;) {
-    const snap = await snapshot();
-    const want = snap.items.map((i) => ({ key: i.key, state: i.state, version: i.version, title: i.title, blocked_by: i.blocked_by }))
-      .sort((a, b) => a.key.localeCompare(b.key));
-    const got = await page.evaluate(() => window.__ballet.snapshot());
-    got.items.sort((a, b) => a.key.localeCompare(b.key));
-    try {
-      assert.deepEqual(got.items, want);
-      assert.equal(got.seq, snap.seq, 'the page reflects the log up to the snapshot position');
-      return;
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-    }
-    await page.waitForTimeout(100);
-  }
-}
-
-/**
- * recordAnswers runs in a page: it records the planner's live answer as the
- * chat shows it: window.__answers.first is the live bubble's text when it
- * first had any, answers the bubble's text at each turn's end (before the
- * stored transcript replaces it).
- */
-function recordAnswers() {
-  const rec = { first: '', answers: [] };
-  /** @type {any} */ (window).__answers = rec;
-  new MutationObserver((records) => {
-    const live = document.querySelector('#planner .msg.assistant.live .live-text');
-    if (!rec.first && live?.textContent) rec.first = live.textContent;
-    for (const r of records) {
-      for (const n of r.addedNodes) {
-        if (n instanceof HTMLElement && n.classList.contains('turn-done')) {
-          const bubble = n.closest('.msg');
-          rec.answers.push([...(bubble?.querySelectorAll('.live-text') ?? [])].map((p) => p.textContent).join(''));
-        }
-      }
-    }
-  }).observe(document, { subtree: true, childList: true, characterData: true });
-}
-
-/**
- * answered waits until the chat on page has shown a whole answer and
- * returns what recordAnswers saw.
- * @param {import('playwright-core').Page} page
- * @returns {Promise<{first: string, answers: string[]}>}
- */
-async function answered(page) {
-  await page.waitForFunction(() => window.__answers.answers.length > 0, null, { timeout: 3 * WAIT });
-  return page.evaluate(() => window.__answers);
-}
-
-/**
- * step runs one named check; the first failure ends the run.
- * @param {string} name @param {() => Promise<void>} fn
- */
-async function step(name, fn) {
-  log(`${name} …`);
-  try {
-    await fn();
-    passed++;
-    log(`${name}: ok`);
-  } catch (err) {
-    failed++;
-    log(`${name}: FAILED`);
-    throw err;
-  }
-}
-
 // ---- the run ----
 
 for (const f of ['board.png', 'failure-a.png', 'failure-b.png', 'failure-c.png']) await rm(path.join(ARTIFACTS, f), { force: true });
-const userDataDir = await mkdtemp(path.join(os.tmpdir(), 'ballet-chromium-'));
-const context = await chromium.launchPersistentContext(userDataDir, {
-  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-  headless: true,
-  args: [
-    '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync',
-  ],
-  viewport: { width: 1440, height: 900 },
-});
+const { context, userDataDir } = await launch();
 /** @type {string[]} */
 const consoleErrors = [];
 const pages = [];
@@ -472,4 +341,4 @@ try {
   await context.close();
   await rm(userDataDir, { recursive: true, force: true });
 }
-console.log(`board e2e: ${passed} passed, ${failed} failed`);
+console.log(`board e2e: ${tally.passed} passed, ${tally.failed} failed`);

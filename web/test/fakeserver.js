@@ -1,9 +1,12 @@
 // A small realtime API server for the client's unit tests, over the ws
-// package on loopback: auth, ping, change streams with replay from
+// package on loopback, and over POST /rpc (NDJSON, see http.test.js) on the
+// same port: auth, ping, change streams with replay from
 // from_seq (and -32010 beyond a replay limit), planner watches with turns,
 // offsets and resuming (turn, after, resumed), planner.send with
 // idempotency keys, advertised limits with -32029 refusals, and hooks to
 // misbehave.
+
+import http from 'node:http';
 
 import { decode, encode } from '@msgpack/msgpack';
 import { WebSocketServer } from 'ws';
@@ -12,13 +15,16 @@ export const PROTOCOLS = ['ballet.v1.msgpack', 'ballet.v1.json'];
 
 /**
  * @typedef {object} FakeConn
- * @property {import('ws').WebSocket} ws
+ * @property {{readyState: number, terminate: () => void, close: (code?: number, reason?: string) => void}} ws
+ *   the socket; over HTTP, the response (close writes the error line without id)
  * @property {string} protocol
  * @property {any[]} received messages received, decoded
  * @property {boolean} authed
  * @property {Map<string, {stream?: string, session?: string}>} subs
  * @property {(msg: object) => void} send
  * @property {(method: string, params: object) => void} notify
+ * @property {boolean} [http] one POST /rpc
+ * @property {Record<string, string|string[]|undefined>} [headers] its request headers
  */
 
 export class FakeServer {
@@ -68,22 +74,35 @@ export class FakeServer {
     /** @type {Record<string, number>} how many of the next answers to a method are lost with their connection */
     this.loseAnswers = {};
     this.accepting = true;
+    /** Whether WebSocket upgrades are taken (false: refused with 403, as a proxy that blocks them). */
+    this.websocket = true;
+    /** WebSocket upgrade attempts. */
+    this.upgrades = 0;
+    /** @type {string[]} tokens of the POSTs, in order */
+    this.bearers = [];
+    /** How many of the next POSTed stream.subscribes to refuse 401, as if their token had just expired. */
+    this.expireSubscribes = 0;
     /** @type {Array<(conn: FakeConn) => void>} */
     this.waiters = [];
   }
 
   async start() {
+    this.server = http.createServer((req, res) => this.post(req, res));
     this.wss = new WebSocketServer({
-      host: '127.0.0.1', port: 0,
+      server: this.server,
       handleProtocols: (offered) => {
         if (this.protocols === null) return false;
         for (const p of this.protocols) if (offered.has(p)) return p;
         return false;
       },
-      verifyClient: (_info, cb) => cb(this.accepting, 503),
+      verifyClient: (_info, cb) => {
+        this.upgrades++;
+        if (!this.websocket) cb(false, 403);
+        else cb(this.accepting, 503);
+      },
     });
-    await new Promise((resolve) => this.wss.on('listening', resolve));
-    this.url = `ws://127.0.0.1:${/** @type {any} */ (this.wss.address()).port}/rpc`;
+    await new Promise((resolve) => this.server.listen(0, '127.0.0.1', () => resolve(undefined)));
+    this.url = `ws://127.0.0.1:${/** @type {any} */ (this.server.address()).port}/rpc`;
     this.wss.on('connection', (ws) => this.accept(ws));
     return this;
   }
@@ -91,6 +110,89 @@ export class FakeServer {
   async stop() {
     for (const c of this.conns) c.ws.terminate();
     await new Promise((resolve) => this.wss.close(resolve));
+    this.server.closeAllConnections();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+
+  /**
+   * post serves one POST /rpc as the contract says: the bearer token
+   * checked before the body (401), one request, its answer as NDJSON; a
+   * stream.subscribe or planner.watch keeps the response open until the
+   * client aborts it, a stream.closed, or close (the error line without id).
+   * @param {import('node:http').IncomingMessage} req @param {import('node:http').ServerResponse} res
+   */
+  post(req, res) {
+    if (req.method !== 'POST' || req.url !== '/rpc') {
+      res.writeHead(404).end();
+      return;
+    }
+    const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
+    this.bearers.push(token);
+    if (!this.accepting) {
+      res.writeHead(503, { 'Retry-After': '1' }).end();
+      return;
+    }
+    if (!token || this.badTokens.has(token)) {
+      res.writeHead(401, { 'Content-Type': 'application/problem+json', 'WWW-Authenticate': 'Bearer' })
+        .end(JSON.stringify({ title: 'Unauthorized', status: 401, detail: 'expired' }));
+      return;
+    }
+    /** @type {Buffer[]} */
+    const body = [];
+    req.on('data', (b) => body.push(b));
+    req.on('end', () => {
+      const msg = JSON.parse(Buffer.concat(body).toString());
+      if (msg.method === 'stream.subscribe' && this.expireSubscribes > 0) {
+        this.expireSubscribes--;
+        res.writeHead(401, { 'Content-Type': 'application/problem+json', 'WWW-Authenticate': 'Bearer' })
+          .end(JSON.stringify({ title: 'Unauthorized', status: 401, detail: 'expired' }));
+        return;
+      }
+      res.writeHead(200, { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' });
+      res.flushHeaders();
+      const sock = {
+        readyState: 1,
+        terminate: () => {
+          sock.readyState = 3;
+          res.destroy();
+        },
+        close: (/** @type {number} */ code = 1000, reason = '') => {
+          if (sock.readyState !== 1) return;
+          const rpc = code === 4001 ? -32001 : code === 4029 ? -32029 : -32000;
+          res.end(`${JSON.stringify({ jsonrpc: '2.0', error: { code: rpc, message: reason, data: { close: code } } })}\n`);
+          sock.readyState = 3;
+        },
+      };
+      /** @type {FakeConn} */
+      const conn = {
+        ws: sock, protocol: 'ballet.v1.json', received: [msg], authed: true, subs: new Map(), http: true, headers: req.headers,
+        send: (m) => {
+          if (sock.readyState !== 1) return;
+          res.write(`${JSON.stringify(m)}\n`);
+          const opens = msg.method === 'stream.subscribe' || msg.method === 'planner.watch';
+          if (m.id === msg.id && (m.error || !opens)) {
+            sock.readyState = 3;
+            res.end();
+          }
+        },
+        notify: (method, params) => {
+          conn.send({ jsonrpc: '2.0', method, params });
+          if (method === 'stream.closed') {
+            sock.readyState = 3;
+            res.end();
+          }
+        },
+      };
+      res.on('close', () => { sock.readyState = 3; });
+      this.conns.push(conn);
+      if (msg.id === undefined) res.end();
+      else this.handle(conn, msg);
+    });
+  }
+
+  /** The POSTs open now: subscriptions and watches. */
+  get openPosts() {
+    return this.conns.filter((c) => c.http && c.ws.readyState === 1);
   }
 
   /** @param {import('ws').WebSocket} ws */
@@ -151,6 +253,10 @@ export class FakeServer {
       jsonrpc: '2.0', id: msg.id, error: data === undefined ? { code, message } : { code, message, data },
     });
     const p = msg.params ?? {};
+    if (conn.http && (msg.method === 'auth' || msg.method === 'auth.refresh')) {
+      fail(-32600, `${msg.method} is not available over HTTP: the Authorization header authenticates each request`);
+      return;
+    }
     if (!conn.authed && msg.method !== 'auth') {
       fail(-32001, 'auth first');
       conn.ws.close(4001, 'unauthenticated');

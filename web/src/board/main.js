@@ -107,6 +107,8 @@ async function start() {
       return auth.token({ fresh: true });
     },
     codec: params.get('codec') === 'json' ? 'json' : 'msgpack',
+    // transport=websocket|http forces one; by default the client falls back to HTTP by itself.
+    transport: /** @type {any} */ (['websocket', 'http'].includes(params.get('transport') ?? '') ? params.get('transport') : 'auto'),
     maxBackoff: 10_000,
     onStateChange: (state, err) => {
       if (state === 'connected') stats.connects++;
@@ -252,7 +254,7 @@ async function start() {
     client, model, planner, stats, itemView,
     dropConnection: () => client.dropConnection(),
     snapshot: () => ({
-      state: client.state, seq: model.seq,
+      state: client.state, transport: client.transport, seq: model.seq,
       items: [...model.items.values()].map((i) => ({ key: i.key, state: i.state, version: i.version, title: i.title, blocked_by: i.blocked_by })),
     }),
   };

@@ -4,9 +4,11 @@ import { Backoff } from './backoff.js';
 import { Deferred, sleep } from './deferred.js';
 import { codecFor } from './codec.js';
 import { Conn } from './conn.js';
+import { HttpConn } from './httpconn.js';
 import { ClosedError, Code, ConnectionLostError, RpcError } from './errors.js';
 import { isSubjectLimit, subscriptionLimit } from './limits.js';
 import { Subscription } from './subscription.js';
+import { Transports, WEBSOCKET_RETRY_MS } from './transport.js';
 import { Watch, plannerSend } from './watch.js';
 
 /**
@@ -21,8 +23,21 @@ import { Watch, plannerSend } from './watch.js';
  * @property {(signal: AbortSignal) => (string|Promise<string>)} token
  *   Supplies an OIDC access token; called before every connection's auth
  *   and before every auth.refresh. Required.
- * @property {'msgpack'|'json'|import('./codec.js').Codec} [codec] Default "msgpack".
+ * @property {'msgpack'|'json'|import('./codec.js').Codec} [codec] Default "msgpack"
+ *   (over the WebSocket; HTTP is always JSON).
  * @property {any} [WebSocket] The WebSocket constructor. Default globalThis.WebSocket.
+ * @property {import('./transport.js').TransportMode} [transport] "websocket"
+ *   or "http" (POST /rpc, streaming NDJSON) forces one. Default "auto": the
+ *   WebSocket, and HTTP when its socket fails before it opens while HTTP
+ *   works (a proxy that refuses WebSocket upgrades); HTTP is then kept,
+ *   across reconnects, and the WebSocket is tried again only at a reconnect
+ *   after websocketRetryInterval.
+ * @property {number} [websocketRetryInterval] ms on HTTP after a fall back
+ *   before a reconnect tries the WebSocket again. Default 300000 (5 minutes).
+ * @property {typeof fetch} [fetch] For HTTP. Default globalThis.fetch.
+ * @property {number} [readLimit] bytes of one line over HTTP; a longer one
+ *   ends the connection. Default 8 MiB.
+ * @property {() => number} [now] The clock of websocketRetryInterval. Default Date.now.
  * @property {number} [heartbeatInterval] ms between $/heartbeat; three silent
  *   intervals end the connection. Default: the server's interval, as its
  *   auth result advertises it (heartbeat_ms), or 15000 from a server that
@@ -73,8 +88,9 @@ const quietLogger = Object.freeze({
 });
 
 /**
- * Client is a connection to the realtime API (JSON-RPC 2.0 over WebSocket)
- * that survives disconnects: it authenticates first, refreshes the token at
+ * Client is a connection to the realtime API (JSON-RPC 2.0 over WebSocket,
+ * or over streaming HTTP where a proxy refuses the WebSocket: see the
+ * transport option) that survives disconnects: it authenticates first, refreshes the token at
  * 80 % of its lifetime, sends $/heartbeat and treats three silent intervals
  * as a dead connection, reconnects with full-jitter backoff, and resumes
  * every subscription from the last seq it delivered. It keeps within the
@@ -93,12 +109,20 @@ export class Client {
     if (!options || typeof options.token !== 'function') throw new TypeError('ballet client: options.token is required');
     this.url = url;
     const WS = options.WebSocket ?? globalThis.WebSocket;
-    if (!WS) throw new TypeError('ballet client: no WebSocket implementation: pass options.WebSocket');
+    let mode = options.transport ?? 'auto';
+    if (!WS && mode === 'auto') mode = 'http';
+    if (!WS && mode === 'websocket') throw new TypeError('ballet client: no WebSocket implementation: pass options.WebSocket');
+    const fetchFn = options.fetch ?? globalThis.fetch?.bind(globalThis);
+    if (!fetchFn && mode !== 'websocket') throw new TypeError('ballet client: no fetch implementation: pass options.fetch');
     const minBackoff = options.minBackoff ?? 250;
+    /** Which transport each connection uses. */
+    this._transports = new Transports(mode, options.websocketRetryInterval ?? WEBSOCKET_RETRY_MS, options.now ?? Date.now);
     this.o = {
       token: options.token,
       codec: codecFor(options.codec),
       WebSocket: WS,
+      fetch: fetchFn,
+      readLimit: options.readLimit ?? 8 << 20,
       heartbeatInterval: options.heartbeatInterval ?? 0,
       connectTimeout: options.connectTimeout ?? 10000,
       callTimeout: options.callTimeout ?? 10000,
@@ -119,13 +143,13 @@ export class Client {
     this._closed = false;
     /** @type {Deferred<void>} resolved by close() */
     this._closing = new Deferred();
-    /** @type {Conn|null} */
+    /** @type {Conn|HttpConn|null} */
     this._cur = null;
-    /** @type {Deferred<Conn>} resolved when the next connection is current */
+    /** @type {Deferred<Conn|HttpConn>} resolved when the next connection is current */
     this._ready = new Deferred();
     this._gen = 0;
     this._subject = '';
-    /** @type {Conn|null} the connection whose limits are known */
+    /** @type {Conn|HttpConn|null} the connection whose limits are known */
     this._limitsConn = null;
     /** @type {Map<string, Subscription|Watch>} subscriptions and watches, in creation order */
     this._subs = new Map();
@@ -153,6 +177,13 @@ export class Client {
 
   /** Whether close() was called. */
   get closed() { return this._closed; }
+
+  /**
+   * The transport of the current connection: "websocket", "http", or null
+   * while there is none.
+   * @returns {import('./transport.js').Transport|null}
+   */
+  get transport() { return this._cur?.transport ?? null; }
 
   /**
    * connect makes the first connection. By default it rejects with that
@@ -401,9 +432,11 @@ export class Client {
   }
 
   /**
-   * _connect opens and authenticates connection gen.
+   * _connect opens and authenticates connection gen over the transport
+   * the client is on, and over HTTP when a WebSocket fails before it opens
+   * (transport "auto").
    * @param {number} gen
-   * @returns {Promise<Conn>}
+   * @returns {Promise<Conn|HttpConn>}
    */
   async _connect(gen) {
     const signal = AbortSignal.timeout(this.o.connectTimeout);
@@ -413,26 +446,59 @@ export class Client {
       return t;
     };
     const tok = await token(signal);
-    const cn = new Conn({
+    const first = this._transports.next();
+    const cn = this._newConn(first, gen);
+    try {
+      await this._handshake(cn, tok, token);
+    } catch (err) {
+      if (!(cn instanceof Conn) || cn.wasOpen || !this._transports.canFallBack || this._closed) throw err;
+      this.log.info('the WebSocket did not open: trying HTTP', { err: String(err) });
+      const hc = this._newConn('http', gen);
+      await this._handshake(hc, tok, token);
+      this.log.warn('the WebSocket did not open: on HTTP (POST /rpc) from now on', {
+        err: String(err), retryWebSocketAfterMs: this._transports.retryMs,
+      });
+      this._transports.fellBack();
+      return hc;
+    }
+    if (cn.transport === 'websocket') this._transports.webSocketWorks();
+    return cn;
+  }
+
+  /**
+   * @param {import('./transport.js').Transport} transport @param {number} gen
+   * @returns {Conn|HttpConn}
+   */
+  _newConn(transport, gen) {
+    const o = {
       url: this.url, gen, codec: this.o.codec, WebSocket: this.o.WebSocket,
       heartbeatInterval: this.o.heartbeatInterval, maxBuffered: this.o.maxBuffered,
       rateLimitRetries: this.o.rateLimitRetries, traceContext: this.o.traceContext,
-      onNotification: (c, method, params) => this._route(c, method, params),
-      onEnd: (c) => this._lost(c),
+      onNotification: (/** @type {any} */ c, /** @type {string} */ method, /** @type {any} */ params) => this._route(c, method, params),
+      onEnd: (/** @type {any} */ c) => this._lost(c),
       logger: this.log,
-    });
+    };
+    if (transport === 'http') return new HttpConn({ ...o, fetch: this.o.fetch, readLimit: this.o.readLimit });
+    return new Conn(o);
+  }
+
+  /**
+   * _handshake authenticates cn with tok and starts it; cn dies when it fails.
+   * @param {Conn|HttpConn} cn @param {string} tok
+   * @param {(signal: AbortSignal) => Promise<string>} token
+   */
+  async _handshake(cn, tok, token) {
     const sent = Date.now();
     try {
       const res = await cn.handshake(tok, this.o.connectTimeout);
       cn.start(sent, res.expires_at, token, this.o.callTimeout);
-      return cn;
     } catch (err) {
       cn.die(/** @type {Error} */ (err), 1000);
       throw err;
     }
   }
 
-  /** @param {Conn} cn @returns {boolean} false when the client closed meanwhile */
+  /** @param {Conn|HttpConn} cn @returns {boolean} false when the client closed meanwhile */
   _setCurrent(cn) {
     if (this._closed) {
       void cn.closeNormal();
@@ -450,7 +516,7 @@ export class Client {
   /**
    * _lost forgets cn as the current connection the moment it ends, so that
    * calls wait for the next one.
-   * @param {Conn} cn
+   * @param {Conn|HttpConn} cn
    */
   _lost(cn) {
     if (this._cur !== cn || this._closed) return;
@@ -462,7 +528,7 @@ export class Client {
 
   /**
    * _run serves connections: when one ends, it reconnects.
-   * @param {Conn} cn
+   * @param {Conn|HttpConn} cn
    */
   async _run(cn) {
     for (;;) {
@@ -486,7 +552,7 @@ export class Client {
    * after cause ended the last connection. The first try of a fresh client
    * is immediate.
    * @param {Error} [cause]
-   * @returns {Promise<Conn|null>}
+   * @returns {Promise<Conn|HttpConn|null>}
    */
   async _attempts(cause) {
     let first = this._gen === 0;
@@ -526,7 +592,7 @@ export class Client {
    * _waitConn returns the current connection, waiting while the client
    * reconnects.
    * @param {AbortSignal} [signal]
-   * @returns {Promise<Conn>}
+   * @returns {Promise<Conn|HttpConn>}
    */
   async _waitConn(signal) {
     for (;;) {
@@ -570,7 +636,7 @@ export class Client {
   /**
    * _restoreAll subscribes again every entry not subscribed on cn, in the
    * order they were created.
-   * @param {Conn} cn
+   * @param {Conn|HttpConn} cn
    */
   async _restoreAll(cn) {
     for (const e of [...this._subs.values()]) {
@@ -581,7 +647,7 @@ export class Client {
 
   /**
    * _route serves the notifications the server sends on cn, in order.
-   * @param {Conn} cn @param {string} method @param {any} params
+   * @param {Conn|HttpConn} cn @param {string} method @param {any} params
    */
   _route(cn, method, params) {
     if (cn !== this._cur || !params || typeof params !== 'object') return;

@@ -1,6 +1,7 @@
-// One WebSocket connection: JSON-RPC ids and pending calls, in-order
-// notifications, heartbeats and token refresh. The Client owns connections
-// and replaces them when they end.
+// One connection: JSON-RPC ids and pending calls, in-order notifications,
+// heartbeats and token refresh. Link is what every transport shares; Conn is
+// a WebSocket (HttpConn, in httpconn.js, emulates one over POST /rpc). The
+// Client owns connections and replaces them when they end.
 
 import {
   ClosedError, Code, CloseCode, ConnectionLostError, ConnectTimeoutError, FrameError,
@@ -43,8 +44,12 @@ export function refreshDelay(issued, exp, now) {
  * @property {{debug: Function, info: Function, warn: Function}} logger
  */
 
-/** Conn is one authenticated (or authenticating) WebSocket. */
-export class Conn {
+/**
+ * Link is what a connection is whatever carries it: pending calls by id,
+ * dispatch of what arrives, silence detection, token refresh and how it
+ * ends. A subclass provides transmit (one message out), and die.
+ */
+export class Link {
   /** @param {ConnOptions} o */
   constructor(o) {
     this.o = o;
@@ -71,46 +76,30 @@ export class Conn {
     /** @type {Promise<Error>} resolves with the reason when the connection ends */
     this.ended = new Promise((r) => { endResolve = r; });
     this.endResolve = endResolve;
-
-    const ws = new o.WebSocket(o.url, [o.codec.name]);
-    ws.binaryType = 'arraybuffer';
-    this.ws = ws;
-    /** @type {Promise<void>} resolves when the socket is open */
-    this.opened = new Promise((resolve, reject) => {
-      ws.onopen = () => resolve();
-      this.openReject = reject;
-    });
-    this.opened.catch(() => {});
-    ws.onmessage = (/** @type {MessageEvent} */ ev) => this.receive(ev.data);
-    ws.onerror = () => {}; // the close event follows and says more
-    ws.onclose = (/** @type {CloseEvent} */ ev) => this.end(new SocketClosedError(ev.code, ev.reason));
   }
 
   /**
-   * handshake opens the socket, checks the subprotocol and authenticates
-   * with token, within timeoutMs. It returns the auth result.
-   * @param {string} token
-   * @param {number} timeoutMs
-   * @returns {Promise<import('./wire.js').AuthResult>}
+   * watching says whether silence now means a dead connection: always on a
+   * socket; over HTTP only while a response is open.
+   * @returns {boolean}
    */
-  async handshake(token, timeoutMs) {
-    const timer = setTimeout(() => this.die(new ConnectTimeoutError(), CloseCode.Normal), timeoutMs);
-    try {
-      await Promise.race([this.opened, this.ended.then((e) => { throw e; })]);
-      if (this.ws.protocol !== this.codec.name) {
-        this.die(new SubprotocolError(this.codec.name), CloseCode.PolicyViolation);
-        throw this.error;
-      }
-      /** @type {{subject: string, expires_at: number, limits?: Limits}} */
-      const res = await this.call('auth', { token });
-      this.subject = res.subject;
-      this.setLimits(res.limits);
-      [this.beat, this.silence] = heartbeats(this.o.heartbeatInterval, this.limits?.heartbeat_ms);
-      return res;
-    } finally {
-      clearTimeout(timer);
-    }
-  }
+  get watching() { return true; }
+
+  /** sendsHeartbeats says whether the client sends $/heartbeat (not over HTTP). */
+  get sendsHeartbeats() { return true; }
+
+  /**
+   * transmit sends one message; it throws when the connection has ended.
+   * @param {object} msg @returns {void}
+   */
+  transmit(msg) { void msg; throw new Error('not implemented'); }
+
+  /**
+   * die ends the connection at once for err (the first reason wins) and
+   * releases what carries it, closing a socket with code.
+   * @param {Error} err @param {number} code @returns {void}
+   */
+  die(err, code) { void code; this.end(err); }
 
   /**
    * start begins heartbeats and token refresh once auth succeeded.
@@ -126,19 +115,20 @@ export class Conn {
     this.started = true;
     const tick = setInterval(() => this.keepalive(), Math.max(Math.floor(iv / 4), 1));
     this.timers.push(tick);
-    this.scheduleRefresh(issued, expiresAt * 1000, token, callTimeout);
+    // A token without exp (over HTTP, where expiry is read from the token) is not refreshed.
+    if (expiresAt > 0) this.scheduleRefresh(issued, expiresAt * 1000, token, callTimeout);
   }
 
   keepalive() {
     if (this.error) return;
     const iv = this.beat;
     const now = Date.now();
-    if (now - this.lastRecv >= 3 * this.silence) {
+    if (this.watching && now - this.lastRecv >= 3 * this.silence) {
       this.o.logger.info('heartbeat timeout: reconnecting', { silentMs: now - this.lastRecv });
       this.die(new HeartbeatTimeoutError(), CloseCode.HeartbeatTimeout);
       return;
     }
-    if (now - this.lastSent >= iv) {
+    if (this.sendsHeartbeats && now - this.lastSent >= iv) {
       this.lastSent = now;
       this.notify('$/heartbeat', { time: now });
     }
@@ -262,7 +252,7 @@ export class Conn {
       onAbort = () => { done(); reject(signal?.reason); };
       signal?.addEventListener('abort', onAbort, { once: true });
       try {
-        this.send({ jsonrpc: '2.0', id, method, params: withTraceContext(this.o.traceContext, method, params ?? {}, this.o.logger) });
+        this.transmit({ jsonrpc: '2.0', id, method, params: withTraceContext(this.o.traceContext, method, params ?? {}, this.o.logger) });
       } catch (err) {
         done();
         reject(err);
@@ -276,7 +266,130 @@ export class Conn {
    */
   notify(method, params) {
     if (this.error) throw this.lostError();
-    this.send({ jsonrpc: '2.0', method, params: params ?? {} });
+    this.transmit({ jsonrpc: '2.0', method, params: params ?? {} });
+  }
+
+  lostError() {
+    if (this.error instanceof ClosedError) return this.error;
+    return new ConnectionLostError(`connection lost: ${this.error?.message ?? 'not connected'}`, this.error);
+  }
+
+  /**
+   * dispatch serves one message that arrived: a notification to
+   * onNotification, an answer to its pending call.
+   * @param {any} msg
+   */
+  dispatch(msg) {
+    if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) {
+      this.o.logger.warn('ignored a message that is not an object');
+      return;
+    }
+    if (typeof msg.method === 'string') {
+      if (msg.id === undefined || msg.id === null) {
+        try {
+          this.o.onNotification(this, msg.method, msg.params);
+        } catch (err) {
+          this.o.logger.warn('notification handler failed', { method: msg.method, err: String(err) });
+        }
+        return;
+      }
+      // The server may send requests too; the client serves none.
+      this.refuseRequest(msg.id, msg.method);
+      return;
+    }
+    const p = typeof msg.id === 'number' ? this.pending.get(msg.id) : undefined;
+    if (!p) {
+      if (msg.error) this.o.logger.warn('error from the server', { code: msg.error.code, message: msg.error.message });
+      return;
+    }
+    if (msg.error) {
+      p.reject(rpcError(Number(msg.error.code), String(msg.error.message ?? ''), msg.error.data));
+    } else {
+      p.resolve(msg.result);
+    }
+  }
+
+
+  /**
+   * refuseRequest answers a request from the server with -32601 where it can.
+   * @param {unknown} id @param {string} method
+   */
+  refuseRequest(id, method) { void id; void method; }
+
+  /** @param {Error} err */
+  end(err) {
+    if (this.error) return;
+    this.error = err;
+    for (const t of this.timers) clearInterval(t);
+    clearTimeout(this.refreshTimer);
+    const lost = this.lostError();
+    for (const p of [...this.pending.values()]) p.reject(lost);
+    this.pending.clear();
+    try {
+      this.o.onEnd(this);
+    } finally {
+      this.endResolve(err);
+    }
+  }
+}
+
+/** Conn is one authenticated (or authenticating) WebSocket. */
+export class Conn extends Link {
+  /** @param {ConnOptions} o */
+  constructor(o) {
+    super(o);
+    /** @type {'websocket'} */
+    this.transport = 'websocket';
+    /** Whether the socket opened: one that never did may be refused by a proxy. */
+    this.wasOpen = false;
+    const ws = new o.WebSocket(o.url, [o.codec.name]);
+    ws.binaryType = 'arraybuffer';
+    this.ws = ws;
+    /** @type {(err: Error) => void} */
+    this.openReject = () => {};
+    /** @type {Promise<void>} resolves when the socket is open */
+    this.opened = new Promise((resolve, reject) => {
+      ws.onopen = () => {
+        this.wasOpen = true;
+        resolve();
+      };
+      this.openReject = reject;
+    });
+    this.opened.catch(() => {});
+    ws.onmessage = (/** @type {MessageEvent} */ ev) => this.receive(ev.data);
+    ws.onerror = () => {}; // the close event follows and says more
+    ws.onclose = (/** @type {CloseEvent} */ ev) => this.end(new SocketClosedError(ev.code, ev.reason));
+  }
+
+  /**
+   * handshake opens the socket, checks the subprotocol and authenticates
+   * with token, within timeoutMs. It returns the auth result.
+   * @param {string} token
+   * @param {number} timeoutMs
+   * @returns {Promise<import('./wire.js').AuthResult>}
+   */
+  async handshake(token, timeoutMs) {
+    const timer = setTimeout(() => this.die(new ConnectTimeoutError(), CloseCode.Normal), timeoutMs);
+    try {
+      await Promise.race([this.opened, this.ended.then((e) => { throw e; })]);
+      if (this.ws.protocol !== this.codec.name) {
+        this.die(new SubprotocolError(this.codec.name), CloseCode.PolicyViolation);
+        throw this.error;
+      }
+      /** @type {{subject: string, expires_at: number, limits?: Limits}} */
+      const res = await this.call('auth', { token });
+      this.subject = res.subject;
+      this.setLimits(res.limits);
+      [this.beat, this.silence] = heartbeats(this.o.heartbeatInterval, this.limits?.heartbeat_ms);
+      return res;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** @param {object} msg */
+  transmit(msg) {
+    this.send(msg);
   }
 
   /** @param {object} msg */
@@ -292,11 +405,6 @@ export class Conn {
       this.die(new ConnectionLostError('send failed', err), CloseCode.Normal);
       throw this.lostError();
     }
-  }
-
-  lostError() {
-    if (this.error instanceof ClosedError) return this.error;
-    return new ConnectionLostError(`connection lost: ${this.error?.message ?? 'not connected'}`, this.error);
   }
 
   /** @param {any} data */
@@ -325,35 +433,14 @@ export class Conn {
       this.die(new FrameError(`undecodable frame: ${/** @type {Error} */ (err).message}`), CloseCode.UnsupportedData);
       return;
     }
-    if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) {
-      this.o.logger.warn('ignored a message that is not an object');
-      return;
-    }
-    if (typeof msg.method === 'string') {
-      if (msg.id === undefined || msg.id === null) {
-        try {
-          this.o.onNotification(this, msg.method, msg.params);
-        } catch (err) {
-          this.o.logger.warn('notification handler failed', { method: msg.method, err: String(err) });
-        }
-        return;
-      }
-      // The server may send requests too; the client serves none.
-      try {
-        this.send({ jsonrpc: '2.0', id: msg.id, error: { code: Code.MethodNotFound, message: `method ${msg.method} not found` } });
-      } catch { /* the connection is gone */ }
-      return;
-    }
-    const p = typeof msg.id === 'number' ? this.pending.get(msg.id) : undefined;
-    if (!p) {
-      if (msg.error) this.o.logger.warn('error from the server', { code: msg.error.code, message: msg.error.message });
-      return;
-    }
-    if (msg.error) {
-      p.reject(rpcError(Number(msg.error.code), String(msg.error.message ?? ''), msg.error.data));
-    } else {
-      p.resolve(msg.result);
-    }
+    this.dispatch(msg);
+  }
+
+  /** @param {unknown} id @param {string} method */
+  refuseRequest(id, method) {
+    try {
+      this.send({ jsonrpc: '2.0', id, error: { code: Code.MethodNotFound, message: `method ${method} not found` } });
+    } catch { /* the connection is gone */ }
   }
 
   /**
@@ -391,20 +478,11 @@ export class Conn {
     return closed;
   }
 
+
   /** @param {Error} err */
   end(err) {
     if (this.error) return;
-    this.error = err;
-    this.openReject?.(err);
-    for (const t of this.timers) clearInterval(t);
-    clearTimeout(this.refreshTimer);
-    const lost = this.lostError();
-    for (const p of [...this.pending.values()]) p.reject(lost);
-    this.pending.clear();
-    try {
-      this.o.onEnd(this);
-    } finally {
-      this.endResolve(err);
-    }
+    this.openReject(err);
+    super.end(err);
   }
 }

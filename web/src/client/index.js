@@ -1,7 +1,8 @@
 // The browser client of the Ballet realtime API: JSON-RPC 2.0 over
-// WebSocket, MessagePack by default, with auth refresh, heartbeats,
-// reconnects, gap-free resubscription, planner watches that resume where
-// they were, and the server's advertised limits.
+// WebSocket, MessagePack by default, or over streaming HTTP (JSON) where a
+// proxy refuses the WebSocket, with auth refresh, heartbeats, reconnects,
+// gap-free resubscription, planner watches that resume where they were,
+// and the server's advertised limits.
 
 export { Client, dial } from './client.js';
 export { Subscription } from './subscription.js';
@@ -9,6 +10,7 @@ export { Watch, Position } from './watch.js';
 export { msgpack, json, codecFor } from './codec.js';
 export { Backoff } from './backoff.js';
 export { refreshDelay } from './conn.js';
+export { WEBSOCKET_RETRY_MS } from './transport.js';
 export { heartbeats, utf8Length } from './limits.js';
 export {
   Code, CloseCode, Limit, RpcError, LimitError, ClosedError, ConnectionLostError, HeartbeatTimeoutError,
@@ -21,6 +23,8 @@ export {
 /** @typedef {import('./client.js').CallOptions} CallOptions */
 /** @typedef {import('./client.js').Logger} Logger */
 /** @typedef {import('./client.js').State} State */
+/** @typedef {import('./transport.js').TransportMode} TransportMode */
+/** @typedef {import('./transport.js').Transport} Transport */
 /** @typedef {import('./trace.js').TraceContext} TraceContext */
 /** @typedef {import('./conn.js').Limits} Limits */
 /** @typedef {import('./codec.js').Codec} Codec */

@@ -168,7 +168,7 @@ export class Entry {
    * _settled records a successful subscribe on cn sent at epoch. It returns
    * false when the subscription ended meanwhile; the server's side is then
    * unsubscribed.
-   * @param {import('./conn.js').Conn} cn @param {number} epoch
+   * @param {import('./conn.js').Link} cn @param {number} epoch
    */
   _settled(cn, epoch) {
     if (this.done) {
@@ -198,7 +198,7 @@ export class Entry {
    * _callFailed handles a resubscribe that got no answer: a connection that
    * still runs but does not answer in time is given up, so that the next
    * one restores the subscription. It returns false.
-   * @param {import('./conn.js').Conn} cn @param {unknown} err
+   * @param {import('./conn.js').Link} cn @param {unknown} err
    */
   _callFailed(cn, err) {
     if (!cn.error) cn.die(new ConnectionLostError(`resubscribe ${this.id} failed: ${String(err)}`, err), 4000);
@@ -209,7 +209,7 @@ export class Entry {
    * _subscribeLoop makes the first subscribe, on the next connection again when
    * the connection ends before the answer.
    * @param {AbortSignal|undefined} signal
-   * @param {(cn: import('./conn.js').Conn) => Promise<void>} call sends the request and records its result
+   * @param {(cn: import('./conn.js').Link) => Promise<void>} call sends the request and records its result
    */
   async _subscribeLoop(signal, call) {
     for (;;) {
@@ -365,7 +365,7 @@ export class Subscription extends Entry {
   /**
    * _restore subscribes again on cn from the last delivered seq. It returns
    * false only when the connection is gone.
-   * @param {import('./conn.js').Conn} cn
+   * @param {import('./conn.js').Link} cn
    */
   async _restore(cn) {
     if (this.done || !this.active || this.gen === cn.gen) return true;
@@ -387,7 +387,7 @@ export class Subscription extends Entry {
   /**
    * _resync subscribes without from_seq and runs onResync before any new
    * event is delivered.
-   * @param {import('./conn.js').Conn} cn
+   * @param {import('./conn.js').Link} cn
    */
   async _resync(cn) {
     const old = this.lastSeq;

@@ -201,7 +201,7 @@ export class Watch extends Entry {
    * _restore watches again on cn from the last output delivered; when the
    * server cannot resume from there, onResume runs before new output. It
    * returns false only when the connection is gone.
-   * @param {import('./conn.js').Conn} cn
+   * @param {import('./conn.js').Link} cn
    */
   async _restore(cn) {
     if (this.done || !this.active || this.gen === cn.gen) return true;

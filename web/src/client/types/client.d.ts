@@ -10,8 +10,9 @@ export function dial(url: string, options: ClientOptions, connectOptions?: {
     retry?: boolean;
 }): Promise<Client>;
 /**
- * Client is a connection to the realtime API (JSON-RPC 2.0 over WebSocket)
- * that survives disconnects: it authenticates first, refreshes the token at
+ * Client is a connection to the realtime API (JSON-RPC 2.0 over WebSocket,
+ * or over streaming HTTP where a proxy refuses the WebSocket: see the
+ * transport option) that survives disconnects: it authenticates first, refreshes the token at
  * 80 % of its lifetime, sends $/heartbeat and treats three silent intervals
  * as a dead connection, reconnects with full-jitter backoff, and resumes
  * every subscription from the last seq it delivered. It keeps within the
@@ -28,10 +29,14 @@ export class Client {
      */
     constructor(url: string, options: ClientOptions);
     url: string;
+    /** Which transport each connection uses. */
+    _transports: Transports;
     o: {
         token: (signal: AbortSignal) => (string | Promise<string>);
         codec: import("./codec.js").Codec;
         WebSocket: any;
+        fetch: typeof fetch;
+        readLimit: number;
         heartbeatInterval: number;
         connectTimeout: number;
         callTimeout: number;
@@ -62,14 +67,14 @@ export class Client {
     _closed: boolean;
     /** @type {Deferred<void>} resolved by close() */
     _closing: Deferred<void>;
-    /** @type {Conn|null} */
-    _cur: Conn | null;
-    /** @type {Deferred<Conn>} resolved when the next connection is current */
-    _ready: Deferred<Conn>;
+    /** @type {Conn|HttpConn|null} */
+    _cur: Conn | HttpConn | null;
+    /** @type {Deferred<Conn|HttpConn>} resolved when the next connection is current */
+    _ready: Deferred<Conn | HttpConn>;
     _gen: number;
     _subject: string;
-    /** @type {Conn|null} the connection whose limits are known */
-    _limitsConn: Conn | null;
+    /** @type {Conn|HttpConn|null} the connection whose limits are known */
+    _limitsConn: Conn | HttpConn | null;
     /** @type {Map<string, Subscription|Watch>} subscriptions and watches, in creation order */
     _subs: Map<string, Subscription | Watch>;
     _nextID: number;
@@ -91,6 +96,12 @@ export class Client {
     get limits(): import("./limits.js").Limits | null;
     /** Whether close() was called. */
     get closed(): boolean;
+    /**
+     * The transport of the current connection: "websocket", "http", or null
+     * while there is none.
+     * @returns {import('./transport.js').Transport|null}
+     */
+    get transport(): import("./transport.js").Transport | null;
     /**
      * connect makes the first connection. By default it rejects with that
      * connection's error, such as a refused token (RpcError with code
@@ -220,32 +231,45 @@ export class Client {
      */
     _first(e: Subscription | Watch, signal: AbortSignal | undefined, what: string): Promise<Subscription | Watch>;
     /**
-     * _connect opens and authenticates connection gen.
+     * _connect opens and authenticates connection gen over the transport
+     * the client is on, and over HTTP when a WebSocket fails before it opens
+     * (transport "auto").
      * @param {number} gen
-     * @returns {Promise<Conn>}
+     * @returns {Promise<Conn|HttpConn>}
      */
-    _connect(gen: number): Promise<Conn>;
-    /** @param {Conn} cn @returns {boolean} false when the client closed meanwhile */
-    _setCurrent(cn: Conn): boolean;
+    _connect(gen: number): Promise<Conn | HttpConn>;
+    /**
+     * @param {import('./transport.js').Transport} transport @param {number} gen
+     * @returns {Conn|HttpConn}
+     */
+    _newConn(transport: import("./transport.js").Transport, gen: number): Conn | HttpConn;
+    /**
+     * _handshake authenticates cn with tok and starts it; cn dies when it fails.
+     * @param {Conn|HttpConn} cn @param {string} tok
+     * @param {(signal: AbortSignal) => Promise<string>} token
+     */
+    _handshake(cn: Conn | HttpConn, tok: string, token: (signal: AbortSignal) => Promise<string>): Promise<void>;
+    /** @param {Conn|HttpConn} cn @returns {boolean} false when the client closed meanwhile */
+    _setCurrent(cn: Conn | HttpConn): boolean;
     /**
      * _lost forgets cn as the current connection the moment it ends, so that
      * calls wait for the next one.
-     * @param {Conn} cn
+     * @param {Conn|HttpConn} cn
      */
-    _lost(cn: Conn): void;
+    _lost(cn: Conn | HttpConn): void;
     /**
      * _run serves connections: when one ends, it reconnects.
-     * @param {Conn} cn
+     * @param {Conn|HttpConn} cn
      */
-    _run(cn: Conn): Promise<void>;
+    _run(cn: Conn | HttpConn): Promise<void>;
     /**
      * _attempts connects with backoff until it succeeds or the client closes,
      * after cause ended the last connection. The first try of a fresh client
      * is immediate.
      * @param {Error} [cause]
-     * @returns {Promise<Conn|null>}
+     * @returns {Promise<Conn|HttpConn|null>}
      */
-    _attempts(cause?: Error): Promise<Conn | null>;
+    _attempts(cause?: Error): Promise<Conn | HttpConn | null>;
     /**
      * _delay is the wait before the next attempt after cause. A subject at
      * its connection limit waits near maxBackoff, since other connections
@@ -258,22 +282,22 @@ export class Client {
      * _waitConn returns the current connection, waiting while the client
      * reconnects.
      * @param {AbortSignal} [signal]
-     * @returns {Promise<Conn>}
+     * @returns {Promise<Conn|HttpConn>}
      */
-    _waitConn(signal?: AbortSignal): Promise<Conn>;
+    _waitConn(signal?: AbortSignal): Promise<Conn | HttpConn>;
     /** _kick runs restoreAll on the current connection, one run at a time. */
     _kick(): void;
     /**
      * _restoreAll subscribes again every entry not subscribed on cn, in the
      * order they were created.
-     * @param {Conn} cn
+     * @param {Conn|HttpConn} cn
      */
-    _restoreAll(cn: Conn): Promise<void>;
+    _restoreAll(cn: Conn | HttpConn): Promise<void>;
     /**
      * _route serves the notifications the server sends on cn, in order.
-     * @param {Conn} cn @param {string} method @param {any} params
+     * @param {Conn|HttpConn} cn @param {string} method @param {any} params
      */
-    _route(cn: Conn, method: string, params: any): void;
+    _route(cn: Conn | HttpConn, method: string, params: any): void;
 }
 export type State = "connecting" | "connected" | "reconnecting" | "closed";
 export type Logger = {
@@ -288,13 +312,41 @@ export type ClientOptions = {
      */
     token: (signal: AbortSignal) => (string | Promise<string>);
     /**
-     * Default "msgpack".
+     * Default "msgpack"
+     * (over the WebSocket; HTTP is always JSON).
      */
     codec?: import("./codec.js").Codec | "msgpack" | "json" | undefined;
     /**
      * The WebSocket constructor. Default globalThis.WebSocket.
      */
     WebSocket?: any;
+    /**
+     * "websocket"
+     * or "http" (POST /rpc, streaming NDJSON) forces one. Default "auto": the
+     * WebSocket, and HTTP when its socket fails before it opens while HTTP
+     * works (a proxy that refuses WebSocket upgrades); HTTP is then kept,
+     * across reconnects, and the WebSocket is tried again only at a reconnect
+     * after websocketRetryInterval.
+     */
+    transport?: import("./transport.js").TransportMode | undefined;
+    /**
+     * ms on HTTP after a fall back
+     * before a reconnect tries the WebSocket again. Default 300000 (5 minutes).
+     */
+    websocketRetryInterval?: number | undefined;
+    /**
+     * For HTTP. Default globalThis.fetch.
+     */
+    fetch?: typeof fetch | undefined;
+    /**
+     * bytes of one line over HTTP; a longer one
+     * ends the connection. Default 8 MiB.
+     */
+    readLimit?: number | undefined;
+    /**
+     * The clock of websocketRetryInterval. Default Date.now.
+     */
+    now?: (() => number) | undefined;
     /**
      * ms between $/heartbeat; three silent
      * intervals end the connection. Default: the server's interval, as its
@@ -371,8 +423,10 @@ export type CallOptions = {
      */
     signal?: AbortSignal | undefined;
 };
+import { Transports } from './transport.js';
 import { Deferred } from './deferred.js';
 import { Conn } from './conn.js';
+import { HttpConn } from './httpconn.js';
 import { Subscription } from './subscription.js';
 import { Watch } from './watch.js';
 import { Backoff } from './backoff.js';

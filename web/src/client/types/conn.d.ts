@@ -21,8 +21,12 @@ export const MIN_REFRESH_MS: 1000;
  * @property {(conn: Conn) => void} onEnd called once, synchronously, when the connection ends
  * @property {{debug: Function, info: Function, warn: Function}} logger
  */
-/** Conn is one authenticated (or authenticating) WebSocket. */
-export class Conn {
+/**
+ * Link is what a connection is whatever carries it: pending calls by id,
+ * dispatch of what arrives, silence detection, token refresh and how it
+ * ends. A subclass provides transmit (one message out), and die.
+ */
+export class Link {
     /** @param {ConnOptions} o */
     constructor(o: ConnOptions);
     o: ConnOptions;
@@ -49,18 +53,25 @@ export class Conn {
     /** @type {Promise<Error>} resolves with the reason when the connection ends */
     ended: Promise<Error>;
     endResolve: (err: Error) => void;
-    ws: any;
-    /** @type {Promise<void>} resolves when the socket is open */
-    opened: Promise<void>;
-    openReject: (reason?: any) => void;
     /**
-     * handshake opens the socket, checks the subprotocol and authenticates
-     * with token, within timeoutMs. It returns the auth result.
-     * @param {string} token
-     * @param {number} timeoutMs
-     * @returns {Promise<import('./wire.js').AuthResult>}
+     * watching says whether silence now means a dead connection: always on a
+     * socket; over HTTP only while a response is open.
+     * @returns {boolean}
      */
-    handshake(token: string, timeoutMs: number): Promise<import("./wire.js").AuthResult>;
+    get watching(): boolean;
+    /** sendsHeartbeats says whether the client sends $/heartbeat (not over HTTP). */
+    get sendsHeartbeats(): boolean;
+    /**
+     * transmit sends one message; it throws when the connection has ended.
+     * @param {object} msg @returns {void}
+     */
+    transmit(msg: object): void;
+    /**
+     * die ends the connection at once for err (the first reason wins) and
+     * releases what carries it, closing a socket with code.
+     * @param {Error} err @param {number} code @returns {void}
+     */
+    die(err: Error, code: number): void;
     /**
      * start begins heartbeats and token refresh once auth succeeded.
      * @param {number} issued Unix ms when auth was sent
@@ -119,21 +130,46 @@ export class Conn {
      * @param {string} method @param {any} params
      */
     notify(method: string, params: any): void;
-    /** @param {object} msg */
-    send(msg: object): void;
     lostError(): ClosedError | ConnectionLostError;
-    /** @param {any} data */
-    receive(data: any): void;
     /**
-     * die ends the connection at once for err (the first reason wins) and
-     * closes the socket with code.
-     * @param {Error} err @param {number} code
+     * dispatch serves one message that arrived: a notification to
+     * onNotification, an answer to its pending call.
+     * @param {any} msg
      */
-    die(err: Error, code: number): void;
-    /** closeNormal closes with 1000 and resolves when the socket has closed, or after a grace period. */
-    closeNormal(): Promise<any>;
+    dispatch(msg: any): void;
+    /**
+     * refuseRequest answers a request from the server with -32601 where it can.
+     * @param {unknown} id @param {string} method
+     */
+    refuseRequest(id: unknown, method: string): void;
     /** @param {Error} err */
     end(err: Error): void;
+}
+/** Conn is one authenticated (or authenticating) WebSocket. */
+export class Conn extends Link {
+    /** @type {'websocket'} */
+    transport: "websocket";
+    /** Whether the socket opened: one that never did may be refused by a proxy. */
+    wasOpen: boolean;
+    ws: any;
+    /** @type {(err: Error) => void} */
+    openReject: (err: Error) => void;
+    /** @type {Promise<void>} resolves when the socket is open */
+    opened: Promise<void>;
+    /**
+     * handshake opens the socket, checks the subprotocol and authenticates
+     * with token, within timeoutMs. It returns the auth result.
+     * @param {string} token
+     * @param {number} timeoutMs
+     * @returns {Promise<import('./wire.js').AuthResult>}
+     */
+    handshake(token: string, timeoutMs: number): Promise<import("./wire.js").AuthResult>;
+    /** @param {object} msg */
+    send(msg: object): void;
+    /** @param {any} data */
+    receive(data: any): void;
+    /** closeNormal closes with 1000 and resolves when the socket has closed, or after a grace period. */
+    closeNormal(): Promise<any>;
 }
 export type Limits = import("./limits.js").Limits;
 export type ConnOptions = {

@@ -1,10 +1,13 @@
 export { Subscription } from "./subscription.js";
 export { Backoff } from "./backoff.js";
 export { refreshDelay } from "./conn.js";
+export { WEBSOCKET_RETRY_MS } from "./transport.js";
 export type ClientOptions = import("./client.js").ClientOptions;
 export type CallOptions = import("./client.js").CallOptions;
 export type Logger = import("./client.js").Logger;
 export type State = import("./client.js").State;
+export type TransportMode = import("./transport.js").TransportMode;
+export type Transport = import("./transport.js").Transport;
 export type TraceContext = import("./trace.js").TraceContext;
 export type Limits = import("./conn.js").Limits;
 export type Codec = import("./codec.js").Codec;

@@ -98,9 +98,9 @@ export class Entry<T> {
      * _settled records a successful subscribe on cn sent at epoch. It returns
      * false when the subscription ended meanwhile; the server's side is then
      * unsubscribed.
-     * @param {import('./conn.js').Conn} cn @param {number} epoch
+     * @param {import('./conn.js').Link} cn @param {number} epoch
      */
-    _settled(cn: import("./conn.js").Conn, epoch: number): boolean;
+    _settled(cn: import("./conn.js").Link, epoch: number): boolean;
     /**
      * _patient are the request options of a resubscribe: after a reconnect
      * they come in a burst, so refusals for the request rate wait and are
@@ -115,16 +115,16 @@ export class Entry<T> {
      * _callFailed handles a resubscribe that got no answer: a connection that
      * still runs but does not answer in time is given up, so that the next
      * one restores the subscription. It returns false.
-     * @param {import('./conn.js').Conn} cn @param {unknown} err
+     * @param {import('./conn.js').Link} cn @param {unknown} err
      */
-    _callFailed(cn: import("./conn.js").Conn, err: unknown): boolean;
+    _callFailed(cn: import("./conn.js").Link, err: unknown): boolean;
     /**
      * _subscribeLoop makes the first subscribe, on the next connection again when
      * the connection ends before the answer.
      * @param {AbortSignal|undefined} signal
-     * @param {(cn: import('./conn.js').Conn) => Promise<void>} call sends the request and records its result
+     * @param {(cn: import('./conn.js').Link) => Promise<void>} call sends the request and records its result
      */
-    _subscribeLoop(signal: AbortSignal | undefined, call: (cn: import("./conn.js").Conn) => Promise<void>): Promise<void>;
+    _subscribeLoop(signal: AbortSignal | undefined, call: (cn: import("./conn.js").Link) => Promise<void>): Promise<void>;
 }
 /**
  * Subscription is a subscription to one change stream.
@@ -190,15 +190,15 @@ export class Subscription extends Entry<import("./wire.js").EventParams> {
     /**
      * _restore subscribes again on cn from the last delivered seq. It returns
      * false only when the connection is gone.
-     * @param {import('./conn.js').Conn} cn
+     * @param {import('./conn.js').Link} cn
      */
-    _restore(cn: import("./conn.js").Conn): Promise<boolean>;
+    _restore(cn: import("./conn.js").Link): Promise<boolean>;
     /**
      * _resync subscribes without from_seq and runs onResync before any new
      * event is delivered.
-     * @param {import('./conn.js').Conn} cn
+     * @param {import('./conn.js').Link} cn
      */
-    _resync(cn: import("./conn.js").Conn): Promise<boolean>;
+    _resync(cn: import("./conn.js").Link): Promise<boolean>;
 }
 /**
  * who made the change

@@ -139,9 +139,9 @@ export class Watch extends Entry<import("./wire.js").OutputParams> {
      * _restore watches again on cn from the last output delivered; when the
      * server cannot resume from there, onResume runs before new output. It
      * returns false only when the connection is gone.
-     * @param {import('./conn.js').Conn} cn
+     * @param {import('./conn.js').Link} cn
      */
-    _restore(cn: import("./conn.js").Conn): Promise<boolean>;
+    _restore(cn: import("./conn.js").Link): Promise<boolean>;
     /**
      * @param {PlannerOutput} out
      * @param {number} gen the connection it came on
