@@ -70,6 +70,10 @@
 #   IDLE_N     idle connections (default 9000); HOLD, how long idle runs hold them (default 90s)
 #   VARIANTS_IDLE  variant:codec pairs of idle and liveheap runs (default below)
 #   VARIANTS_LIVE  variant:codec pairs of latency and saturate runs (default below)
+#   TRANSPORTS the subscribers' transports of the idle, liveheap, latency and saturate runs, each
+#              pair run with each in turn: websocket (GET /rpc), http (POST /rpc, JSON pairs only;
+#              the summary then ends with HTTP's figures as a share of the WebSocket's) (default
+#              websocket)
 #   RATES      events/s of the rates runs (default "50 100 200 400 800")
 #   SINGLE_WRITERS  writers of the single runs (default 4: one writer commits fewer than 400
 #              single-event transactions a second)
@@ -92,6 +96,8 @@ IDLE_N=${IDLE_N:-9000}
 HOLD=${HOLD:-90s}
 VARIANTS_IDLE=${VARIANTS_IDLE:-"default:msgpack nopark:msgpack notimerheap:msgpack gogc100:msgpack default:json"}
 VARIANTS_LIVE=${VARIANTS_LIVE:-"default:msgpack nodirect:msgpack noparallel:msgpack default:json"}
+TRANSPORTS=${TRANSPORTS:-websocket}
+transport=websocket
 RATES=${RATES:-"50 100 200 400 800"}
 SINGLE_WRITERS=${SINGLE_WRITERS:-4}
 BURSTS=${BURSTS:-"1 2 3"}
@@ -290,18 +296,21 @@ BENCH=("$BIN/ballet-bench" --url "ws://$ADDR/rpc" --db "$DBURL" --token-url "$TO
 # shellcheck disable=SC2206 # BENCH_ARGS is split into flags on purpose
 BENCH+=(${BENCH_ARGS:-})
 
-# run TARGET VARIANT CODEC ROUND: one run on a fresh serve, its report
+# run TARGET VARIANT CODEC ROUND: one run on a fresh serve, its subscribers over $transport, its report
 # (with target, variant, round, the server's CPU and the load average
 # added) appended to results.jsonl.
 run() {
 	local target=$1 v=$2 codec=$3 round=$4 rate=${5:-100} name raw t0 t1 idle=null before=null after=null
 	name=$target-$v-$codec-$round
+	[ "$transport" = websocket ] || name=$target-$v-$codec-$transport-$round
 	[ "$target" = rates ] && name=$name-$rate
 	[ "$target" = overload ] && rate=1000
 	[ "$target" = single ] && rate=400
 	raw=$OUT/$name.json
+	local bench=("${BENCH[@]}")
+	[ "$transport" = websocket ] || bench+=(--transport "$transport")
 	serve_start "$v"
-	log "$target $v $codec (round $round)"
+	log "$target $v $codec $transport (round $round)"
 	t0=$(ticks "$SERVE_PID")
 	if [ -n "${PROFILE:-}" ]; then
 		(sleep 4 && curl -fs "http://$ADMIN/debug/pprof/profile?seconds=$PROFILE" -o "$OUT/$name.pprof") &
@@ -317,7 +326,7 @@ run() {
 	idle)
 		sample "$SERVE_PID" "$OUT/$name.cpu" &
 		SAMPLER_PID=$!
-		"${BENCH[@]}" --codec "$codec" --mode idle --subscribers "$IDLE_N" --duration "$HOLD" \
+		"${bench[@]}" --codec "$codec" --mode idle --subscribers "$IDLE_N" --duration "$HOLD" \
 			--server-pid "$SERVE_PID" >"$raw" 2>>"$OUT/bench.log" || true
 		kill "$SAMPLER_PID" 2>/dev/null || true
 		wait "$SAMPLER_PID" 2>/dev/null || true
@@ -326,7 +335,7 @@ run() {
 		;;
 	liveheap)
 		before=$(live_heap)
-		"${BENCH[@]}" --codec "$codec" --mode idle --subscribers "$IDLE_N" --duration 20s \
+		"${bench[@]}" --codec "$codec" --mode idle --subscribers "$IDLE_N" --duration 20s \
 			--server-pid "$SERVE_PID" >"$raw" 2>"$OUT/$name.log" &
 		BENCH_PID=$!
 		while kill -0 "$BENCH_PID" 2>/dev/null && ! grep -q holding "$OUT/$name.log"; do
@@ -338,20 +347,20 @@ run() {
 		cat "$OUT/$name.log" >>"$OUT/bench.log"
 		;;
 	latency | rates)
-		"${BENCH[@]}" --codec "$codec" --subscribers 1000 --rate "$rate" --duration 10s >"$raw" 2>>"$OUT/bench.log" || true
+		"${bench[@]}" --codec "$codec" --subscribers 1000 --rate "$rate" --duration 10s >"$raw" 2>>"$OUT/bench.log" || true
 		;;
 	single)
-		"${BENCH[@]}" --codec "$codec" --subscribers 1000 --rate "$rate" --batch 1 --writers "$SINGLE_WRITERS" \
+		"${bench[@]}" --codec "$codec" --subscribers 1000 --rate "$rate" --batch 1 --writers "$SINGLE_WRITERS" \
 			--duration 10s >"$raw" 2>>"$OUT/bench.log" || true
 		;;
 	overload)
-		"${BENCH[@]}" --codec "$codec" --subscribers 1000 --rate "$rate" --batch 50 --duration 10s >"$raw" 2>>"$OUT/bench.log" || true
+		"${bench[@]}" --codec "$codec" --subscribers 1000 --rate "$rate" --batch 50 --duration 10s >"$raw" 2>>"$OUT/bench.log" || true
 		;;
 	replay)
-		"${BENCH[@]}" --codec "$codec" --mode replay >"$raw" 2>>"$OUT/bench.log" || true
+		"${bench[@]}" --codec "$codec" --mode replay >"$raw" 2>>"$OUT/bench.log" || true
 		;;
 	storm)
-		"${BENCH[@]}" --codec "$codec" --mode replay-storm --subscribers 1000 >"$raw" 2>>"$OUT/bench.log" || true
+		"${bench[@]}" --codec "$codec" --mode replay-storm --subscribers 1000 >"$raw" 2>>"$OUT/bench.log" || true
 		;;
 	burst1 | burst2 | burst3)
 		local args
@@ -366,10 +375,10 @@ run() {
 				--burst-events $((5000 / BURST_DIV)) --event-bytes 2048)
 			;;
 		esac
-		"${BENCH[@]}" --codec "$codec" --mode burst "${args[@]}" --server-pid "$SERVE_PID" >"$raw" 2>>"$OUT/bench.log" || true
+		"${bench[@]}" --codec "$codec" --mode burst "${args[@]}" --server-pid "$SERVE_PID" >"$raw" 2>>"$OUT/bench.log" || true
 		;;
 	saturate)
-		"${BENCH[@]}" --codec "$codec" --mode saturate --subscribers 1000 --duration 10s >"$raw" 2>>"$OUT/bench.log" || true
+		"${bench[@]}" --codec "$codec" --mode saturate --subscribers 1000 --duration 10s >"$raw" 2>>"$OUT/bench.log" || true
 		;;
 	esac
 	t1=$(ticks "$SERVE_PID")
@@ -385,8 +394,8 @@ run() {
 	jq -c --arg t "$target" --arg v "$v" --argjson r "$round" --argjson idle "$idle" \
 		--argjson before "$before" --argjson after "$after" \
 		--argjson cpu "$(awk -v d=$((t1 - t0)) -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", d / hz }')" \
-		--argjson load "$(cut -d' ' -f1 /proc/loadavg)" --argjson rate "$rate" \
-		'. + {target: $t, variant: $v, round: $r, rate_per_s: $rate, server_cpu_s: $cpu, server_cpu_idle_pct: $idle,
+		--argjson load "$(cut -d' ' -f1 /proc/loadavg)" --argjson rate "$rate" --arg tr "$transport" \
+		'. + {target: $t, variant: $v, round: $r, transport: $tr, rate_per_s: $rate, server_cpu_s: $cpu, server_cpu_idle_pct: $idle,
 			live_heap_before_bytes: $before, live_heap_after_bytes: $after, load_1m: $load}' "$raw" |
 		tee -a "$OUT/results.jsonl" | jq -r -f <(summary_jq) --arg one 1 >&2
 }
@@ -434,7 +443,8 @@ def describe:
 	+ "; load " + each(.load_1m)
 	+ (map(select(.ok | not) | .failures | join("; ")) | if length > 0 then " FAILED: " + join(" / ") else "" end);
 if $one == "1" then "  " + ([.] | describe)
-else group_by([.target, .variant, .codec, .rate_per_s])[] | "\(.[0].target)\t\(.[0].variant)\t\(.[0].codec)\t\(.[0].rate_per_s)/s\t" + describe end
+else group_by([.target, .variant, .codec, .transport, .rate_per_s])[]
+	| "\(.[0].target)\t\(.[0].variant)\t\(.[0].codec)\t\(.[0].transport)\t\(.[0].rate_per_s)/s\t" + describe end
 EOF
 }
 
@@ -479,7 +489,12 @@ for round in $(seq "$RUNS"); do
 			continue
 		fi
 		for pair in $pairs; do
-			run "$target" "${pair%%:*}" "${pair#*:}" "$round"
+			for transport in $TRANSPORTS; do
+				# HTTP subscribers speak JSON only.
+				[ "$transport" = http ] && [ "${pair#*:}" != json ] && continue
+				run "$target" "${pair%%:*}" "${pair#*:}" "$round"
+			done
+			transport=websocket
 		done
 	done
 done
@@ -492,7 +507,7 @@ jq -rs -f <(summary_jq) --arg one 0 "$OUT/results.jsonl" | column -t -s "$(print
 jq -rs '
 	def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
 	def r2: . * 100 | round / 100;
-	map(select(.variant == "default" and (.target == "overload" or .target == "saturate" or .target == "single")))
+	map(select(.variant == "default" and .transport != "http" and (.target == "overload" or .target == "saturate" or .target == "single")))
 	| group_by(.target)[]
 	| (map(select(.codec == "json"))) as $j | (map(select(.codec == "msgpack"))) as $m
 	| select(($j | length) > 0 and ($m | length) > 0)
@@ -500,5 +515,22 @@ jq -rs '
 	"\(.[0].target): JSON / MessagePack: deliveries " + (($j | map(.deliveries_per_s) | median) / ($m | map(.deliveries_per_s) | median) | r2 | tostring)
 		+ "x; CPU per delivery " + (($j | cpu) / ($m | cpu) | r2 | tostring)
 		+ "x; p99 " + (($j | map(.latency_p99_ms) | median) / ($m | map(.latency_p99_ms) | median) | r2 | tostring) + "x"' "$OUT/results.jsonl"
+# HTTP subscribers against WebSocket ones, the medians of each (the target: idle memory and CPU
+# per delivery at most 2 times a WebSocket subscriber's).
+jq -rs '
+	def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+	def r2: . * 100 | round / 100;
+	def ratio(f): ((map(select(.transport == "http")) | map(f) | median) / (map(select(.transport == "websocket")) | map(f) | median)) | r2 | tostring;
+	map(select(.codec == "json" and (.target == "idle" or .target == "latency" or .target == "saturate")))
+	| group_by([.target, .variant])[]
+	| select(any(.[]; .transport == "http") and any(.[]; .transport == "websocket"))
+	| "\(.[0].target) \(.[0].variant): HTTP / WebSocket: " +
+		if .[0].target == "idle" then
+			"RSS per connection after connecting " + ratio(.server_rss_per_conn_bytes) + "x, after the hold " +
+			ratio((.server_rss_end_bytes - .server_rss_before_bytes) / .connections) + "x"
+		else
+			"CPU per delivery " + ratio(.server_cpu_s / .delivered_events) + "x; p99 " + ratio(.latency_p99_ms // 0) +
+			"x; deliveries " + ratio(.deliveries_per_s) + "x"
+		end' "$OUT/results.jsonl"
 echo
 echo "raw reports: $OUT/results.jsonl"

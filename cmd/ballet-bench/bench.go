@@ -182,10 +182,6 @@ launch:
 func (b *bench) connectOne(ctx context.Context, i int, spec *connectSpec) (*client, int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	c, err := b.dial(ctx, i)
-	if err != nil {
-		return nil, 0, err
-	}
 	subID := ""
 	var tr *tracker
 	var from *int64
@@ -199,6 +195,18 @@ func (b *bench) connectOne(ctx context.Context, i int, spec *connectSpec) (*clie
 		if spec.fromSeq != nil {
 			from = spec.fromSeq[i]
 		}
+	}
+	if b.cfg.transport == transportHTTP {
+		// The request is the subscription: there is no connection without one.
+		c, seq, err := b.dialHTTP(ctx, i, subID, tr, from)
+		if err != nil {
+			return nil, 0, fmt.Errorf("connection %d: %w", i, err)
+		}
+		return c, seq, nil
+	}
+	c, err := b.dial(ctx, i)
+	if err != nil {
+		return nil, 0, err
 	}
 	seq, err := c.authSubscribe(ctx, b.token, subID, tr, from)
 	if err != nil {

@@ -356,6 +356,11 @@ func TestUsage(t *testing.T) {
 		{"fanout outside idle", []string{"--token", "x", "--db", "postgres://x", "--fanout-events", "1"}},
 		{"fanout negative", []string{"--token", "x", "--mode", "idle", "--fanout-events", "-1"}},
 		{"source addrs", []string{"--token", "x", "--mode", "idle", "--source-addrs", "127.0.0.9-127.0.0.2"}},
+		{"transport", []string{"--token", "x", "--mode", "idle", "--transport", "quic"}},
+		{"http msgpack", []string{"--token", "x", "--mode", "idle", "--transport", "http", "--codec", "msgpack"}},
+		{"http replay", []string{"--token", "x", "--db", "postgres://x", "--mode", "replay", "--transport", "http"}},
+		{"http burst", []string{"--token", "x", "--db", "postgres://x", "--mode", "burst", "--transport", "http"}},
+		{"http ws client", []string{"--token", "x", "--mode", "idle", "--transport", "http", "--ws-client", "lean"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

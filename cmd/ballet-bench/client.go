@@ -27,6 +27,9 @@ type client struct {
 	idx   int
 	ws    wsConn
 	codec codec.Codec
+	// overHTTP: the connection is a POST /rpc's response (httpstream.go), which carries nothing
+	// from the client after its request.
+	overHTTP bool
 
 	sub atomic.Pointer[subState] // the subscription whose events are tracked
 
@@ -277,6 +280,9 @@ func (c *client) handle(fi *frameInfo) {
 			ch <- callResult{result: append([]byte(nil), fi.result...)}
 		}
 	case frameHeartbeat:
+		if c.overHTTP {
+			return // the server's heartbeats over HTTP keep proxies open and need no answer
+		}
 		// Answering each server heartbeat keeps the connection alive at
 		// the server's own cadence without a timer per connection.
 		c.notify(protocol.Heartbeat, struct {
@@ -295,7 +301,9 @@ func (c *client) stop(err error) {
 	for _, pc := range calls {
 		pc.ch <- callResult{err: fmt.Errorf("%w: %v", errClientClosed, err)}
 	}
-	if !c.closing.Load() {
+	// A response that ends after its stream.closed (or its request's refusal) is no lost
+	// connection: a WebSocket stays open then.
+	if !c.closing.Load() && !errors.Is(err, errResponseDone) {
 		c.b.disconnects.Add(1)
 		c.closeCode = closeCode(err)
 		c.b.noteError(fmt.Errorf("connection %d lost: %w", c.idx, err))

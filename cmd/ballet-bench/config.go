@@ -38,6 +38,7 @@ type config struct {
 	tokenCmd      string
 	tokenURL      string
 	codec         codec.Codec
+	transport     string // --transport: websocket, or http (POST /rpc's streamed responses)
 	stream        streams.Stream
 	streamName    string
 	subscribers   int
@@ -104,6 +105,7 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	fs.StringVar(&c.tokenCmd, "token-cmd", "", "")
 	fs.StringVar(&c.tokenURL, "token-url", "", "")
 	codecName := fs.String("codec", "msgpack", "")
+	fs.StringVar(&c.transport, "transport", transportWebSocket, "")
 	fs.StringVar(&c.streamName, "stream", "project:BENCH", "")
 	fs.IntVar(&c.subscribers, "subscribers", 100, "")
 	fs.Float64Var(&c.connectRate, "connect-rate", 0, "")
@@ -213,6 +215,9 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 	default:
 		return nil, usageErr("--ws-client %q: want lean or library", c.wsClient)
 	}
+	if err := c.checkTransport(set); err != nil {
+		return nil, err
+	}
 	if *sourceAddrs != "" {
 		if c.sourceAddrs, err = parseSourceAddrs(*sourceAddrs); err != nil {
 			return nil, usageErr("--source-addrs: %v", err)
@@ -290,6 +295,36 @@ func parse(args []string, getenv func(string) string) (*config, error) {
 		}
 	}
 	return c, nil
+}
+
+// checkTransport checks --transport: HTTP subscribers speak JSON, hold a subscription each (the
+// modes whose connections are subscribers that stay), and reach --url's host over http(s).
+func (c *config) checkTransport(set map[string]bool) error {
+	switch c.transport {
+	case transportWebSocket:
+		return nil
+	case transportHTTP:
+	default:
+		return usageErr("--transport %q: want websocket or http", c.transport)
+	}
+	switch c.mode {
+	case modeLive, modeSaturate, modeIdle:
+	default:
+		return usageErr("--transport http is for --mode live, saturate and idle, not %s", c.mode)
+	}
+	if set["codec"] && c.codec.Binary() {
+		return usageErr("--transport http speaks JSON only: drop --codec msgpack")
+	}
+	c.codec = codec.JSON
+	if set["ws-client"] {
+		return usageErr("--ws-client chooses a WebSocket client: not with --transport http")
+	}
+	u, err := httpURL(c.url)
+	if err != nil {
+		return usageErr("--url %q: %v", c.url, err)
+	}
+	c.url, c.urls[0] = u, u
+	return nil
 }
 
 // checkPlanner checks the planner mode's flags.
@@ -383,6 +418,9 @@ func (c *config) deltasPerTurn() int { return int(math.Round(c.outputsPerSecond 
 // params lists the run's settings for the report.
 func (c *config) params() []field {
 	fs := []field{{"mode", c.mode, ""}, {"codec", codecLabel(c.codec), ""}}
+	if c.mode != modeWriter {
+		fs = append(fs, field{"transport", c.transport, ""})
+	}
 	if c.mode != modePlanner {
 		fs = append(fs, field{"stream", c.streamName, ""})
 	}

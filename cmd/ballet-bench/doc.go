@@ -13,6 +13,11 @@
 // every delta to each watcher: latency from the model's write, gaps,
 // duplicates, turns without done).
 //
+// Subscribers speak WebSocket (GET /rpc) or, with --transport http in the
+// live, saturate and idle modes, hold one POST /rpc each whose
+// stream.subscribe streams NDJSON (JSON only); a response that ends or
+// breaks is a lost connection, as a WebSocket's close is.
+//
 // Latency is receive time minus the time the writer's COMMIT returned,
 // both read from this process' monotonic clock. The benchmark creates
 // nothing on the server but the planner mode's sessions: the project and the subject's grant must exist

@@ -50,6 +50,9 @@ flags:
   --token-cmd CMD       shell command printing a token
   --token-url URL       GET a JSON {"token"}, e.g. http://127.0.0.1:8080/dev/token?subject=bench
   --codec C             msgpack (default) or json
+  --transport T         websocket (default: GET /rpc) or http (live, saturate and idle: each
+                        subscriber one POST /rpc whose stream.subscribe streams NDJSON, JSON only;
+                        a ws:// --url is taken as http://)
   --stream S            project:KEY or item:KEY (default project:BENCH)
   --subscribers N       connections (default 100)
   --connect-rate N      connections opened per second (0 = as fast as possible)
