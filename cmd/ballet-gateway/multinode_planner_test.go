@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"encoding/json"
-	"github.com/coder/websocket"
 	"io"
 	"net/http"
 	"os"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 )
 
 // The first matching rule plays; a human message after a turn that stored no
