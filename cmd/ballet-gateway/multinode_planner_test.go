@@ -2,9 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
-
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
