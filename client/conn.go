@@ -93,6 +93,11 @@ func (c *Client) connect(ctx context.Context, gen uint64) (*conn, error) {
 	var ar protocol.AuthResult
 	if err := cn.call(ctx, protocol.Auth, protocol.AuthParams{Token: tok}, &ar); err != nil {
 		cn.shutdown()
+		var re *rpc.Error
+		if k.refusal != nil && !errors.As(err, &re) {
+			// Neither way reached a gateway: say both, the upgrade's refusal first.
+			return nil, fmt.Errorf("%w; over HTTP: %v", k.refusal, err)
+		}
 		return nil, fmt.Errorf("client: auth: %w", err)
 	}
 	cn.subject = ar.Subject

@@ -27,8 +27,6 @@ export const CloseCode = Object.freeze({
   PolicyViolation: 1008,
   InvalidFramePayloadData: 1007,
   TooBig: 1009,
-  /** The server met a condition that kept it from serving the connection. */
-  InternalError: 1011,
   TryAgainLater: 1013,
   HeartbeatTimeout: 4000,
   Unauthenticated: 4001,

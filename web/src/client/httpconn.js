@@ -273,8 +273,9 @@ export class HttpConn extends Link {
       return;
     }
     if (msg.error && (msg.id === undefined || msg.id === null) && msg.method === undefined) {
-      // Why the server ended the response: the close the socket would have had.
-      const close = Number(msg.error.data?.close) || CloseCode.InternalError;
+      // Why the server ended the response: the close the socket would have had (without one,
+      // a going away: reconnect and resume).
+      const close = Number(msg.error.data?.close) || CloseCode.GoingAway;
       this.die(new SocketClosedError(close, String(msg.error.message ?? '')), CloseCode.Normal);
       return;
     }
