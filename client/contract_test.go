@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/ballet/gateway/auth"
 	"github.com/ballet/gateway/auth/authtest"
 	"github.com/ballet/gateway/client"
+	"github.com/ballet/gateway/protocol"
 )
 
 // contractServer speaks POST /rpc as its wire contract says, each token checked by a real
@@ -171,6 +173,7 @@ func (cs *contractServer) serve(w http.ResponseWriter, r *http.Request) {
 	cs.mu.Unlock()
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set(protocol.HeaderHeartbeatMs, strconv.FormatInt(cs.beat.Milliseconds(), 10))
 	fl := w.(http.Flusher)
 	write := func(line string) {
 		_, _ = fmt.Fprintln(w, line)

@@ -26,7 +26,9 @@
 // rest is the same: auth and auth.refresh are answered by the client (a
 // system.ping checks the token; each POST carries it), no limits are
 // advertised, the client sends no heartbeats, and a response kept open that
-// is silent for three heartbeat intervals, cut short, or ended by the server
+// is silent for three heartbeat intervals (the longer of
+// Options.HeartbeatInterval and the server's, which each response gives in
+// its Ballet-Heartbeat-Ms header), cut short, or ended by the server
 // with a close code ends the connection as a WebSocket's end would:
 // reconnect and resume. Each open response lives at most as long as the
 // token it was sent with (the server ends it with close 4001 at the token's

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +32,9 @@ const (
 	// unknownTokenLife is the life the client gives a token whose expiry it cannot read (not a
 	// JWT): it checks it again, with auth.refresh, at 80 % of that.
 	unknownTokenLife = 5 * time.Minute
+	// maxAdvertisedHeartbeat bounds the interval a response's header may advertise: a longer
+	// one is not believed.
+	maxAdvertisedHeartbeat = time.Hour
 	// problemBytes bounds what is read of a refusal's body.
 	problemBytes = 4 << 10
 )
@@ -52,7 +56,8 @@ type httpTransport struct {
 	hc      *http.Client
 	header  http.Header
 	limit   int64         // the longest line read, Options.ReadLimit
-	silence time.Duration // an open response silent so long is lost
+	user    time.Duration // Options.HeartbeatInterval
+	silence time.Duration // an open response silent so long is lost, unless its header says more
 	in      chan []byte   // lines for Read
 	slots   chan struct{} // one-shot POSTs in flight
 
@@ -78,7 +83,7 @@ var _ rpc.Transport = (*httpTransport)(nil)
 func (c *Client) newHTTPTransport() *httpTransport {
 	_, iv := heartbeats(c.o.HeartbeatInterval, 0)
 	t := &httpTransport{
-		url: httpURL(c.url), hc: c.o.HTTPClient, header: c.o.Header, limit: c.o.ReadLimit, silence: 3 * iv,
+		url: httpURL(c.url), hc: c.o.HTTPClient, header: c.o.Header, limit: c.o.ReadLimit, user: c.o.HeartbeatInterval, silence: 3 * iv,
 		in: make(chan []byte, httpQueue), slots: make(chan struct{}, httpOneShots),
 		streams: map[string]*httpStream{},
 	}
@@ -357,6 +362,18 @@ func (t *httpTransport) silent() *time.Timer {
 	return time.AfterFunc(t.silence, func() { t.end(ErrHeartbeatTimeout) })
 }
 
+// silenceOf is how long the response of header may be silent: three of the heartbeat intervals
+// it advertises (protocol.HeaderHeartbeatMs, as limits' heartbeat_ms on a WebSocket) or the
+// client's, whichever is longer.
+func (t *httpTransport) silenceOf(header http.Header) time.Duration {
+	ms, err := strconv.ParseInt(header.Get(protocol.HeaderHeartbeatMs), 10, 64)
+	if err != nil || ms <= 0 || ms > int64(maxAdvertisedHeartbeat/time.Millisecond) {
+		return t.silence
+	}
+	_, iv := heartbeats(t.user, time.Duration(ms)*time.Millisecond)
+	return 3 * iv
+}
+
 // exchange POSTs one request and hands over its response's lines. st is set for a
 // subscription's, which stays open, and whose end says whether the connection goes on.
 func (t *httpTransport) exchange(ctx context.Context, id json.RawMessage, hasID bool, body []byte,
@@ -368,11 +385,12 @@ func (t *httpTransport) exchange(ctx context.Context, id json.RawMessage, hasID 
 		return
 	}
 	defer resp.Body.Close()
+	silence := t.silenceOf(resp.Header)
 	br := bufio.NewReaderSize(resp.Body, 16<<10)
 	answered, over := false, false // a line with the request's id came; the response says it is over
 	for {
 		// Silence is counted while reading only, not while the connection's reader is behind.
-		silent.Reset(t.silence)
+		silent.Reset(silence)
 		line, err := readLine(br, t.limit)
 		silent.Stop()
 		if len(line) > 0 {

@@ -186,6 +186,31 @@ func TestHTTPTransportHeartbeatSilence(t *testing.T) {
 	}
 }
 
+// An open response is silent for three of the intervals its header advertises when they are
+// longer than the client's own: a server with slower heartbeats than the client expects is not
+// taken for a dead one.
+func TestHTTPTransportHeartbeatAdvertised(t *testing.T) {
+	t.Parallel()
+	const beat = 300 * time.Millisecond
+	cs := startContract(t, beat)
+	var st states
+	c := dial(t, cs.url(), &client.Options{Token: cs.minter("alice", time.Hour), Transport: client.TransportHTTP,
+		HeartbeatInterval: beat / 6, OnStateChange: st.record})
+	if _, err := c.Subscribe(context.Background(), "project:WEB", nil); err != nil {
+		t.Fatal(err)
+	}
+	op := cs.next(t)
+	time.Sleep(6 * beat)
+	if errs := st.errs(client.StateReconnecting); len(errs) != 0 {
+		t.Fatalf("reconnected for %v while the server's heartbeats came at the interval it advertised", errs)
+	}
+	op.do(t, streamCmd{silence: true})
+	cs.next(t)
+	if errs := st.errs(client.StateReconnecting); len(errs) != 1 || !errors.Is(errs[0], client.ErrHeartbeatTimeout) {
+		t.Fatalf("reconnected for %v, want a heartbeat timeout", errs)
+	}
+}
+
 // A line longer than ReadLimit ends the connection with an error that says so.
 func TestHTTPTransportLineLimit(t *testing.T) {
 	t.Parallel()

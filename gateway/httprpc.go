@@ -171,6 +171,7 @@ func (s *Server) startPost(w http.ResponseWriter, r *http.Request, p *auth.Princ
 		refuse(s.limitError(limitSubjectRequests, s.cfg.SubjectRequestRate, retry))
 		return
 	}
+	w.Header().Set(protocol.HeaderHeartbeatMs, strconv.FormatInt(s.cfg.HeartbeatInterval.Milliseconds(), 10))
 	t, err := s.upgrader.Stream(w, r, &wsnet.StreamOptions{Request: body, SSE: sse, End: streamEnd})
 	if err != nil {
 		release()
@@ -198,6 +199,7 @@ func (s *Server) crossOrigin(w http.ResponseWriter, r *http.Request) bool {
 	h.Add("Vary", "Origin")
 	if o := r.Header.Get("Origin"); o != "" {
 		h.Set("Access-Control-Allow-Origin", o)
+		h.Set("Access-Control-Expose-Headers", protocol.HeaderHeartbeatMs)
 	}
 	return true
 }

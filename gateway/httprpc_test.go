@@ -154,7 +154,8 @@ func TestPostOneShot(t *testing.T) {
 			want = accept
 		}
 		if p.resp.StatusCode != 200 || p.resp.Header.Get("Content-Type") != want ||
-			p.resp.Header.Get("Cache-Control") != "no-store" || p.resp.Header.Get("X-Accel-Buffering") != "no" {
+			p.resp.Header.Get("Cache-Control") != "no-store" || p.resp.Header.Get("X-Accel-Buffering") != "no" ||
+			p.resp.Header.Get("Ballet-Heartbeat-Ms") == "" {
 			t.Fatalf("status %d, headers %v", p.resp.StatusCode, p.resp.Header)
 		}
 		l := p.mustNext()
@@ -252,6 +253,10 @@ func TestPostSubscribeStreams(t *testing.T) {
 		t.Run("accept="+accept, func(t *testing.T) {
 			p := postRPC(t, env, env.Token(t, "alice"), `{"jsonrpc":"2.0","id":3,"method":"stream.subscribe","params":{"subscription":"s1","stream":"project:WEB","from_seq":`+
 				itoa(first-2)+`}}`, http.Header{"Accept": {accept}})
+			// The interval the heartbeats come at, which no auth result tells over HTTP.
+			if got := p.resp.Header.Get("Ballet-Heartbeat-Ms"); got != "300" {
+				t.Fatalf("Ballet-Heartbeat-Ms: %q, want 300", got)
+			}
 			var seqs []int64
 			var answered bool
 			for len(seqs) < 2 || !answered {
@@ -415,7 +420,8 @@ func TestPostOrigins(t *testing.T) {
 	env := startHTTPGateway(t, gateway.Config{AllowedOrigins: []string{"app.example.com"}})
 	ping := `{"jsonrpc":"2.0","id":1,"method":"system.ping"}`
 	p := postRPC(t, env, env.Token(t, "alice"), ping, http.Header{"Origin": {"https://app.example.com"}})
-	if p.resp.StatusCode != 200 || p.resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" {
+	if p.resp.StatusCode != 200 || p.resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" ||
+		p.resp.Header.Get("Access-Control-Expose-Headers") != "Ballet-Heartbeat-Ms" {
 		t.Fatalf("allowed origin: %d %v", p.resp.StatusCode, p.resp.Header)
 	}
 	p.mustNext()

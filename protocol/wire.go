@@ -7,6 +7,11 @@ const (
 	CloseLimitExceeded    = 4029 // the subject has as many connections as the server allows
 )
 
+// HeaderHeartbeatMs is the header of a response of POST /rpc (the HTTP transport) that carries
+// the server's heartbeat interval in milliseconds, as limits' heartbeat_ms does on a WebSocket:
+// there is no auth result over HTTP. Its open responses are silent for no longer.
+const HeaderHeartbeatMs = "Ballet-Heartbeat-Ms"
+
 // CloseCodes returns the API's own close codes.
 func CloseCodes() []int {
 	return []int{CloseHeartbeatTimeout, CloseUnauthenticated, CloseLimitExceeded}

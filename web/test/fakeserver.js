@@ -82,6 +82,8 @@ export class FakeServer {
     this.bearers = [];
     /** How many of the next POSTed stream.subscribes to refuse 401, as if their token had just expired. */
     this.expireSubscribes = 0;
+    /** The heartbeat interval POST /rpc's responses advertise (Ballet-Heartbeat-Ms); 0: none. */
+    this.heartbeatMs = 0;
     /** @type {Array<(conn: FakeConn) => void>} */
     this.waiters = [];
   }
@@ -148,7 +150,10 @@ export class FakeServer {
           .end(JSON.stringify({ title: 'Unauthorized', status: 401, detail: 'expired' }));
         return;
       }
-      res.writeHead(200, { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' });
+      /** @type {Record<string, string>} */
+      const head = { 'Content-Type': 'application/x-ndjson', 'Cache-Control': 'no-store' };
+      if (this.heartbeatMs) head['Ballet-Heartbeat-Ms'] = String(this.heartbeatMs);
+      res.writeHead(200, head);
       res.flushHeaders();
       const sock = {
         readyState: 1,

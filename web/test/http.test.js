@@ -260,6 +260,16 @@ describe('HTTP transport', () => {
     await waitFor(() => c.states.some(([st, err]) => st === 'reconnecting' && err instanceof HeartbeatTimeoutError), 3000, 'heartbeat timeout');
   });
 
+  it('is silent for as long as the heartbeat interval a response advertises', async () => {
+    const s = await server();
+    s.heartbeatMs = 200;
+    const c = await client(s, { transport: 'http', heartbeatInterval: 20 });
+    await c.subscribe('project:P');
+    await new Promise((r) => setTimeout(r, 300));
+    assert.deepEqual(c.states.filter(([st]) => st === 'reconnecting'), [], 'three of the server\'s 200 ms have not passed');
+    await waitFor(() => c.states.some(([st, err]) => st === 'reconnecting' && err instanceof HeartbeatTimeoutError), 3000, 'heartbeat timeout');
+  });
+
   it('swaps the token on auth.refresh: the POSTs after it carry the new one', async () => {
     const s = await server();
     let n = 0;

@@ -8,6 +8,7 @@
 
 import { json } from './codec.js';
 import { Link } from './conn.js';
+import { heartbeats } from './limits.js';
 import {
   ClosedError, Code, CloseCode, ConnectTimeoutError, ConnectionLostError, FrameError, Limit, RpcError,
   SocketClosedError,
@@ -15,6 +16,12 @@ import {
 
 /** The methods whose response stays open: their notifications follow the result. */
 const OPEN_METHODS = new Set(['stream.subscribe', 'planner.watch']);
+
+/** The header with the server's heartbeat interval, in ms (limits' heartbeat_ms on a socket). */
+const HEARTBEAT_HEADER = 'Ballet-Heartbeat-Ms';
+
+/** The longest heartbeat interval a response is believed to advertise, in ms. */
+const MAX_ADVERTISED_HEARTBEAT = 3_600_000;
 
 /** The most of a refusal's body (RFC 7807 problem) read for its message. */
 const PROBLEM_BYTES = 4096;
@@ -80,7 +87,8 @@ export class HttpConn extends Link {
    * handshake checks token with a system.ping (401: RpcError
    * Unauthenticated, as auth would answer) and answers as auth would: the
    * subject from the ping, expires_at from the token's exp, no limits (the
-   * server advertises none over HTTP).
+   * server advertises none over HTTP; the heartbeat interval comes in each
+   * response's header).
    * @param {string} token
    * @param {number} timeoutMs
    * @returns {Promise<import('./wire.js').AuthResult>}
@@ -160,6 +168,7 @@ export class HttpConn extends Link {
         await this.refused(res, msg.id);
         return;
       }
+      this.advertised(res.headers);
       await this.read(res.body, x);
     } catch (err) {
       if (!x.closed && !this.error) {
@@ -168,6 +177,19 @@ export class HttpConn extends Link {
     } finally {
       this.finish(x, false);
       this.ctl.signal.removeEventListener('abort', abort);
+    }
+  }
+
+  /**
+   * advertised takes the heartbeat interval a response's headers advertise
+   * as the socket takes auth's heartbeat_ms: silence is three of the longer
+   * of the server's and the client's.
+   * @param {Headers} headers
+   */
+  advertised(headers) {
+    const ms = Number(headers.get(HEARTBEAT_HEADER));
+    if (Number.isSafeInteger(ms) && ms > 0 && ms <= MAX_ADVERTISED_HEARTBEAT) {
+      [this.beat, this.silence] = heartbeats(this.o.heartbeatInterval, ms);
     }
   }
 

@@ -39,7 +39,8 @@ export class HttpConn extends Link {
      * handshake checks token with a system.ping (401: RpcError
      * Unauthenticated, as auth would answer) and answers as auth would: the
      * subject from the ping, expires_at from the token's exp, no limits (the
-     * server advertises none over HTTP).
+     * server advertises none over HTTP; the heartbeat interval comes in each
+     * response's header).
      * @param {string} token
      * @param {number} timeoutMs
      * @returns {Promise<import('./wire.js').AuthResult>}
@@ -52,6 +53,13 @@ export class HttpConn extends Link {
      * @param {any} msg
      */
     exchange(msg: any): Promise<void>;
+    /**
+     * advertised takes the heartbeat interval a response's headers advertise
+     * as the socket takes auth's heartbeat_ms: silence is three of the longer
+     * of the server's and the client's.
+     * @param {Headers} headers
+     */
+    advertised(headers: Headers): void;
     /**
      * finish forgets x; closing aborts its fetch too (unsubscribe).
      * @param {Exchange} x @param {boolean} closing
