@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -32,9 +33,6 @@ const (
 	// unknownTokenLife is the life the client gives a token whose expiry it cannot read (not a
 	// JWT): it checks it again, with auth.refresh, at 80 % of that.
 	unknownTokenLife = 5 * time.Minute
-	// maxAdvertisedHeartbeat bounds the interval a response's header may advertise: a longer
-	// one is not believed.
-	maxAdvertisedHeartbeat = time.Hour
 	// problemBytes bounds what is read of a refusal's body.
 	problemBytes = 4 << 10
 )
@@ -367,7 +365,7 @@ func (t *httpTransport) silent() *time.Timer {
 // client's, whichever is longer.
 func (t *httpTransport) silenceOf(header http.Header) time.Duration {
 	ms, err := strconv.ParseInt(header.Get(protocol.HeaderHeartbeatMs), 10, 64)
-	if err != nil || ms <= 0 || ms > int64(maxAdvertisedHeartbeat/time.Millisecond) {
+	if err != nil || ms <= 0 || ms > math.MaxInt64/int64(3*time.Millisecond) { // three of them must fit a Duration
 		return t.silence
 	}
 	_, iv := heartbeats(t.user, time.Duration(ms)*time.Millisecond)

@@ -20,9 +20,6 @@ const OPEN_METHODS = new Set(['stream.subscribe', 'planner.watch']);
 /** The header with the server's heartbeat interval, in ms (limits' heartbeat_ms on a socket). */
 const HEARTBEAT_HEADER = 'Ballet-Heartbeat-Ms';
 
-/** The longest heartbeat interval a response is believed to advertise, in ms. */
-const MAX_ADVERTISED_HEARTBEAT = 3_600_000;
-
 /** The most of a refusal's body (RFC 7807 problem) read for its message. */
 const PROBLEM_BYTES = 4096;
 
@@ -188,7 +185,7 @@ export class HttpConn extends Link {
    */
   advertised(headers) {
     const ms = Number(headers.get(HEARTBEAT_HEADER));
-    if (Number.isSafeInteger(ms) && ms > 0 && ms <= MAX_ADVERTISED_HEARTBEAT) {
+    if (Number.isSafeInteger(ms) && ms > 0) {
       [this.beat, this.silence] = heartbeats(this.o.heartbeatInterval, ms);
     }
   }
