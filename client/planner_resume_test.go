@@ -273,6 +273,13 @@ func TestPlannerWatchKeptTooLittle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	session := newSession(t, env, tok)
+	// A watcher straight to the gateway shows how far the turn has gone.
+	direct := dial(t, env.URL, &client.Options{Token: client.StaticToken(tok)})
+	dw, err := direct.PlannerWatch(ctx, session, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dr := readTurn(dw)
 	p := startProxy(t, env.HTTP.Listener.Addr().String())
 	c := dial(t, p.URL(), &client.Options{Token: client.StaticToken(tok)})
 	resumed := make(chan bool, 4)
@@ -285,6 +292,11 @@ func TestPlannerWatchKeptTooLittle(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the answer to begin", 30*time.Second, func() bool { return r.len() >= 30 })
+	// The outputs made while the link is paused are lost with it: a reconnect quicker than
+	// the next output would otherwise miss nothing.
+	p.Pause()
+	seen := r.len()
+	waitFor(t, "the turn to go on past the paused link", 30*time.Second, func() bool { return dr.len() >= seen+10 })
 	p.Drop()
 	select {
 	case running := <-resumed:
@@ -310,8 +322,8 @@ func TestPlannerWatchKeptTooLittle(t *testing.T) {
 	if len(resumed) != 0 {
 		t.Fatal("OnResume called more than once")
 	}
-	if n := metric(env, "ballet_gateway_messages_received_total", "method", "planner.watch"); n != 2 {
-		t.Fatalf("planner.watch received %v times, want 2 (the watch, then one resume)", n)
+	if n := metric(env, "ballet_gateway_messages_received_total", "method", "planner.watch"); n != 3 {
+		t.Fatalf("planner.watch received %v times, want 3 (the direct watch; the watch, then one resume)", n)
 	}
 }
 
