@@ -38,7 +38,7 @@ type Client struct {
 	subject string
 	limits  Limits
 	// transport carries the current (or last) connection; wsAfter is when TransportAuto
-	// tries a WebSocket again after a refused upgrade.
+	// tries a WebSocket again after one that did not open.
 	transport Transport
 	wsAfter   time.Time
 	subs      map[string]entry

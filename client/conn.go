@@ -67,18 +67,37 @@ func (t *wsTransport) Write(ctx context.Context, frame []byte) error {
 	return t.ws.Write(ctx, t.typ, frame)
 }
 
-// connect dials, authenticates and starts the connection's goroutines.
+// connect dials, authenticates and starts the connection's goroutines. With TransportAuto, a
+// WebSocket that does not open is followed by an attempt over HTTP, with a ConnectTimeout of
+// its own; when that connection is made, HTTP is kept for WebSocketRetry.
 func (c *Client) connect(ctx context.Context, gen uint64) (*conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
+	actx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
 	defer cancel()
-	tok, err := c.o.Token(ctx)
+	tok, err := c.o.Token(actx)
 	if err != nil {
 		return nil, fmt.Errorf("client: token: %w", err)
 	}
-	k, err := c.dial(ctx)
-	if err != nil {
+	k, err := c.dial(actx)
+	if err == nil {
+		return c.start(actx, gen, k, tok)
+	}
+	if k.over != TransportWebSocket || !c.fallsBack(ctx, err) {
 		return nil, err
 	}
+	hctx, hcancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
+	defer hcancel()
+	cn, herr := c.start(hctx, gen, &carrier{over: TransportHTTP, ht: c.newHTTPTransport(), fellBack: err}, tok)
+	if herr != nil {
+		return nil, herr
+	}
+	c.mu.Lock()
+	c.wsAfter = time.Now().Add(c.o.WebSocketRetry)
+	c.mu.Unlock()
+	return cn, nil
+}
+
+// start authenticates a connection over k with tok and starts its goroutines.
+func (c *Client) start(ctx context.Context, gen uint64, k *carrier, tok string) (*conn, error) {
 	cn := &conn{c: c, gen: gen, carrier: *k}
 	cn.ctx, cn.cancel = context.WithCancel(c.ctx)
 	t, cd := k.transport(c)
@@ -94,9 +113,9 @@ func (c *Client) connect(ctx context.Context, gen uint64) (*conn, error) {
 	if err := cn.call(ctx, protocol.Auth, protocol.AuthParams{Token: tok}, &ar); err != nil {
 		cn.shutdown()
 		var re *rpc.Error
-		if k.refusal != nil && !errors.As(err, &re) {
-			// Neither way reached a gateway: say both, the upgrade's refusal first.
-			return nil, fmt.Errorf("%w; over HTTP: %v", k.refusal, err)
+		if k.fellBack != nil && !errors.As(err, &re) {
+			// Neither way reached a gateway: say both, the WebSocket's failure first.
+			return nil, fmt.Errorf("%w; over HTTP: %v", k.fellBack, err)
 		}
 		return nil, fmt.Errorf("client: auth: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -28,12 +29,13 @@ type contractServer struct {
 	verifier *auth.Verifier
 	srv      *httptest.Server
 	beat     time.Duration // heartbeats on open responses
-	upgrade  int           // the status a GET is answered with
+	upgrade  int           // the status a GET is answered with, or upgradeReset, upgradeClosed, upgradeHang
 	streams  chan *openStream
 
-	mu    sync.Mutex
-	posts []contractPost
-	gets  int
+	mu       sync.Mutex
+	posts    []contractPost
+	gets     int
+	postDown bool // POSTs are reset, as a network that reaches nothing
 }
 
 // contractPost is a POST the server took.
@@ -57,6 +59,14 @@ type streamCmd struct {
 	line                string
 	end, abort, silence bool
 }
+
+// What a contract server does with a GET instead of answering it: reset its connection, close
+// it, or leave it unanswered until the client gives up.
+const (
+	upgradeReset  = -1
+	upgradeClosed = -2
+	upgradeHang   = -3
+)
 
 func startContract(t testing.TB, beat time.Duration) *contractServer {
 	t.Helper()
@@ -142,12 +152,40 @@ func (op *openStream) event(t testing.TB, seq int64) {
 		`"actor":{"kind":"system","subject":"test"},"payload":{"n":%d}}}`, op.sub, seq, seq)})
 }
 
+// drop ends a request's connection without an answer: reset, or closed.
+func (cs *contractServer) drop(w http.ResponseWriter, reset bool) {
+	c, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		cs.t.Errorf("hijack: %v", err)
+		return
+	}
+	if reset {
+		_ = c.(*net.TCPConn).SetLinger(0)
+	}
+	_ = c.Close()
+}
+
 func (cs *contractServer) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet {
 		cs.mu.Lock()
 		cs.gets++
+		upgrade := cs.upgrade
 		cs.mu.Unlock()
-		http.Error(w, "no WebSockets here", cs.upgrade)
+		switch upgrade {
+		case upgradeReset, upgradeClosed:
+			cs.drop(w, upgrade == upgradeReset)
+		case upgradeHang:
+			<-r.Context().Done()
+		default:
+			http.Error(w, "no WebSockets here", upgrade)
+		}
+		return
+	}
+	cs.mu.Lock()
+	down := cs.postDown
+	cs.mu.Unlock()
+	if down {
+		cs.drop(w, true)
 		return
 	}
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")

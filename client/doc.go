@@ -14,14 +14,17 @@
 // streaming HTTP (POST /rpc: one POST per request, JSON whatever the codec,
 // each subscription's and planner watch's response kept open), for networks
 // whose proxies refuse WebSocket upgrades (Options.Transport). By default
-// (TransportAuto) the client dials a WebSocket, and goes over HTTP when the
-// upgrade gets an HTTP answer that is not a WebSocket one and not the
-// gateway's own refusal for load (503 and 429 are waited out as always): a
-// 400, 403, 404, 405, 426 or 502 from a proxy, say. It then keeps to HTTP for
+// (TransportAuto) the client dials a WebSocket, and tries HTTP when it does
+// not open: the upgrade answered with an HTTP status that is not a WebSocket
+// one (a 400, 403, 404, 405, 426 or 502 from a proxy, say), the connection
+// reset or closed without an answer, or no answer within
+// Options.ConnectTimeout (the attempt over HTTP then has a ConnectTimeout of
+// its own). The gateway's own refusals for load (503 and 429) are waited out
+// as always, and an address where nothing listens is not tried over HTTP.
+// When the connection over HTTP is made, the client keeps to HTTP for
 // Options.WebSocketRetry (5 minutes): the first reconnect after that tries a
-// WebSocket again (a working connection is not ended to try). A proxy that
-// drops the upgrade without an answer is not told apart from a network that
-// fails: set TransportHTTP there. Client.Transport says which one the
+// WebSocket again (a working connection is not ended to try); when it fails
+// too, the attempt fails with both errors. Client.Transport says which one the
 // connection uses; the log says so once at each switch (Info). Over HTTP the
 // rest is the same: auth and auth.refresh are answered by the client (a
 // system.ping checks the token; each POST carries it), no limits are

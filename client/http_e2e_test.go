@@ -127,12 +127,14 @@ func TestHTTPTokenExpiryResumes(t *testing.T) {
 	}
 }
 
-// TransportAuto through a proxy that refuses WebSocket upgrades (403), or strips them (the
-// gateway sees a plain GET), goes over HTTP and works, also through a buffering proxy; against
+// TransportAuto through a proxy that refuses WebSocket upgrades (403), ends them unanswered
+// (444), or strips them (the gateway sees a plain GET), goes over HTTP and works, also through
+// a buffering proxy; against
 // the gateway itself it uses a WebSocket.
 func TestAutoThroughProxies(t *testing.T) {
 	for _, o := range []nginxtest.Options{
 		{WebSocket: nginxtest.Refuse},
+		{WebSocket: nginxtest.Close},
 		{WebSocket: nginxtest.Strip, Buffering: true},
 	} {
 		t.Run(fmt.Sprintf("%v buffering=%v", o.WebSocket, o.Buffering), func(t *testing.T) {

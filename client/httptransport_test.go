@@ -3,8 +3,10 @@ package client_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -294,5 +296,73 @@ func TestAutoFallsBackToHTTP(t *testing.T) {
 	var he *client.HandshakeError
 	if !errors.As(err, &he) || he.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("dial refused with 503: %v, want the HandshakeError", err)
+	}
+}
+
+// TransportAuto falls back to HTTP too when the upgrade gets no answer: its connection reset
+// or closed by something in between, or left unanswered past ConnectTimeout (the attempt over
+// HTTP then has a ConnectTimeout of its own). HTTP is then kept, reconnects included.
+func TestAutoFallsBackWithoutAnAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		upgrade int
+	}{{"reset", upgradeReset}, {"closed", upgradeClosed}, {"unanswered", upgradeHang}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cs := startContract(t, 50*time.Millisecond)
+			cs.upgrade = tc.upgrade
+			var logs logBuffer
+			c := dial(t, cs.url(), &client.Options{Token: cs.minter("alice", time.Hour), Logger: logs.logger(),
+				ConnectTimeout: 2 * time.Second})
+			if c.Transport() != client.TransportHTTP || cs.upgrades() != 1 {
+				t.Fatalf("transport %q after %d upgrades", c.Transport(), cs.upgrades())
+			}
+			if !strings.Contains(logs.String(), "the WebSocket did not open: the connection goes over HTTP") {
+				t.Fatalf("the switch is not logged:\n%s", logs.String())
+			}
+			sub, err := c.Subscribe(context.Background(), "project:WEB", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			op := cs.next(t)
+			op.event(t, 1)
+			recvSeq(t, sub, 1)
+			op.do(t, streamCmd{abort: true})
+			again := cs.next(t)
+			if again.fromSeq == nil || *again.fromSeq != 1 {
+				t.Fatalf("subscribed again from %v, want 1", again.fromSeq)
+			}
+			again.event(t, 2)
+			recvSeq(t, sub, 2)
+			if n := cs.upgrades(); n != 1 {
+				t.Fatalf("%d upgrades: the reconnect did not keep to HTTP", n)
+			}
+		})
+	}
+}
+
+// When HTTP fails too, the attempt fails with both errors; an address where nothing listens
+// is not tried over HTTP at all.
+func TestAutoFallBackFailing(t *testing.T) {
+	t.Parallel()
+	cs := startContract(t, 50*time.Millisecond)
+	cs.upgrade = upgradeReset
+	cs.postDown = true
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := client.Dial(ctx, cs.url(), &client.Options{Token: cs.minter("alice", time.Hour)})
+	if err == nil || !strings.Contains(err.Error(), "; over HTTP: ") || !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("dial with both ways down: %v, want the WebSocket's reset and the failure over HTTP", err)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	_, err = client.Dial(ctx, "ws://"+addr+"/rpc", &client.Options{Token: cs.minter("alice", time.Hour)})
+	if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(err.Error(), "over HTTP") {
+		t.Fatalf("dial where nothing listens: %v, want the refused connection only", err)
 	}
 }

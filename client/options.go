@@ -34,13 +34,14 @@ type Options struct {
 	// response stays open. Default http.DefaultClient.
 	HTTPClient *http.Client
 	// Transport is how the connection is carried: TransportAuto (the
-	// default) dials a WebSocket and falls back to HTTP when something in
-	// between refuses the upgrade; TransportWebSocket never uses HTTP;
-	// TransportHTTP only HTTP (POST /rpc, JSON whatever Codec says).
+	// default) dials a WebSocket and falls back to HTTP when it does not
+	// open (an upgrade refused or dropped in between); TransportWebSocket
+	// never uses HTTP; TransportHTTP only HTTP (POST /rpc, JSON whatever
+	// Codec says).
 	Transport Transport
 	// WebSocketRetry is, with TransportAuto, how long the client keeps to
-	// HTTP after a refused upgrade: its reconnects within that time go over
-	// HTTP, the first one after it tries a WebSocket again. A working
+	// HTTP after a WebSocket that did not open: its reconnects within that
+	// time go over HTTP, the first one after it tries a WebSocket again. A working
 	// connection over HTTP is not ended to try. Default 5 minutes.
 	WebSocketRetry time.Duration
 	// HeartbeatInterval is how often $/heartbeat is sent; three intervals

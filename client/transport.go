@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -19,10 +21,13 @@ import (
 type Transport string
 
 const (
-	// TransportAuto dials a WebSocket, and carries the connection over HTTP when the upgrade
-	// gets an HTTP answer that is not a WebSocket one (400, 403, 404, 405, 426, 502, …: a proxy
-	// in between) and is not the gateway's own refusal for load (503 and 429 are waited out as
-	// they are with TransportWebSocket). HTTP is then kept for Options.WebSocketRetry.
+	// TransportAuto dials a WebSocket, and when it does not open tries HTTP: an upgrade
+	// answered with an HTTP status that is not a WebSocket one (400, 403, 404, 405, 426, 502,
+	// …: a proxy in between), a connection reset or closed without an answer, an upgrade left
+	// unanswered past Options.ConnectTimeout. The gateway's own refusals for load (503 and
+	// 429) are waited out as they are with TransportWebSocket. When the connection over HTTP
+	// is made, HTTP is kept for Options.WebSocketRetry; when it fails too, the attempt fails
+	// with both errors, and the next one tries a WebSocket first again.
 	TransportAuto Transport = ""
 	// TransportWebSocket carries every connection over a WebSocket.
 	TransportWebSocket Transport = "websocket"
@@ -40,10 +45,10 @@ func (c *Client) Transport() Transport {
 
 // carrier is what a connection runs over, dialled: a WebSocket or the HTTP transport.
 type carrier struct {
-	over    Transport
-	ws      *websocket.Conn // over a WebSocket
-	ht      *httpTransport  // over HTTP
-	refusal error           // over HTTP by TransportAuto: the refused upgrade
+	over     Transport
+	ws       *websocket.Conn // over a WebSocket
+	ht       *httpTransport  // over HTTP
+	fellBack error           // over HTTP by TransportAuto: why the WebSocket did not open
 }
 
 // transport is the carrier's rpc.Transport and the codec it speaks.
@@ -58,29 +63,37 @@ func (k *carrier) transport(c *Client) (rpc.Transport, codec.Codec) {
 	return &wsTransport{ws: k.ws, typ: typ}, c.o.Codec
 }
 
-// dial makes the carrier of a new connection as Options.Transport says.
+// dial makes the carrier of a new connection as Options.Transport says: with TransportAuto, a
+// WebSocket unless HTTP is being kept (Client.connect tries HTTP when the WebSocket does not
+// open).
 func (c *Client) dial(ctx context.Context) (*carrier, error) {
 	over := c.o.Transport
 	if over == TransportAuto {
 		c.mu.Lock()
-		onHTTP := time.Now().Before(c.wsAfter)
-		c.mu.Unlock()
-		if !onHTTP {
-			ws, err := c.dialWebSocket(ctx)
-			if err == nil || !upgradeRefused(err) {
-				return &carrier{over: TransportWebSocket, ws: ws}, err
-			}
-			c.mu.Lock()
-			c.wsAfter = time.Now().Add(c.o.WebSocketRetry)
-			c.mu.Unlock()
-			return &carrier{over: TransportHTTP, ht: c.newHTTPTransport(), refusal: err}, nil
+		over = TransportWebSocket
+		if time.Now().Before(c.wsAfter) {
+			over = TransportHTTP
 		}
+		c.mu.Unlock()
 	}
-	if over == TransportHTTP || over == TransportAuto {
+	if over == TransportHTTP {
 		return &carrier{over: TransportHTTP, ht: c.newHTTPTransport()}, nil
 	}
 	ws, err := c.dialWebSocket(ctx)
 	return &carrier{over: TransportWebSocket, ws: ws}, err
+}
+
+// fallsBack reports whether TransportAuto tries HTTP after err, a WebSocket dial's failure:
+// anything but the gateway's own refusals for load (503, 429), which say to wait rather than
+// to take another way; an address that does not resolve or where nothing listens, which
+// HTTP would not reach either; and the caller's giving up (ctx done).
+func (c *Client) fallsBack(ctx context.Context, err error) bool {
+	var dns *net.DNSError
+	if c.o.Transport != TransportAuto || ctx.Err() != nil || errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED) {
+		return false
+	}
+	var he *HandshakeError
+	return !errors.As(err, &he) || (he.StatusCode != http.StatusServiceUnavailable && he.StatusCode != http.StatusTooManyRequests)
 }
 
 // dialWebSocket makes the WebSocket handshake. A handshake answered with an HTTP status is a
@@ -106,25 +119,14 @@ func (c *Client) dialWebSocket(ctx context.Context) (*websocket.Conn, error) {
 	return ws, nil
 }
 
-// upgradeRefused reports whether a failed WebSocket dial had its upgrade refused by something
-// between the client and the gateway: an HTTP answer other than the gateway's refusals for
-// load (503, 429), which say to wait rather than to take another way.
-func upgradeRefused(err error) bool {
-	var he *HandshakeError
-	if !errors.As(err, &he) {
-		return false
-	}
-	return he.StatusCode != http.StatusServiceUnavailable && he.StatusCode != http.StatusTooManyRequests
-}
-
 // noteTransport records what cn is carried over, and tells the log when that changed: once
 // per switch.
 func (c *Client) noteTransportLocked(cn *conn) {
 	prev := c.transport
 	c.transport = cn.over
 	switch {
-	case cn.refusal != nil && prev != TransportHTTP:
-		c.log.Info("the WebSocket upgrade was refused: the connection goes over HTTP", "err", cn.refusal,
+	case cn.fellBack != nil && prev != TransportHTTP:
+		c.log.Info("the WebSocket did not open: the connection goes over HTTP", "err", cn.fellBack,
 			"websocket_retry", c.o.WebSocketRetry)
 	case cn.over == TransportWebSocket && prev == TransportHTTP:
 		c.log.Info("the connection goes over a WebSocket again")

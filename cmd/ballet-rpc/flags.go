@@ -21,8 +21,8 @@ type command struct {
 	token    string
 	tokenCmd string
 	codec    codec.Codec
-	// transport is --transport's: client.TransportAuto (WebSocket, HTTP where the upgrade is
-	// refused), TransportWebSocket or TransportHTTP.
+	// transport is --transport's: client.TransportAuto (WebSocket, HTTP where it does not
+	// open), TransportWebSocket or TransportHTTP.
 	transport client.Transport
 	name      string // ping, subscribe, watch, send, call
 	args      []string

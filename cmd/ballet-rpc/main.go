@@ -61,8 +61,8 @@ flags:
   --token-cmd CMD  shell command printing a token; run again for every refresh
   --json           use ballet.v1.json
   --msgpack        use ballet.v1.msgpack (the default)
-  --transport T    auto (the default: WebSocket, or POST /rpc over HTTP where a proxy refuses
-                   the upgrade), websocket, or http (JSON only)
+  --transport T    auto (the default: WebSocket, or POST /rpc over HTTP where the WebSocket
+                   does not open), websocket, or http (JSON only)
   --version        print the version of this build
   -h, --help       print this
 

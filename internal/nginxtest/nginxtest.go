@@ -1,6 +1,6 @@
 // Package nginxtest runs a real nginx in front of gateway replicas for end-to-end tests,
 // configured the way the proxies between browsers and the gateway are: ones that refuse
-// WebSocket upgrades, ones that drop the upgrade headers (nginx's default), ones that buffer
+// WebSocket upgrades or end their connections unanswered, ones that drop the upgrade headers (nginx's default), ones that buffer
 // responses, ones that end TLS and speak HTTP/2 to the browser.
 //
 // Entry point: Start (stopped with the test). Proxy.URL is what a client dials; Proxy.Logs goes
@@ -43,6 +43,9 @@ const (
 	Refuse
 	// Pass forwards upgrades: a WebSocket-capable proxy, for comparison.
 	Pass
+	// Close ends the connection of any request carrying an Upgrade header without an answer
+	// (nginx's 444), as proxies and firewalls that kill WebSockets do.
+	Close
 )
 
 func (m WebSocketMode) String() string {
@@ -53,6 +56,8 @@ func (m WebSocketMode) String() string {
 		return "refuse"
 	case Pass:
 		return "pass"
+	case Close:
+		return "close"
 	}
 	return fmt.Sprintf("WebSocketMode(%d)", int(m))
 }
@@ -360,6 +365,11 @@ http {
     # As proxies that block WebSockets do: any upgrade is refused before it is forwarded.
     if ($http_upgrade) {
       return 403;
+    }
+{{end}}{{if eq .Mode "close"}}
+    # As proxies that kill WebSockets do: the connection of any upgrade ends without an answer.
+    if ($http_upgrade) {
+      return 444;
     }
 {{end}}
     location = ` + readyPath + ` {

@@ -87,28 +87,36 @@ func dialWebSocket(t *testing.T, p *Proxy) (*websocket.Conn, *http.Response, err
 	return c, resp, err
 }
 
-// A proxy that blocks WebSockets answers the upgrade 403 itself; the replica never sees it,
-// while a plain request still reaches the replica.
-func TestRefuseAnswersUpgrades403(t *testing.T) {
-	up := newUpstream(t, nil)
-	p := Start(t, Options{Upstreams: []string{up.addr()}, WebSocket: Refuse})
+// A proxy that blocks WebSockets answers the upgrade 403 itself (Refuse), or ends its
+// connection without an answer (Close); the replica never sees it, while a plain request
+// still reaches the replica.
+func TestUpgradesStopAtTheProxy(t *testing.T) {
+	for _, tc := range []struct {
+		mode   WebSocketMode
+		status int // of the upgrade's answer; 0: none
+	}{{Refuse, http.StatusForbidden}, {Close, 0}} {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			up := newUpstream(t, nil)
+			p := Start(t, Options{Upstreams: []string{up.addr()}, WebSocket: tc.mode})
 
-	c, resp, err := dialWebSocket(t, p)
-	if err == nil {
-		c.CloseNow()
-		t.Fatal("the upgrade went through a refusing proxy")
-	}
-	if resp == nil || resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("upgrade: want 403, got %v (%v)", resp, err)
-	}
-	if n := len(up.requests()); n != 0 {
-		t.Fatalf("the replica saw %d requests of a refused upgrade", n)
-	}
-	if resp := get(t, p, "/rpc"); resp.StatusCode != http.StatusOK {
-		t.Fatalf("plain GET through the refusing proxy: %s", resp.Status)
-	}
-	if n := len(up.requests()); n != 1 {
-		t.Fatalf("the replica saw %d requests, want the plain GET", n)
+			c, resp, err := dialWebSocket(t, p)
+			if err == nil {
+				c.CloseNow()
+				t.Fatal("the upgrade went through the proxy")
+			}
+			if (resp == nil && tc.status != 0) || (resp != nil && resp.StatusCode != tc.status) {
+				t.Fatalf("upgrade: want status %d (0: no answer), got %v (%v)", tc.status, resp, err)
+			}
+			if n := len(up.requests()); n != 0 {
+				t.Fatalf("the replica saw %d requests of a stopped upgrade", n)
+			}
+			if resp := get(t, p, "/rpc"); resp.StatusCode != http.StatusOK {
+				t.Fatalf("plain GET through the proxy: %s", resp.Status)
+			}
+			if n := len(up.requests()); n != 1 {
+				t.Fatalf("the replica saw %d requests, want the plain GET", n)
+			}
+		})
 	}
 }
 
