@@ -20,7 +20,8 @@
 // reset or closed without an answer, or no answer within
 // Options.ConnectTimeout (the attempt over HTTP then has a ConnectTimeout of
 // its own). The gateway's own refusals for load (503 and 429) are waited out
-// as always, and an address where nothing listens is not tried over HTTP.
+// as always, and an address where nothing listens, or a WebSocket that opens
+// without the codec's subprotocol (ErrSubprotocol), is not tried over HTTP.
 // When the connection over HTTP is made, the client keeps to HTTP for
 // Options.WebSocketRetry (5 minutes): the first reconnect after that tries a
 // WebSocket again (a working connection is not ended to try); when it fails

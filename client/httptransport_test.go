@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -341,8 +343,8 @@ func TestAutoFallsBackWithoutAnAnswer(t *testing.T) {
 	}
 }
 
-// When HTTP fails too, the attempt fails with both errors; an address where nothing listens
-// is not tried over HTTP at all.
+// When HTTP fails too, the attempt fails with both errors; an address where nothing listens,
+// or a WebSocket that opens without the codec's subprotocol, is not tried over HTTP at all.
 func TestAutoFallBackFailing(t *testing.T) {
 	t.Parallel()
 	cs := startContract(t, 50*time.Millisecond)
@@ -364,5 +366,23 @@ func TestAutoFallBackFailing(t *testing.T) {
 	_, err = client.Dial(ctx, "ws://"+addr+"/rpc", &client.Options{Token: cs.minter("alice", time.Hour)})
 	if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(err.Error(), "over HTTP") {
 		t.Fatalf("dial where nothing listens: %v, want the refused connection only", err)
+	}
+
+	var posts atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			posts.Add(1)
+			http.Error(w, "no", http.StatusNotFound)
+			return
+		}
+		ws, err := websocket.Accept(w, r, nil) // no subprotocol chosen
+		if err == nil {
+			_ = ws.CloseNow()
+		}
+	}))
+	defer other.Close()
+	_, err = client.Dial(ctx, "ws"+strings.TrimPrefix(other.URL, "http")+"/rpc", &client.Options{Token: cs.minter("alice", time.Hour)})
+	if !errors.Is(err, client.ErrSubprotocol) || posts.Load() != 0 {
+		t.Fatalf("dial of a WebSocket without the subprotocol: %v after %d POSTs, want ErrSubprotocol and none", err, posts.Load())
 	}
 }

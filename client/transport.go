@@ -86,10 +86,12 @@ func (c *Client) dial(ctx context.Context) (*carrier, error) {
 // fallsBack reports whether TransportAuto tries HTTP after err, a WebSocket dial's failure:
 // anything but the gateway's own refusals for load (503, 429), which say to wait rather than
 // to take another way; an address that does not resolve or where nothing listens, which
-// HTTP would not reach either; and the caller's giving up (ctx done).
+// HTTP would not reach either; a WebSocket that opened without the codec's subprotocol
+// (ErrSubprotocol: nothing in between blocked it); and the caller's giving up (ctx done).
 func (c *Client) fallsBack(ctx context.Context, err error) bool {
 	var dns *net.DNSError
-	if c.o.Transport != TransportAuto || ctx.Err() != nil || errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED) {
+	if c.o.Transport != TransportAuto || ctx.Err() != nil || errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, ErrSubprotocol) {
 		return false
 	}
 	var he *HandshakeError
