@@ -130,6 +130,12 @@ func (s *session) start() {
 	s.lastRecv.Store(now.UnixNano())
 	s.mu.Lock()
 	s.lastSent = now.UnixNano()
+	if s.http && s.lifecycle() == stateMade {
+		// Authenticated by its Authorization header: authed before the reader reads its
+		// request, which Screen would otherwise take, a notification, for one before auth.
+		s.advance(stateStarted)
+		s.advance(stateAuthed)
+	}
 	// Not derived from a server context: the server ends its sessions one
 	// by one (abort), and a context with no parent to watch costs nothing
 	// per connection. Started under mu, so that what the reader serves
@@ -140,8 +146,6 @@ func (s *session) start() {
 	}
 	closing := s.lifecycle() == stateClosing
 	if !closing && s.http {
-		s.advance(stateStarted)
-		s.advance(stateAuthed) // by its Authorization header, before it started
 		s.rescheduleLocked(time.Now())
 	} else if !closing {
 		s.advance(stateStarted)
