@@ -47,7 +47,9 @@ HUB_TESTS = ^Test(DispatchRunsInOrder|RevocationInsideABatch|OnAccessLost)$$
 # left two cores idle much of a run: `.ci/run` took 598 s on two cores with it, 521 s with four
 # packages at once (the gateway package, the longest, then takes 340 s rather than 240 s).
 # The gateway package is named first, so that go test starts it first: started in its turn
-# (after auth, client and cmd/...), it alone ran for the last few minutes of a run.
+# (after auth, client and cmd/...), it alone ran for the last minutes of a run. make test in a
+# checkout whose build is cached: 430 s with it first; in a fresh clone (everything compiled):
+# 502 s, against 517 s in its turn.
 TEST_PACKAGES ?= 4
 
 vet:
